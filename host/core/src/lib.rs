@@ -1,0 +1,25 @@
+//! The engine-independent heart of sandgraph: graph specs and their
+//! validation, lossless JSON, reducers, and the Pregel executor that runs a
+//! graph's nodes in bulk-synchronous supersteps.
+//!
+//! Nothing here knows about wasm. The executor drives a [`Backend`], which
+//! hands out [`Worker`]s (one sandboxed instance each in production, a fake in
+//! tests) that run node bodies, routers and custom reducers.
+
+mod backend;
+mod error;
+mod executor;
+pub mod json;
+mod reducers;
+mod spec;
+
+pub use backend::{Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, Worker};
+pub use error::{ErrorCode, RunError};
+pub use executor::{
+    CompiledGraph, Interrupt, RunConfig, RunOutcome, StepEvent, TaskUpdate, run,
+    DEFAULT_RECURSION_LIMIT,
+};
+pub use spec::{
+    ChannelSpec, ConditionalEdge, Edge, GraphSpec, NodeSpec, PathEntry, Reducer, Registration,
+    SpecError, END, START,
+};

@@ -1,1 +1,236 @@
-fn main() {}
+//! `sandgraph`: build, run and inspect sandboxed graph components.
+
+mod build;
+mod exit;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use sandgraph_core::json;
+use sandgraph_runtime::{ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime};
+use serde_json::Value;
+
+use crate::exit::Failure;
+
+#[derive(Parser)]
+#[command(
+    name = "sandgraph",
+    version,
+    about = "Ship, host and run agent graphs as sandboxed WebAssembly components"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a graph crate for wasm32-wasip2, check that it loads and describes itself, and write the component
+    Build {
+        /// Directory of the graph crate (holds its Cargo.toml)
+        dir: PathBuf,
+        /// Where to write the component
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Run a graph component and print its final state as JSON
+    Run {
+        /// The graph component (.wasm)
+        graph: PathBuf,
+        /// Input state: JSON text, or @FILE to read it from a file
+        #[arg(long)]
+        input: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+        /// Also print one JSON line per superstep to stderr
+        #[arg(long)]
+        stream: bool,
+    },
+    /// Print a graph's spec as JSON, or as a Mermaid flowchart
+    Inspect {
+        /// The graph component (.wasm)
+        graph: PathBuf,
+        /// Print a Mermaid flowchart instead of JSON
+        #[arg(long)]
+        mermaid: bool,
+    },
+}
+
+/// Per-run limits; unset ones keep the defaults documented in
+/// `host/runtime/src/limits.rs`.
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Wall-clock budget of the run in milliseconds (default 30000)
+    #[arg(long, value_name = "N")]
+    timeout_ms: Option<u64>,
+    /// Fuel budget of the run (default 200000000000)
+    #[arg(long, value_name = "N")]
+    fuel: Option<u64>,
+    /// Memory cap per instance in MiB (default 128)
+    #[arg(long, value_name = "N")]
+    memory_mb: Option<usize>,
+    /// Superstep budget (default 25)
+    #[arg(long, value_name = "N")]
+    recursion_limit: Option<u32>,
+}
+
+impl LimitArgs {
+    fn apply(&self, mut l: Limits) -> Limits {
+        if let Some(ms) = self.timeout_ms {
+            l.timeout = Duration::from_millis(ms);
+        }
+        if let Some(f) = self.fuel {
+            l.fuel = f;
+        }
+        if let Some(mb) = self.memory_mb {
+            l.memory = mb.saturating_mul(1 << 20);
+        }
+        if let Some(r) = self.recursion_limit {
+            l.recursion_limit = r;
+        }
+        l
+    }
+}
+
+fn main() -> ExitCode {
+    // wasmtime errors capture a host backtrace when RUST_BACKTRACE is set,
+    // which is slow and useless for guest failures; keep it for panics only.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: no other thread exists yet.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
+    init_logging();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return Failure::internal(format!("cannot start the async runtime: {e}")).report();
+        }
+    };
+    match rt.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(f) => f.report(),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SANDGRAPH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .init();
+}
+
+async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
+    match cmd {
+        Command::Build { dir, out } => build::build(&dir, &out).await.map(|()| ExitCode::SUCCESS),
+        Command::Run {
+            graph,
+            input,
+            limits,
+            stream,
+        } => run(&graph, &input, &limits, stream).await,
+        Command::Inspect { graph, mermaid } => {
+            inspect(&graph, mermaid).await.map(|()| ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn load(rt: &Runtime, path: &Path) -> Result<Arc<Graph>, Failure> {
+    Ok(rt.load_file(path).await?)
+}
+
+fn read_input(arg: &str) -> Result<Value, Failure> {
+    let (text, origin) = match arg.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| {
+                RunError::new(
+                    ErrorCode::InvalidInput,
+                    format!("cannot read input file {path}: {e}"),
+                )
+            })?,
+            format!("input file {path}"),
+        ),
+        None => (arg.to_string(), "--input".to_string()),
+    };
+    json::parse_lossless(&text, &origin).map_err(|e| {
+        RunError::new(
+            ErrorCode::InvalidInput,
+            format!("{origin} is not valid JSON: {e}"),
+        )
+        .into()
+    })
+}
+
+async fn run(
+    path: &Path,
+    input: &str,
+    args: &LimitArgs,
+    stream: bool,
+) -> Result<ExitCode, Failure> {
+    let input = read_input(input)?;
+    let rt = Runtime::new()?;
+    let limits = args.apply(rt.config().default_limits.clone());
+    limits.check()?;
+    let graph = load(&rt, path).await?;
+    let opts = RunOptions {
+        limits: Some(limits),
+        context: tool_context(&graph),
+        ..Default::default()
+    };
+    let mut on_step = |ev: &sandgraph_runtime::StepEvent| {
+        if stream {
+            if let Ok(line) = serde_json::to_string(ev) {
+                eprintln!("{line}");
+            }
+        }
+    };
+    match rt.run_streaming(&graph, input, opts, &mut on_step).await? {
+        RunOutcome::Completed(state) => {
+            print_pretty(&Value::Object(state))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        RunOutcome::Interrupted { interrupts, .. } => {
+            print_pretty(
+                &serde_json::json!({"status": "interrupted", "thread_id": null, "interrupts": interrupts}),
+            )?;
+            Ok(ExitCode::from(exit::INTERRUPTED))
+        }
+    }
+}
+
+fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
+    sandgraph_core::NodeContext {
+        tool: graph.name().to_string(),
+        ..Default::default()
+    }
+}
+
+fn print_pretty(v: &Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v)
+        .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+async fn inspect(path: &Path, mermaid: bool) -> Result<(), Failure> {
+    let rt = Runtime::new()?;
+    let graph = load(&rt, path).await?;
+    if mermaid {
+        print!("{}", graph.spec().to_mermaid());
+        Ok(())
+    } else {
+        let v = serde_json::to_value(graph.spec()).map_err(|e| Failure::internal(e.to_string()))?;
+        print_pretty(&v)
+    }
+}

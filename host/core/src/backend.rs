@@ -8,7 +8,9 @@ use crate::RunError;
 /// private input.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SendPacket {
+    /// The node to run; must be a node of the graph (not `__end__`).
     pub node: String,
+    /// The task's input, instead of the graph state.
     pub payload: Value,
 }
 
@@ -19,8 +21,11 @@ pub enum NodeOutput {
     Update(Map<String, Value>),
     /// State writes plus dynamic edges (`goto` adds to the static edges).
     Command {
+        /// State writes, as in [`NodeOutput::Update`].
         update: Map<String, Value>,
+        /// Nodes (or `__end__`) to trigger in the next superstep.
         goto: Vec<String>,
+        /// Dynamic tasks for the next superstep, in order.
         sends: Vec<SendPacket>,
     },
     /// The node asks a human; the payload is shown to the caller.
@@ -39,12 +44,17 @@ pub enum RouteTarget {
 /// Facts about the call passed to every node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeContext {
+    /// Tool name the graph is mounted under.
     pub tool: String,
+    /// The original request text when the call was routed by a model.
     pub request: Option<String>,
+    /// The durable thread, when the run has one.
     pub thread_id: Option<String>,
+    /// Superstep number, from 0.
     pub step: u32,
     /// Resume values for this task, oldest first.
     pub resume: Vec<Value>,
+    /// Extra configurable keys.
     pub configurable: Map<String, Value>,
 }
 
@@ -83,12 +93,15 @@ pub trait Worker: Send + 'static {
 /// one per run so all of the run's workers share its fuel, deadlines and
 /// cancellation.
 pub trait Backend: Send + Sync {
+    /// The workers this backend hands out.
     type Worker: Worker;
 
     /// A fresh worker, never shared with another run.
     fn worker(&self) -> impl Future<Output = Result<Self::Worker, RunError>> + Send;
 
-    /// `Some(error)` once the run must not start another superstep (soft
-    /// deadline passed, caller cancelled, budget spent).
+    /// `Ok(())` while the run may start another superstep; the error to end
+    /// the run with once it must not (soft deadline passed, caller
+    /// cancelled, budget spent). The executor asks before every superstep
+    /// that has tasks to run, not when the run is about to complete.
     fn check_continue(&self) -> Result<(), RunError>;
 }

@@ -71,12 +71,18 @@ impl fmt::Display for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct RunError {
+    /// The stable code.
     pub code: ErrorCode,
+    /// Lowercase, no trailing period; names what was wrong and where.
     pub message: String,
 }
 
 impl RunError {
+    /// An error with `code` and `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RunError { code, message: message.into() }
+        RunError {
+            code,
+            message: message.into(),
+        }
     }
 }

@@ -6,6 +6,8 @@
 //! hands out [`Worker`]s (one sandboxed instance each in production, a fake in
 //! tests) that run node bodies, routers and custom reducers.
 
+#![warn(missing_docs)]
+
 mod backend;
 mod error;
 mod executor;
@@ -16,10 +18,11 @@ mod spec;
 pub use backend::{Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, Worker};
 pub use error::{ErrorCode, RunError};
 pub use executor::{
-    CompiledGraph, Interrupt, RunConfig, RunOutcome, StepEvent, TaskUpdate, run,
-    DEFAULT_RECURSION_LIMIT,
+    CompiledGraph, DEFAULT_RECURSION_LIMIT, Interrupt, RunConfig, RunOutcome, StepEvent,
+    TaskUpdate, run,
 };
 pub use spec::{
-    ChannelSpec, ConditionalEdge, Edge, GraphSpec, NodeSpec, PathEntry, Reducer, Registration,
-    SpecError, END, START,
+    ChannelSpec, ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN,
+    MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry, Reducer, Registration,
+    START, SpecError,
 };

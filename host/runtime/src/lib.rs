@@ -1,1 +1,22 @@
-//! placeholder
+//! The sandbox: loads graph components with wasmtime and runs their nodes
+//! under deny-by-default capabilities, fuel, epoch deadlines and memory caps.
+//!
+//! Build one [`Runtime`] per process (it owns the `Engine`, the `Linker`, the
+//! epoch ticker and the host-wide memory budget), [`Runtime::load`] each graph
+//! once (compiles it and builds its typed `*Pre`), then [`Runtime::run`] as
+//! often as you like: every run gets fresh instances in fresh stores.
+
+mod bindings;
+mod host_api;
+mod limits;
+mod loader;
+mod runtime;
+mod sandbox;
+mod wasi;
+
+pub use limits::{Limits, RuntimeConfig};
+pub use loader::{Graph, HOST_WORLD_VERSION};
+pub use runtime::{RunOptions, Runtime};
+pub use sandbox::RunControl;
+pub use sandgraph_core::{ErrorCode, GraphSpec, Interrupt, RunError, RunOutcome, StepEvent};
+pub use tokio_util::sync::CancellationToken;

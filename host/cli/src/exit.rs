@@ -1,0 +1,85 @@
+//! Exit codes and the `error[<code>]: <message>` report. The README's table
+//! is generated from the same numbers; keep them stable.
+
+use std::process::ExitCode;
+
+use sandgraph_runtime::{ErrorCode, RunError};
+
+/// The run stopped at an interrupt and waits for a resume value. Not an error.
+pub const INTERRUPTED: u8 = 20;
+/// `sandgraph build` could not build the crate.
+pub const BUILD_FAILED: u8 = 12;
+/// A bug or an environment failure in the host itself.
+pub const INTERNAL: u8 = 70;
+
+/// The exit code of each error code.
+pub fn exit_code(code: ErrorCode) -> u8 {
+    match code {
+        ErrorCode::InvalidInput => 2,
+        ErrorCode::Load => 3,
+        ErrorCode::Timeout => 4,
+        ErrorCode::OutOfFuel => 5,
+        ErrorCode::MemoryLimit => 6,
+        ErrorCode::Trap => 7,
+        ErrorCode::InvalidOutput => 8,
+        ErrorCode::InvalidUpdate => 9,
+        ErrorCode::RecursionLimit => 10,
+        ErrorCode::NodeError => 11,
+    }
+}
+
+/// A failure to print as `error[<code>]: <message>` on stderr.
+#[derive(Debug)]
+pub struct Failure {
+    code: &'static str,
+    exit: u8,
+    message: String,
+}
+
+impl Failure {
+    pub fn build(message: impl Into<String>) -> Self {
+        Failure {
+            code: "build",
+            exit: BUILD_FAILED,
+            message: message.into(),
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Failure {
+            code: "internal",
+            exit: INTERNAL,
+            message: message.into(),
+        }
+    }
+
+    pub fn report(self) -> ExitCode {
+        eprintln!("error[{}]: {}", self.code, self.message);
+        ExitCode::from(self.exit)
+    }
+}
+
+impl From<RunError> for Failure {
+    fn from(e: RunError) -> Self {
+        Failure {
+            code: e.code.as_str(),
+            exit: exit_code(e.code),
+            message: e.message,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_distinct_and_nonzero() {
+        let mut seen = std::collections::HashSet::new();
+        for c in ErrorCode::ALL {
+            let e = exit_code(c);
+            assert!(e != 0 && e != INTERRUPTED && e != BUILD_FAILED && e != INTERNAL);
+            assert!(seen.insert(e), "duplicate exit code {e}");
+        }
+    }
+}

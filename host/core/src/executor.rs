@@ -1,0 +1,940 @@
+//! The Pregel executor: runs a compiled graph in bulk-synchronous supersteps
+//! the way LangGraph runs a compiled `StateGraph`.
+//!
+//! Each superstep (1) plans the tasks triggered by the previous step, (2)
+//! runs them concurrently against an immutable snapshot of the state taken at
+//! step start, and (3) at the barrier applies all of their writes at once, in
+//! task order, through the channels' reducers. Writes of step N are visible
+//! only from step N+1 on.
+//!
+//! The loop is split into [`LoopState::from_input`] (apply the input, route
+//! from `__start__`), [`LoopState::plan`] and [`LoopState::commit`] around the
+//! concurrent task execution, so that a checkpointer can later persist the
+//! serializable [`LoopState`] between supersteps and resume from it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::task::{AbortHandle, JoinSet};
+use tracing::Instrument as _;
+
+use crate::reducers::{self, kind};
+use crate::{
+    Backend, ConditionalEdge, END, ErrorCode, GraphSpec, NodeContext, NodeOutput, Reducer,
+    RouteTarget, RunError, START, SendPacket, SpecError, Worker,
+};
+
+/// Supersteps a run may take unless its [`RunConfig`] says otherwise (the
+/// historical LangGraph default, still the JS one).
+pub const DEFAULT_RECURSION_LIMIT: u32 = 25;
+
+/// A validated graph spec plus the indexes the executor plans with.
+///
+/// Immutable once built; share it between runs as `Arc<CompiledGraph>`.
+#[derive(Debug)]
+pub struct CompiledGraph {
+    spec: GraphSpec,
+    /// Channel name -> reducer.
+    reducers: HashMap<String, Reducer>,
+    /// Channels that start with a value, and that value.
+    defaults: Map<String, Value>,
+    nodes: HashSet<String>,
+    /// Entry points, deduplicated.
+    entry: BTreeSet<String>,
+    /// Source node -> targets of its single-source static edges (no `__end__`).
+    edges_from: HashMap<String, Vec<String>>,
+    /// Join edges (several sources), deduplicated by key.
+    joins: Vec<Join>,
+    /// Source node -> indexes into `joins`.
+    joins_of: HashMap<String, Vec<usize>>,
+    /// Source node (or `__start__`) -> indexes into the spec's conditional
+    /// edges, in spec order.
+    conditionals_of: HashMap<String, Vec<usize>>,
+}
+
+/// A join edge: its target runs once every source has run since it last did.
+#[derive(Debug)]
+struct Join {
+    /// Stable name of the barrier (`join:a+b:c`, as LangGraph names it).
+    key: String,
+    sources: BTreeSet<String>,
+    target: String,
+}
+
+impl CompiledGraph {
+    /// Validates `spec` and builds the executor's indexes.
+    pub fn new(spec: GraphSpec) -> Result<Self, SpecError> {
+        spec.validate()?;
+        let reducers = spec
+            .channels
+            .iter()
+            .map(|c| (c.name.clone(), c.reducer))
+            .collect();
+        let defaults = spec
+            .channels
+            .iter()
+            .filter_map(|c| Some((c.name.clone(), c.default.clone()?)))
+            .collect();
+        let nodes = spec.nodes.iter().map(|n| n.name.clone()).collect();
+        let entry = spec.entry_points.iter().cloned().collect();
+
+        let mut edges_from: HashMap<String, Vec<String>> = HashMap::new();
+        let mut joins: Vec<Join> = Vec::new();
+        let mut joins_of: HashMap<String, Vec<usize>> = HashMap::new();
+        for edge in &spec.edges {
+            if edge.target == END {
+                continue;
+            }
+            if let [source] = edge.sources.as_slice() {
+                let targets = edges_from.entry(source.clone()).or_default();
+                if !targets.contains(&edge.target) {
+                    targets.push(edge.target.clone());
+                }
+                continue;
+            }
+            let key = format!("join:{}:{}", edge.sources.join("+"), edge.target);
+            if joins.iter().any(|j| j.key == key) {
+                continue;
+            }
+            for source in &edge.sources {
+                joins_of
+                    .entry(source.clone())
+                    .or_default()
+                    .push(joins.len());
+            }
+            joins.push(Join {
+                key,
+                sources: edge.sources.iter().cloned().collect(),
+                target: edge.target.clone(),
+            });
+        }
+        let mut conditionals_of: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, cond) in spec.conditional_edges.iter().enumerate() {
+            conditionals_of
+                .entry(cond.source.clone())
+                .or_default()
+                .push(i);
+        }
+        Ok(CompiledGraph {
+            spec,
+            reducers,
+            defaults,
+            nodes,
+            entry,
+            edges_from,
+            joins,
+            joins_of,
+            conditionals_of,
+        })
+    }
+
+    /// The spec this graph was compiled from.
+    pub fn spec(&self) -> &GraphSpec {
+        &self.spec
+    }
+
+    /// `state` with its keys in channel declaration order, so results read
+    /// the way the graph declares its state.
+    fn in_channel_order(&self, mut state: Map<String, Value>) -> Map<String, Value> {
+        let mut ordered = Map::with_capacity(state.len());
+        for c in &self.spec.channels {
+            if let Some(v) = state.remove(&c.name) {
+                ordered.insert(c.name.clone(), v);
+            }
+        }
+        ordered.extend(state);
+        ordered
+    }
+
+    fn conditionals(&self, source: &str) -> impl Iterator<Item = &ConditionalEdge> {
+        self.conditionals_of
+            .get(source)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.spec.conditional_edges.get(i))
+    }
+
+    fn has_conditionals(&self, source: &str) -> bool {
+        self.conditionals_of.contains_key(source)
+    }
+
+    /// Keeps the writes to known channels, dropping (and logging) the rest,
+    /// as LangGraph does.
+    fn filter_writes(&self, node: &str, update: Map<String, Value>) -> Map<String, Value> {
+        update
+            .into_iter()
+            .filter(|(channel, _)| {
+                let known = self.reducers.contains_key(channel);
+                if !known {
+                    tracing::warn!(node, channel, "write to an unknown channel dropped");
+                }
+                known
+            })
+            .collect()
+    }
+
+    fn check_send(&self, source: &str, send: &SendPacket) -> Result<(), RunError> {
+        if send.node == END {
+            return Err(invalid_update(format!(
+                "node {source:?} sent a task to __end__: a send must target a node"
+            )));
+        }
+        if !self.nodes.contains(&send.node) {
+            return Err(invalid_update(format!(
+                "node {source:?} sent a task to unknown node {:?}",
+                send.node
+            )));
+        }
+        Ok(())
+    }
+
+    /// Resolves a goto target: `Some(node)`, or `None` for `__end__`.
+    fn resolve_goto<'t>(&self, source: &str, target: &'t str) -> Result<Option<&'t str>, RunError> {
+        if target == END {
+            Ok(None)
+        } else if self.nodes.contains(target) {
+            Ok(Some(target))
+        } else {
+            Err(invalid_update(format!(
+                "node {source:?} returned goto {target:?}, which is not a node"
+            )))
+        }
+    }
+
+    /// Turns a router's answers into triggered nodes and sends.
+    fn resolve_routes(
+        &self,
+        source: &str,
+        cond: &ConditionalEdge,
+        answers: Vec<RouteTarget>,
+        next: &mut Vec<String>,
+        sends: &mut Vec<SendPacket>,
+    ) -> Result<(), RunError> {
+        let router = &cond.router;
+        for answer in answers {
+            let name = match answer {
+                RouteTarget::Send(send) => {
+                    self.check_send(source, &send)?;
+                    sends.push(send);
+                    continue;
+                }
+                RouteTarget::Node(name) => name,
+            };
+            let target = if cond.path_map.is_empty() {
+                if name != END && !self.nodes.contains(&name) {
+                    return Err(invalid_update(format!(
+                        "router {router:?} of node {source:?} returned {name:?}, which is neither a node nor __end__"
+                    )));
+                }
+                name
+            } else {
+                match cond.path_map.iter().find(|e| e.key == name) {
+                    Some(entry) => entry.target.clone(),
+                    None => {
+                        let allowed: Vec<String> = cond
+                            .path_map
+                            .iter()
+                            .map(|e| format!("{:?}", e.key))
+                            .collect();
+                        return Err(invalid_update(format!(
+                            "router {router:?} of node {source:?} returned {name:?}, which is not a key of its path map (allowed: {})",
+                            allowed.join(", ")
+                        )));
+                    }
+                }
+            };
+            if target != END {
+                next.push(target);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How to run a graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// Most supersteps this invocation may run; at least 1.
+    pub recursion_limit: u32,
+    /// Base context for every task: `tool`, `request`, `thread_id` and
+    /// `configurable` are passed as they are; `step` and `resume` are filled
+    /// in per task.
+    pub context: NodeContext,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            recursion_limit: DEFAULT_RECURSION_LIMIT,
+            context: NodeContext::default(),
+        }
+    }
+}
+
+/// The writes of one task of a superstep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskUpdate {
+    /// The node the task ran.
+    pub node: String,
+    /// The task's writes to known channels, as a JSON object.
+    pub update: Value,
+}
+
+/// A completed superstep, reported after its writes were applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepEvent {
+    /// Superstep number, from 0.
+    pub step: u32,
+    /// One entry per task, in task order.
+    pub updates: Vec<TaskUpdate>,
+}
+
+/// A node's request for human input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interrupt {
+    /// Deterministic id (32 hex digits) derived from the step, the task and
+    /// the interrupt's index within the task.
+    pub id: String,
+    /// The node that interrupted.
+    pub node: String,
+    /// The payload shown to the caller.
+    pub value: Value,
+}
+
+/// How a run ended, when it did not fail.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// No task was left to run: the final state (every channel with a value).
+    Completed(Map<String, Value>),
+    /// A superstep interrupted: none of its writes were applied, and `state`
+    /// is the state committed before it.
+    Interrupted {
+        /// The committed state (every channel with a value).
+        state: Map<String, Value>,
+        /// One per interrupting task, in task order.
+        interrupts: Vec<Interrupt>,
+    },
+}
+
+/// Runs `graph` on `input` until no task is left, a node interrupts, a task
+/// fails, the recursion limit is reached or `backend.check_continue()` stops
+/// the run.
+///
+/// `input` must be a JSON object; its keys that name channels are written as
+/// `__start__`'s writes, other keys are dropped with a warning. `on_step` is
+/// called once per completed superstep. The future is `Send`, and dropping
+/// it aborts the tasks it spawned.
+///
+/// Tasks run on workers from `backend`: one "main" worker, obtained at the
+/// start, runs single-task steps, routers and custom reducers of `__start__`
+/// and the barrier; a step with several tasks runs task 0 on the main worker
+/// and each other task on a fresh worker, all concurrently on tokio tasks.
+/// When a task fails, tasks after it in task order are aborted, earlier ones
+/// finish, and the error of the first failed task in task order is returned;
+/// a panic in a spawned task becomes a `trap` error. `check_continue` is
+/// asked before each superstep that has tasks to run.
+pub async fn run<B: Backend + 'static>(
+    graph: &Arc<CompiledGraph>,
+    backend: &Arc<B>,
+    input: Value,
+    config: &RunConfig,
+    on_step: &mut (dyn FnMut(&StepEvent) + Send),
+) -> Result<RunOutcome, RunError> {
+    if config.recursion_limit == 0 {
+        return Err(RunError::new(
+            ErrorCode::InvalidInput,
+            "recursion_limit must be at least 1",
+        ));
+    }
+    let mut main_worker = backend.worker().await?;
+    let mut state = LoopState::from_input(graph, &mut main_worker, input).await?;
+    // `None` only while task 0 of a multi-task step holds it, or if that
+    // task panicked (then a fresh one is fetched).
+    let mut main = Some(main_worker);
+    // Budget per invocation: a resumed run gets a fresh one.
+    let first_step = state.step;
+    loop {
+        let tasks = state.plan();
+        if tasks.is_empty() {
+            return Ok(RunOutcome::Completed(
+                graph.in_channel_order(state.channels),
+            ));
+        }
+        backend.check_continue()?;
+        if state.step.saturating_sub(first_step) >= config.recursion_limit {
+            return Err(RunError::new(
+                ErrorCode::RecursionLimit,
+                format!(
+                    "recursion limit of {} reached without hitting a stop condition",
+                    config.recursion_limit
+                ),
+            ));
+        }
+        let step = state.step;
+        tracing::debug!(step, tasks = tasks.len(), "superstep");
+
+        // One immutable snapshot per step, shared by every task. The
+        // channels move into it and come back once the tasks are done.
+        let snapshot = Arc::new(Value::Object(std::mem::take(&mut state.channels)));
+        let mut ctx = config.context.clone();
+        ctx.step = step;
+        ctx.resume.clear();
+        let outcomes = execute_tasks(graph, backend, &mut main, &tasks, &snapshot, &ctx).await;
+        state.channels = match Arc::try_unwrap(snapshot) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => Map::new(),
+            Err(shared) => shared.as_object().cloned().unwrap_or_default(),
+        };
+        let outcomes = outcomes?;
+
+        let interrupts = collect_interrupts(step, &tasks, &outcomes);
+        if !interrupts.is_empty() {
+            return Ok(RunOutcome::Interrupted {
+                state: graph.in_channel_order(state.channels),
+                interrupts,
+            });
+        }
+        let worker = match &mut main {
+            Some(worker) => worker,
+            None => main.insert(backend.worker().await?),
+        };
+        let event = state.commit(graph, worker, &tasks, outcomes).await?;
+        on_step(&event);
+        // Checkpoint hook: `state` now holds everything needed to continue
+        // with the next superstep (step, channels, triggers, barriers, sends).
+    }
+}
+
+fn invalid_update(message: String) -> RunError {
+    RunError::new(ErrorCode::InvalidUpdate, message)
+}
+
+/// Everything the loop needs between supersteps; serializable so a later
+/// checkpointer can persist it after each commit and resume from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LoopState {
+    /// Number of the next superstep.
+    pub(crate) step: u32,
+    /// Every channel that has a value.
+    pub(crate) channels: Map<String, Value>,
+    /// Nodes triggered for the next superstep (its PULL tasks).
+    pub(crate) pull: BTreeSet<String>,
+    /// Per join barrier (by key), the sources that ran since it last fired.
+    pub(crate) joins_seen: BTreeMap<String, BTreeSet<String>>,
+    /// Dynamic tasks for the next superstep (its PUSH tasks), in the order
+    /// they were emitted.
+    pub(crate) sends: Vec<SendPacket>,
+}
+
+/// One task of a superstep.
+#[derive(Debug, Clone, PartialEq)]
+struct Task {
+    node: String,
+    /// `None`: a PULL task reading the state snapshot; `Some`: a PUSH task
+    /// (the index among the step's sends, and its payload).
+    push: Option<(usize, Value)>,
+}
+
+impl Task {
+    /// Identifies the task within its step (LangGraph's task path).
+    fn path(&self) -> String {
+        match &self.push {
+            None => format!("pull:{}", self.node),
+            Some((index, _)) => format!("push:{index}"),
+        }
+    }
+}
+
+/// What a task produced.
+#[derive(Debug)]
+enum TaskOutcome {
+    Done(TaskWrites),
+    Interrupted(Value),
+}
+
+#[derive(Debug)]
+struct TaskWrites {
+    /// Writes to known channels.
+    writes: Map<String, Value>,
+    /// Nodes triggered by goto and routers (not yet static edges).
+    next: Vec<String>,
+    /// Sends from the node's command, then from its routers.
+    sends: Vec<SendPacket>,
+}
+
+impl LoopState {
+    /// Starts a run: channels at their defaults, the input applied as
+    /// `__start__`'s writes, entry points triggered and the conditional edges
+    /// of `__start__` routed on the resulting state.
+    async fn from_input<W: Worker>(
+        graph: &CompiledGraph,
+        worker: &mut W,
+        input: Value,
+    ) -> Result<Self, RunError> {
+        let Value::Object(input) = input else {
+            return Err(RunError::new(
+                ErrorCode::InvalidInput,
+                format!("the input must be a json object, not {}", kind(&input)),
+            ));
+        };
+        let mut channels = graph.defaults.clone();
+        let writes = graph.filter_writes(START, input);
+        apply_writes(graph, worker, &mut channels, START, writes).await?;
+
+        let mut pull = graph.entry.clone();
+        let mut sends = Vec::new();
+        if graph.has_conditionals(START) {
+            let state = Value::Object(channels.clone());
+            let mut next = Vec::new();
+            for cond in graph.conditionals(START) {
+                let answers = worker.route(&cond.router, &state).await?;
+                graph.resolve_routes(START, cond, answers, &mut next, &mut sends)?;
+            }
+            pull.extend(next);
+        }
+        Ok(LoopState {
+            step: 0,
+            channels,
+            pull,
+            joins_seen: BTreeMap::new(),
+            sends,
+        })
+    }
+
+    /// The tasks of the next superstep, in task order: PULL tasks by node
+    /// name, then PUSH tasks in emission order.
+    fn plan(&self) -> Vec<Task> {
+        let pull = self.pull.iter().map(|node| Task {
+            node: node.clone(),
+            push: None,
+        });
+        let push = self.sends.iter().enumerate().map(|(i, send)| Task {
+            node: send.node.clone(),
+            push: Some((i, send.payload.clone())),
+        });
+        pull.chain(push).collect()
+    }
+
+    /// The barrier: applies the step's writes in task order, computes the
+    /// next step's triggers and advances the step. On error the state must be
+    /// discarded.
+    async fn commit<W: Worker>(
+        &mut self,
+        graph: &CompiledGraph,
+        worker: &mut W,
+        tasks: &[Task],
+        outcomes: Vec<TaskOutcome>,
+    ) -> Result<StepEvent, RunError> {
+        let writes: Vec<TaskWrites> = outcomes
+            .into_iter()
+            .filter_map(|outcome| match outcome {
+                TaskOutcome::Done(writes) => Some(writes),
+                TaskOutcome::Interrupted(_) => None,
+            })
+            .collect();
+        if writes.len() != tasks.len() {
+            return Err(RunError::new(
+                ErrorCode::Trap,
+                "internal error: a superstep with an interrupt reached the barrier",
+            ));
+        }
+        check_last_value_conflicts(graph, tasks, &writes)?;
+
+        let mut updates = Vec::with_capacity(tasks.len());
+        let mut pull = BTreeSet::new();
+        let mut sends = Vec::new();
+        for (task, task_writes) in tasks.iter().zip(writes) {
+            let TaskWrites {
+                writes,
+                next,
+                sends: task_sends,
+            } = task_writes;
+            updates.push(TaskUpdate {
+                node: task.node.clone(),
+                update: Value::Object(writes.clone()),
+            });
+            apply_writes(graph, worker, &mut self.channels, &task.node, writes).await?;
+
+            if let Some(targets) = graph.edges_from.get(&task.node) {
+                pull.extend(targets.iter().cloned());
+            }
+            pull.extend(next);
+            sends.extend(task_sends);
+            for &j in graph.joins_of.get(&task.node).into_iter().flatten() {
+                if let Some(join) = graph.joins.get(j) {
+                    self.joins_seen
+                        .entry(join.key.clone())
+                        .or_default()
+                        .insert(task.node.clone());
+                }
+            }
+        }
+        for join in &graph.joins {
+            if self
+                .joins_seen
+                .get(&join.key)
+                .is_some_and(|seen| seen.is_superset(&join.sources))
+            {
+                self.joins_seen.remove(&join.key);
+                pull.insert(join.target.clone());
+            }
+        }
+        let event = StepEvent {
+            step: self.step,
+            updates,
+        };
+        self.pull = pull;
+        self.sends = sends;
+        self.step = self.step.saturating_add(1);
+        Ok(event)
+    }
+}
+
+/// A last-value channel takes one write per superstep.
+fn check_last_value_conflicts(
+    graph: &CompiledGraph,
+    tasks: &[Task],
+    writes: &[TaskWrites],
+) -> Result<(), RunError> {
+    let mut writers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (task, task_writes) in tasks.iter().zip(writes) {
+        for channel in task_writes.writes.keys() {
+            if graph.reducers.get(channel) == Some(&Reducer::LastValue) {
+                writers.entry(channel).or_default().push(&task.node);
+            }
+        }
+    }
+    match writers.into_iter().find(|(_, nodes)| nodes.len() > 1) {
+        Some((channel, nodes)) => {
+            let names: Vec<String> = nodes.iter().map(|n| format!("{n:?}")).collect();
+            Err(invalid_update(format!(
+                "channel {channel:?} received {} values in one step (from nodes {}); a last-value channel takes one write per step: give it a reducer (append, merge, add or custom)",
+                nodes.len(),
+                names.join(", ")
+            )))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Applies one writer's writes (to known channels) through the reducers;
+/// custom reducers run on `worker`.
+async fn apply_writes<W: Worker>(
+    graph: &CompiledGraph,
+    worker: &mut W,
+    channels: &mut Map<String, Value>,
+    writer: &str,
+    writes: Map<String, Value>,
+) -> Result<(), RunError> {
+    for (channel, update) in writes {
+        let Some(&reducer) = graph.reducers.get(&channel) else {
+            continue;
+        };
+        let value = match reducer {
+            Reducer::Custom => {
+                let current = channels.get(&channel).unwrap_or(&Value::Null);
+                worker.reduce(&channel, current, &update).await?
+            }
+            builtin => reducers::apply(builtin, &channel, channels.get(&channel), update, writer)?,
+        };
+        channels.insert(channel, value);
+    }
+    Ok(())
+}
+
+/// Runs the step's tasks and returns their outcomes in task order, or the
+/// error of the failed task that comes first in task order.
+async fn execute_tasks<B: Backend + 'static>(
+    graph: &Arc<CompiledGraph>,
+    backend: &Arc<B>,
+    main: &mut Option<B::Worker>,
+    tasks: &[Task],
+    snapshot: &Arc<Value>,
+    ctx: &NodeContext,
+) -> Result<Vec<TaskOutcome>, RunError> {
+    if let [task] = tasks {
+        let worker = match main {
+            Some(worker) => worker,
+            None => main.insert(backend.worker().await?),
+        };
+        let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
+        let outcome = run_task(worker, graph, task, snapshot, ctx)
+            .instrument(span)
+            .await?;
+        return Ok(vec![outcome]);
+    }
+
+    let mut set = JoinSet::new();
+    let mut aborts: Vec<AbortHandle> = Vec::with_capacity(tasks.len());
+    let mut index_of = HashMap::with_capacity(tasks.len());
+    for (i, task) in tasks.iter().enumerate() {
+        let worker = if i == 0 { main.take() } else { None };
+        let graph = Arc::clone(graph);
+        let backend = Arc::clone(backend);
+        let snapshot = Arc::clone(snapshot);
+        let ctx = ctx.clone();
+        let task = task.clone();
+        let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
+        let handle = set.spawn(
+            async move {
+                let mut worker = match worker {
+                    Some(worker) => worker,
+                    None => match backend.worker().await {
+                        Ok(worker) => worker,
+                        Err(err) => return (None, Err(err)),
+                    },
+                };
+                let outcome = run_task(&mut worker, &graph, &task, &snapshot, &ctx).await;
+                (Some(worker), outcome)
+            }
+            .instrument(span),
+        );
+        index_of.insert(handle.id(), i);
+        aborts.push(handle);
+    }
+
+    let mut results: Vec<Option<Result<TaskOutcome, RunError>>> =
+        tasks.iter().map(|_| None).collect();
+    let mut first_failure: Option<usize> = None;
+    while let Some(joined) = set.join_next_with_id().await {
+        let (i, result) = match joined {
+            Ok((id, (worker, result))) => {
+                let Some(&i) = index_of.get(&id) else {
+                    continue;
+                };
+                if i == 0 {
+                    *main = worker;
+                }
+                (i, result)
+            }
+            Err(err) if err.is_cancelled() => continue,
+            Err(err) => {
+                let Some(&i) = index_of.get(&err.id()) else {
+                    continue;
+                };
+                let node = tasks.get(i).map_or("?", |t| t.node.as_str());
+                let message = format!("internal error: the task of node {node:?} panicked");
+                (i, Err(RunError::new(ErrorCode::Trap, message)))
+            }
+        };
+        if result.is_err() && first_failure.is_none_or(|f| i < f) {
+            // Tasks after it in task order cannot matter any more; earlier
+            // ones might still fail and take precedence, so they finish.
+            first_failure = Some(i);
+            for later in aborts.iter().skip(i + 1) {
+                later.abort();
+            }
+        }
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Some(result);
+        }
+    }
+    if let Some(f) = first_failure
+        && let Some(Some(Err(err))) = results.get_mut(f).map(Option::take)
+    {
+        return Err(err);
+    }
+    results
+        .into_iter()
+        .map(|result| {
+            result.unwrap_or_else(|| {
+                Err(RunError::new(
+                    ErrorCode::Trap,
+                    "internal error: a task vanished",
+                ))
+            })
+        })
+        .collect()
+}
+
+/// One task: the node body, then (unless it interrupted) each of its
+/// conditional edges' routers on the fresh state (the step-start snapshot
+/// plus this task's own writes).
+async fn run_task<W: Worker>(
+    worker: &mut W,
+    graph: &CompiledGraph,
+    task: &Task,
+    snapshot: &Value,
+    ctx: &NodeContext,
+) -> Result<TaskOutcome, RunError> {
+    let node = task.node.as_str();
+    let input = match &task.push {
+        None => snapshot,
+        Some((_, payload)) => payload,
+    };
+    let (update, goto, command_sends) = match worker.run_node(node, input, ctx).await? {
+        NodeOutput::Update(update) => (update, Vec::new(), Vec::new()),
+        NodeOutput::Command {
+            update,
+            goto,
+            sends,
+        } => (update, goto, sends),
+        NodeOutput::Interrupt(value) => return Ok(TaskOutcome::Interrupted(value)),
+    };
+    let writes = graph.filter_writes(node, update);
+    let mut next = Vec::new();
+    for target in &goto {
+        if let Some(target) = graph.resolve_goto(node, target)? {
+            next.push(target.to_owned());
+        }
+    }
+    for send in &command_sends {
+        graph.check_send(node, send)?;
+    }
+    let mut sends = command_sends;
+
+    if graph.has_conditionals(node) {
+        let mut fresh = snapshot.as_object().cloned().unwrap_or_default();
+        apply_writes(graph, worker, &mut fresh, node, writes.clone()).await?;
+        let fresh = Value::Object(fresh);
+        for cond in graph.conditionals(node) {
+            let answers = worker.route(&cond.router, &fresh).await?;
+            graph.resolve_routes(node, cond, answers, &mut next, &mut sends)?;
+        }
+    }
+    Ok(TaskOutcome::Done(TaskWrites {
+        writes,
+        next,
+        sends,
+    }))
+}
+
+fn collect_interrupts(step: u32, tasks: &[Task], outcomes: &[TaskOutcome]) -> Vec<Interrupt> {
+    tasks
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(task, outcome)| match outcome {
+            TaskOutcome::Interrupted(value) => Some(Interrupt {
+                // Resume values are not supported yet, so this is always the
+                // task's first interrupt.
+                id: interrupt_id(step, &task.path(), 0),
+                node: task.node.clone(),
+                value: value.clone(),
+            }),
+            TaskOutcome::Done(_) => None,
+        })
+        .collect()
+}
+
+/// 32 hex digits of FNV-1a-128 over the step, task path and interrupt index.
+fn interrupt_id(step: u32, task_path: &str, index: usize) -> String {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let text = format!("{step}\u{0}{task_path}\u{0}{index}");
+    let hash = text.bytes().fold(OFFSET, |hash, byte| {
+        (hash ^ u128::from(byte)).wrapping_mul(PRIME)
+    });
+    format!("{hash:032x}")
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_128_matches_reference_vectors() {
+        // Reference values of FNV-1a-128 for "" and "a".
+        let hash = |bytes: &[u8]| {
+            bytes
+                .iter()
+                .fold(0x6c62_272e_07bb_0142_62b8_2175_6295_c58d_u128, |h, &b| {
+                    (h ^ u128::from(b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b)
+                })
+        };
+        assert_eq!(
+            format!("{:032x}", hash(b"")),
+            "6c62272e07bb014262b821756295c58d"
+        );
+        assert_eq!(
+            format!("{:032x}", hash(b"a")),
+            "d228cb696f1a8caf78912b704e4a8964"
+        );
+        let id = interrupt_id(3, "pull:a", 0);
+        assert_eq!(id.len(), 32);
+        assert_eq!(id, interrupt_id(3, "pull:a", 0));
+        assert_ne!(id, interrupt_id(4, "pull:a", 0));
+        assert_ne!(id, interrupt_id(3, "pull:b", 0));
+        assert_ne!(id, interrupt_id(3, "pull:a", 1));
+    }
+}
+
+#[cfg(test)]
+mod loop_state_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn plan_orders_pull_tasks_by_name_then_push_tasks_by_emission() {
+        let state = LoopState {
+            step: 3,
+            channels: Map::new(),
+            pull: ["zeta", "alpha", "mid"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            joins_seen: BTreeMap::new(),
+            sends: vec![
+                SendPacket {
+                    node: "w".into(),
+                    payload: json!(2),
+                },
+                SendPacket {
+                    node: "alpha".into(),
+                    payload: json!(1),
+                },
+            ],
+        };
+        let plan = state.plan();
+        let order: Vec<(String, String)> =
+            plan.iter().map(|t| (t.node.clone(), t.path())).collect();
+        assert_eq!(
+            order,
+            [
+                ("alpha".to_owned(), "pull:alpha".to_owned()),
+                ("mid".to_owned(), "pull:mid".to_owned()),
+                ("zeta".to_owned(), "pull:zeta".to_owned()),
+                ("w".to_owned(), "push:0".to_owned()),
+                ("alpha".to_owned(), "push:1".to_owned()),
+            ]
+        );
+        assert_eq!(plan[4].push, Some((1, json!(1))));
+    }
+
+    #[test]
+    fn loop_state_round_trips_through_json() {
+        let state = LoopState {
+            step: 7,
+            channels: json!({"x": 1, "items": [1, 2]})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            pull: ["b".to_owned()].into_iter().collect(),
+            joins_seen: [(
+                "join:a+b:c".to_owned(),
+                ["a".to_owned()].into_iter().collect(),
+            )]
+            .into_iter()
+            .collect(),
+            sends: vec![SendPacket {
+                node: "w".into(),
+                payload: json!({"i": 1}),
+            }],
+        };
+        let text = serde_json::to_string(&state).unwrap();
+        let back: LoopState = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, state);
+        assert_eq!(
+            serde_json::to_value(&state).unwrap(),
+            json!({
+                "step": 7,
+                "channels": {"x": 1, "items": [1, 2]},
+                "pull": ["b"],
+                "joins_seen": {"join:a+b:c": ["a"]},
+                "sends": [{"node": "w", "payload": {"i": 1}}]
+            })
+        );
+    }
+}

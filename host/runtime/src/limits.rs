@@ -1,0 +1,325 @@
+//! Every limit the sandbox enforces, with its default and the reason for it.
+//! This is the one place defaults are documented; the README links here.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use sandgraph_core::{DEFAULT_RECURSION_LIMIT, ErrorCode, RunError};
+
+/// Bytes in a MiB.
+pub(crate) const MIB: usize = 1 << 20;
+
+/// Largest component file the loader accepts. Real graphs are a few hundred
+/// KiB; this only stops a hostile file from making the compiler chew on
+/// gigabytes.
+pub const MAX_COMPONENT_BYTES: usize = 64 * MIB;
+
+/// Largest per-instance memory cap an operator may configure. The pooling
+/// allocator reserves address space for each slot up front, so the cap must
+/// fit a slot.
+pub const MAX_MEMORY_CAP: usize = 4096 * MIB;
+
+/// Core instances, tables and memories one store may create. A Rust guest
+/// component needs a handful of each (its module, the WASI adapter and shims);
+/// the wasmtime default of 10,000 would let a hostile component exhaust the
+/// pool from one call.
+pub(crate) const MAX_INSTANCES_PER_STORE: usize = 32;
+pub(crate) const MAX_TABLES_PER_STORE: usize = 32;
+pub(crate) const MAX_MEMORIES_PER_STORE: usize = 8;
+
+/// Largest table a guest may grow to (elements). Function tables of real
+/// guests hold a few thousand entries.
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// Wasm stack per call. Explicit so recursion stops with a clean
+/// `stack overflow` trap and the host keeps its own stack headroom.
+pub(crate) const MAX_WASM_STACK: usize = 512 * 1024;
+
+/// Longest log message a guest may send through `host.log`; longer ones are
+/// truncated so a guest cannot flood the host log with one call.
+pub(crate) const MAX_LOG_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// Log lines (via `host.log`) one instance may emit; the rest are dropped
+/// with one notice.
+pub(crate) const MAX_LOG_LINES_PER_INSTANCE: usize = 256;
+
+/// Guest stdout and stderr kept per instance (each); the rest is dropped.
+/// They go to the host log, never to the host's stdout.
+pub(crate) const MAX_GUEST_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// Per-run limits. Everything a caller can set on one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock budget of the whole run. At the deadline the guest sees
+    /// `cancelled() == true` and no new superstep starts (soft stop).
+    /// Default 30 s: a tool call an LLM client waits on; common MCP clients
+    /// give up after 60 s.
+    pub timeout: Duration,
+    /// Time after the soft deadline (or a cancellation) before the guest is
+    /// stopped by force with an epoch interrupt. Default 500 ms: enough for a
+    /// cooperative graph to return, short enough that a runaway is gone fast.
+    pub grace: Duration,
+    /// Fuel (roughly wasm instructions) for the whole run, across all its
+    /// instances. Default 2e11: about ten seconds of pure compute on the
+    /// reference machine (a spin burns ~2e10 per second), a deterministic
+    /// CPU budget below the default wall-clock timeout.
+    pub fuel: u64,
+    /// Linear memory plus tables per instance, in bytes. Default 128 MiB:
+    /// ample for JSON state machines, small enough that dozens of concurrent
+    /// runs fit the host budget.
+    pub memory: usize,
+    /// Superstep budget per invocation (LangGraph's `recursion_limit`).
+    /// Default 25, LangGraph.js's value: graphs that loop longer must say so.
+    pub recursion_limit: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(30),
+            grace: Duration::from_millis(500),
+            fuel: 200_000_000_000,
+            memory: 128 * MIB,
+            recursion_limit: DEFAULT_RECURSION_LIMIT,
+        }
+    }
+}
+
+impl Limits {
+    /// Rejects limits that cannot work, naming the field.
+    pub fn check(&self) -> Result<(), RunError> {
+        let bad = |m: String| Err(RunError::new(ErrorCode::InvalidInput, m));
+        if self.timeout.is_zero() {
+            return bad("timeout must be greater than zero".into());
+        }
+        if self.fuel == 0 {
+            return bad("fuel must be greater than zero".into());
+        }
+        if self.memory < MIB {
+            return bad(format!(
+                "memory cap must be at least 1 MiB, got {} bytes",
+                self.memory
+            ));
+        }
+        if self.memory > MAX_MEMORY_CAP {
+            return bad(format!(
+                "memory cap must be at most {} MiB, got {} MiB",
+                MAX_MEMORY_CAP / MIB,
+                self.memory / MIB
+            ));
+        }
+        if self.recursion_limit == 0 {
+            return bad("recursion limit must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Host-wide settings, fixed when the [`crate::Runtime`] is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// Memory all live instances together may use. Default 2 GiB, so a burst
+    /// of runs that each stay under their own cap still cannot exhaust the
+    /// machine.
+    pub memory_budget: usize,
+    /// Instances alive at once (pool slots). Default 256; a run needs one per
+    /// task of its widest superstep. Further instances wait for a slot until
+    /// their run's deadline.
+    pub max_instances: u32,
+    /// Epoch tick. Default 1 ms: a runaway yields its worker thread at least
+    /// this often and a hard stop lands within about one tick.
+    pub epoch_tick: Duration,
+    /// Use the pooling allocator (falls back to on-demand allocation when the
+    /// address-space reservation fails).
+    pub pooling: bool,
+    /// Limits applied when a run does not set its own.
+    pub default_limits: Limits,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            memory_budget: 2048 * MIB,
+            max_instances: 256,
+            epoch_tick: Duration::from_millis(1),
+            pooling: true,
+            default_limits: Limits::default(),
+        }
+    }
+}
+
+/// The host-wide memory budget shared by every store.
+#[derive(Debug)]
+pub(crate) struct MemoryBudget {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl MemoryBudget {
+    pub(crate) fn new(limit: usize) -> Arc<Self> {
+        Arc::new(MemoryBudget {
+            limit,
+            used: AtomicUsize::new(0),
+        })
+    }
+
+    fn try_reserve(&self, bytes: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|total| *total <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+}
+
+/// Which cap a store hit, recorded so a guest abort after a refused
+/// allocation is reported as `memory_limit` instead of a plain trap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CapHit {
+    Instance,
+    Host,
+}
+
+/// The per-store `ResourceLimiter`: sums every memory and table of the store
+/// against the instance cap (wasmtime's own limit applies per memory) and
+/// reserves the same bytes from the host-wide budget.
+pub(crate) struct StoreLimiter {
+    cap: usize,
+    reserved: usize,
+    budget: Arc<MemoryBudget>,
+    hit: Option<CapHit>,
+}
+
+impl StoreLimiter {
+    pub(crate) fn new(cap: usize, budget: Arc<MemoryBudget>) -> Self {
+        StoreLimiter {
+            cap,
+            reserved: 0,
+            budget,
+            hit: None,
+        }
+    }
+
+    pub(crate) fn cap_hit(&self) -> Option<CapHit> {
+        self.hit
+    }
+
+    fn grow(&mut self, delta: usize) -> bool {
+        let Some(total) = self.reserved.checked_add(delta) else {
+            self.hit = Some(CapHit::Instance);
+            return false;
+        };
+        if total > self.cap {
+            self.hit = Some(CapHit::Instance);
+            return false;
+        }
+        if !self.budget.try_reserve(delta) {
+            self.hit = Some(CapHit::Host);
+            return false;
+        }
+        self.reserved = total;
+        true
+    }
+}
+
+impl Drop for StoreLimiter {
+    fn drop(&mut self) {
+        self.budget.release(self.reserved);
+    }
+}
+
+impl wasmtime::ResourceLimiter for StoreLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(self.grow(desired.saturating_sub(current)))
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > MAX_TABLE_ELEMENTS {
+            self.hit = Some(CapHit::Instance);
+            return Ok(false);
+        }
+        // A table element is a pointer-sized slot.
+        let bytes = desired
+            .saturating_sub(current)
+            .saturating_mul(std::mem::size_of::<usize>());
+        Ok(self.grow(bytes))
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES_PER_STORE
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES_PER_STORE
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES_PER_STORE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::ResourceLimiter;
+
+    #[test]
+    fn instance_cap_sums_all_memories_and_records_the_hit() {
+        let budget = MemoryBudget::new(100 * MIB);
+        let mut l = StoreLimiter::new(10 * MIB, budget.clone());
+        assert!(l.memory_growing(0, 6 * MIB, None).unwrap());
+        // A second memory of the same store counts against the same cap.
+        assert!(!l.memory_growing(0, 6 * MIB, None).unwrap());
+        assert_eq!(l.cap_hit(), Some(CapHit::Instance));
+        assert_eq!(budget.used(), 6 * MIB);
+        drop(l);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn host_budget_is_shared_across_stores() {
+        let budget = MemoryBudget::new(10 * MIB);
+        let mut a = StoreLimiter::new(8 * MIB, budget.clone());
+        let mut b = StoreLimiter::new(8 * MIB, budget.clone());
+        assert!(a.memory_growing(0, 8 * MIB, None).unwrap());
+        assert!(!b.memory_growing(0, 4 * MIB, None).unwrap());
+        assert_eq!(b.cap_hit(), Some(CapHit::Host));
+        drop(a);
+        assert!(b.memory_growing(0, 4 * MIB, None).unwrap());
+    }
+
+    #[test]
+    fn limits_check_names_the_field() {
+        let l = Limits {
+            recursion_limit: 0,
+            ..Limits::default()
+        };
+        assert!(l.check().unwrap_err().message.contains("recursion limit"));
+        let l = Limits {
+            memory: MAX_MEMORY_CAP + MIB,
+            ..Limits::default()
+        };
+        assert!(l.check().unwrap_err().message.contains("at most 4096 MiB"));
+        assert!(Limits::default().check().is_ok());
+    }
+}

@@ -1,0 +1,320 @@
+//! Turning bytes into a runnable [`Graph`]: header checks, compilation,
+//! import/export checks with errors that name the fix, the typed `*Pre`, and
+//! the graph's own `describe`.
+
+use std::sync::Arc;
+
+use sandgraph_core::{
+    ChannelSpec, CompiledGraph, ConditionalEdge, Edge, ErrorCode, GraphSpec, NodeSpec, PathEntry,
+    Reducer, Registration, RunError, json,
+};
+use wasmtime::component::Component;
+
+use crate::bindings::{self, GraphComponentPre, WitReducer};
+use crate::limits::MAX_COMPONENT_BYTES;
+use crate::runtime::Shared;
+use crate::sandbox::{RunControl, Sandbox, StoreState};
+
+/// The version of the `sandgraph:graph` WIT package this host implements.
+pub const HOST_WORLD_VERSION: &str = "0.1.0";
+const PACKAGE: &str = "sandgraph:graph";
+
+/// A loaded graph: compiled once, described once, instantiated per run.
+pub struct Graph {
+    pub(crate) name: Arc<str>,
+    pub(crate) spec: GraphSpec,
+    pub(crate) compiled: Arc<CompiledGraph>,
+    pub(crate) pre: GraphComponentPre<StoreState>,
+    pub(crate) component: Component,
+}
+
+impl Graph {
+    /// The graph's name (its tool name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The spec the graph described itself with, validated.
+    pub fn spec(&self) -> &GraphSpec {
+        &self.spec
+    }
+
+    /// The compiled component, e.g. to serialize it into a cache.
+    pub fn component(&self) -> &Component {
+        &self.component
+    }
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn load_error(msg: impl Into<String>) -> RunError {
+    RunError::new(ErrorCode::Load, msg)
+}
+
+/// Checks the header: a wasm file, and a component rather than a core module.
+pub(crate) fn check_header(bytes: &[u8]) -> Result<(), RunError> {
+    if bytes.len() > MAX_COMPONENT_BYTES {
+        return Err(load_error(format!(
+            "file is {} bytes, more than the {} byte limit for a graph component",
+            bytes.len(),
+            MAX_COMPONENT_BYTES
+        )));
+    }
+    if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
+        return Err(load_error(
+            "not a wasm file: it does not start with the `\\0asm` header",
+        ));
+    }
+    match &bytes[4..8] {
+        [0x0d, 0x00, 0x01, 0x00] => Ok(()),
+        [0x01, 0x00, 0x00, 0x00] => Err(load_error(
+            "this is a core wasm module, not a component: build the graph for the wasm32-wasip2 target \
+             (`sandgraph build DIR --out FILE`)",
+        )),
+        v => Err(load_error(format!(
+            "unsupported wasm encoding version {v:02x?}: expected a component"
+        ))),
+    }
+}
+
+/// Splits `ns:pkg/iface@ver` into (`ns:pkg`, `ver`).
+fn package_and_version(name: &str) -> (&str, Option<&str>) {
+    let (path, ver) = match name.split_once('@') {
+        Some((p, v)) => (p, Some(v)),
+        None => (name, None),
+    };
+    (path.split_once('/').map_or(path, |(pkg, _)| pkg), ver)
+}
+
+fn same_minor(ver: Option<&str>) -> bool {
+    // Semver: 0.1.x is compatible with the host's 0.1.0.
+    ver.is_some_and(|v| v.starts_with("0.1.") || v == "0.1")
+}
+
+/// Checks what the component imports and exports against what this host
+/// provides, with an error that says which world or version it was built for.
+pub(crate) fn check_world(
+    component: &Component,
+    engine: &wasmtime::Engine,
+) -> Result<(), RunError> {
+    let ty = component.component_type();
+    let mut unknown = Vec::new();
+    for (name, _) in ty.imports(engine) {
+        let (pkg, ver) = package_and_version(name);
+        if pkg == PACKAGE {
+            if !same_minor(ver) {
+                return Err(load_error(format!(
+                    "component imports `{name}` but this host implements {PACKAGE}@{HOST_WORLD_VERSION}: \
+                     rebuild it against the sandgraph SDK for {HOST_WORLD_VERSION}"
+                )));
+            }
+            let iface = name.split_once('@').map(|(p, _)| p);
+            if !matches!(
+                iface,
+                Some("sandgraph:graph/host" | "sandgraph:graph/types")
+            ) {
+                unknown.push(name.to_string());
+            }
+        } else if pkg.starts_with("wasi:") && ver.is_some_and(|v| v.starts_with("0.2.")) {
+            // Provided by the deny-by-default WASI p2 linker.
+        } else {
+            unknown.push(name.to_string());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(load_error(format!(
+            "component imports what this host does not provide: {}; a graph may import only \
+             {PACKAGE}/host@{HOST_WORLD_VERSION} and wasi:*@0.2",
+            unknown.join(", ")
+        )));
+    }
+    let exports: Vec<&str> = ty.exports(engine).map(|(n, _)| n).collect();
+    let graph_export = exports
+        .iter()
+        .find(|n| n.starts_with("sandgraph:graph/graph"));
+    match graph_export {
+        None => Err(load_error(format!(
+            "component does not export {PACKAGE}/graph@{HOST_WORLD_VERSION} (it exports: {}): \
+             it was built for another world; build it with the sandgraph SDK",
+            if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports.join(", ")
+            }
+        ))),
+        Some(n) if !same_minor(package_and_version(n).1) => Err(load_error(format!(
+            "component exports `{n}` but this host implements {PACKAGE}@{HOST_WORLD_VERSION}"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+fn parse_json_field(what: &str, text: &str) -> Result<serde_json::Value, RunError> {
+    json::parse_lossless(text, what)
+        .map_err(|e| load_error(format!("describe: {what} is not lossless JSON at {e}")))
+}
+
+/// Converts the WIT spec into the core spec, parsing embedded JSON.
+pub(crate) fn convert_spec(s: bindings::WitGraphSpec) -> Result<GraphSpec, RunError> {
+    let channels = s
+        .channels
+        .into_iter()
+        .map(|c| {
+            let default = match &c.default {
+                Some(d) => Some(parse_json_field(
+                    &format!("default of channel \"{}\"", c.name),
+                    d,
+                )?),
+                None => None,
+            };
+            Ok(ChannelSpec {
+                reducer: match c.reducer {
+                    WitReducer::LastValue => Reducer::LastValue,
+                    WitReducer::Append => Reducer::Append,
+                    WitReducer::Merge => Reducer::Merge,
+                    WitReducer::Add => Reducer::Add,
+                    WitReducer::Custom => Reducer::Custom,
+                },
+                name: c.name,
+                default,
+            })
+        })
+        .collect::<Result<Vec<_>, RunError>>()?;
+    let parameters = match &s.parameters {
+        Some(p) => Some(parse_json_field("parameters", p)?),
+        None => None,
+    };
+    Ok(GraphSpec {
+        name: s.name,
+        description: s.description,
+        registration: Registration {
+            as_tool: s.registration.as_tool,
+            as_graph_tool: s.registration.as_graph_tool,
+        },
+        parameters,
+        timeout_ms: s.timeout_ms,
+        channels,
+        nodes: s
+            .nodes
+            .into_iter()
+            .map(|n| NodeSpec {
+                name: n.name,
+                description: n.description,
+            })
+            .collect(),
+        edges: s
+            .edges
+            .into_iter()
+            .map(|e| Edge {
+                sources: e.sources,
+                target: e.target,
+            })
+            .collect(),
+        conditional_edges: s
+            .conditional_edges
+            .into_iter()
+            .map(|c| ConditionalEdge {
+                source: c.source,
+                router: c.router,
+                path_map: c
+                    .path_map
+                    .into_iter()
+                    .map(|p| PathEntry {
+                        key: p.key,
+                        target: p.target,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        entry_points: s.entry_points,
+        finish_points: s.finish_points,
+    })
+}
+
+/// Compiles and checks `bytes`, then asks the graph to describe itself.
+pub(crate) async fn load(shared: &Arc<Shared>, bytes: &[u8]) -> Result<Graph, RunError> {
+    check_header(bytes)?;
+    let component = Component::from_binary(&shared.engine, bytes)
+        .map_err(|e| load_error(format!("invalid component: {}", e.root_cause())))?;
+    from_component(shared, component).await
+}
+
+/// Builds a [`Graph`] from an already compiled component.
+pub(crate) async fn from_component(
+    shared: &Arc<Shared>,
+    component: Component,
+) -> Result<Graph, RunError> {
+    check_world(&component, &shared.engine)?;
+    let instance_pre = shared
+        .linker
+        .instantiate_pre(&component)
+        .map_err(|e| load_error(format!("cannot link component: {}", e.root_cause())))?;
+    let pre = GraphComponentPre::new(instance_pre).map_err(|e| {
+        load_error(format!(
+            "component does not match the graph world: {}",
+            e.root_cause()
+        ))
+    })?;
+    // Describe under default limits in a throwaway instance.
+    let control = RunControl::new(shared.config.default_limits.clone(), Default::default());
+    let mut instance = Sandbox::instantiate(shared, &pre, Arc::from("<loading>"), &control)
+        .await
+        .map_err(|e| load_error(format!("instantiating the component failed: {e}")))?;
+    let raw = instance
+        .describe()
+        .await
+        .map_err(|e| load_error(format!("describe failed: {e}")))?;
+    let spec = convert_spec(raw)?;
+    let compiled = CompiledGraph::new(spec.clone()).map_err(|e| load_error(e.to_string()))?;
+    Ok(Graph {
+        name: Arc::from(spec.name.as_str()),
+        spec,
+        compiled: Arc::new(compiled),
+        pre,
+        component,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_errors_name_the_fix() {
+        assert!(
+            check_header(b"hello world")
+                .unwrap_err()
+                .message
+                .contains("not a wasm file")
+        );
+        let core = [0, b'a', b's', b'm', 1, 0, 0, 0];
+        assert!(
+            check_header(&core)
+                .unwrap_err()
+                .message
+                .contains("core wasm module, not a component")
+        );
+        let comp = [0, b'a', b's', b'm', 0x0d, 0, 1, 0];
+        assert!(check_header(&comp).is_ok());
+    }
+
+    #[test]
+    fn package_versions_split() {
+        assert_eq!(
+            package_and_version("wasi:cli/stdout@0.2.6"),
+            ("wasi:cli", Some("0.2.6"))
+        );
+        assert_eq!(
+            package_and_version("sandgraph:graph/host@0.1.0"),
+            ("sandgraph:graph", Some("0.1.0"))
+        );
+        assert!(same_minor(Some("0.1.5")));
+        assert!(!same_minor(Some("0.2.0")));
+    }
+}

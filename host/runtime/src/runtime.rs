@@ -1,0 +1,279 @@
+//! The process-wide [`Runtime`]: one `Engine`, one `Linker`, one epoch ticker
+//! and one memory budget, shared by every graph and every run.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sandgraph_core::{ErrorCode, NodeContext, RunConfig, RunError, RunOutcome, StepEvent};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::bindings::add_host_to_linker;
+use crate::host_api::{HostApi, LogSink, TracingSink};
+use crate::limits::{
+    Limits, MAX_MEMORIES_PER_STORE, MAX_MEMORY_CAP, MAX_TABLE_ELEMENTS, MAX_TABLES_PER_STORE,
+    MAX_WASM_STACK, MemoryBudget, RuntimeConfig,
+};
+use crate::loader::{self, Graph};
+use crate::sandbox::{RunControl, Sandbox, StoreState};
+
+/// State shared by all runs.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<StoreState>,
+    pub(crate) budget: Arc<MemoryBudget>,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) sink: Arc<dyn LogSink>,
+    pub(crate) config: RuntimeConfig,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Release);
+    }
+}
+
+/// The sandboxed graph host. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+/// Options of one run beyond its input.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Limits; `None` takes the runtime's defaults.
+    pub limits: Option<Limits>,
+    /// The caller's cancellation: cooperative first (`cancelled()`), then a
+    /// hard stop after the grace period.
+    pub cancel: CancellationToken,
+    /// Base context handed to every node (tool, request, thread id,
+    /// configurable keys).
+    pub context: NodeContext,
+}
+
+fn engine_config(pooling: Option<&RuntimeConfig>) -> Config {
+    let mut c = Config::new();
+    c.epoch_interruption(true)
+        .consume_fuel(true)
+        .max_wasm_stack(MAX_WASM_STACK)
+        .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(20))
+        // Cranelift, never Winch, for untrusted code.
+        .strategy(wasmtime::Strategy::Cranelift)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed);
+    if let Some(rc) = pooling {
+        let n = rc.max_instances.max(1);
+        let mut p = PoolingAllocationConfig::new();
+        p.total_component_instances(n)
+            .total_core_instances(n.saturating_mul(8))
+            .total_memories(n.saturating_mul(2))
+            .total_tables(n.saturating_mul(4))
+            .total_stacks(n)
+            .max_core_instances_per_component(16)
+            .max_memories_per_component(MAX_MEMORIES_PER_STORE as u32)
+            .max_tables_per_component(MAX_TABLES_PER_STORE as u32)
+            .max_memory_size(MAX_MEMORY_CAP)
+            .table_elements(MAX_TABLE_ELEMENTS)
+            // Keeping a little of each slot resident avoids madvise storms:
+            // measured 2-3x throughput with many concurrent short runs.
+            .linear_memory_keep_resident(4 << 20)
+            .table_keep_resident(4 << 20)
+            .async_stack_keep_resident(4 << 20);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
+    }
+    c
+}
+
+fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) {
+    let weak = engine.weak();
+    drop(engine);
+    let spawned = std::thread::Builder::new()
+        .name("sandgraph-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                std::thread::sleep(tick);
+                match weak.upgrade() {
+                    Some(e) => e.increment_epoch(),
+                    None => return,
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        // Without a ticker hard deadlines still hold through the wall-clock
+        // timeout around each call, only less precisely.
+        tracing::error!("cannot start the epoch ticker thread: {e}");
+    }
+}
+
+impl Runtime {
+    /// A runtime with default settings.
+    pub fn new() -> Result<Self, RunError> {
+        Self::with_config(RuntimeConfig::default())
+    }
+
+    /// A runtime with `config`.
+    pub fn with_config(config: RuntimeConfig) -> Result<Self, RunError> {
+        Self::with_sink(config, Arc::new(TracingSink))
+    }
+
+    /// A runtime whose guest logs go to `sink` (tests inject a recorder).
+    pub fn with_sink(config: RuntimeConfig, sink: Arc<dyn LogSink>) -> Result<Self, RunError> {
+        config.default_limits.check()?;
+        let engine = if config.pooling {
+            match Engine::new(&engine_config(Some(&config))) {
+                Ok(e) => e,
+                Err(e) => {
+                    // The pool reserves address space up front; under a
+                    // `ulimit -v` that fails. On-demand allocation still works.
+                    tracing::warn!(
+                        "pooling allocator unavailable ({e}); using on-demand allocation"
+                    );
+                    Engine::new(&engine_config(None))
+                        .map_err(|e| RunError::new(ErrorCode::Load, e.to_string()))?
+                }
+            }
+        } else {
+            Engine::new(&engine_config(None))
+                .map_err(|e| RunError::new(ErrorCode::Load, e.to_string()))?
+        };
+        let mut linker = Linker::<StoreState>::new(&engine);
+        let host_err = |e: wasmtime::Error| {
+            RunError::new(ErrorCode::Load, format!("linker setup failed: {e}"))
+        };
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(host_err)?;
+        add_host_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
+            .map_err(host_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        spawn_ticker(engine.clone(), config.epoch_tick, stop.clone());
+        let shared = Shared {
+            budget: MemoryBudget::new(config.memory_budget),
+            slots: Arc::new(Semaphore::new(config.max_instances as usize)),
+            engine,
+            linker,
+            sink,
+            config,
+            ticker_stop: stop,
+        };
+        Ok(Runtime {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// The wasmtime engine (for precompiling and cache fingerprints).
+    pub fn engine(&self) -> &Engine {
+        &self.shared.engine
+    }
+
+    /// The runtime's settings.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.shared.config
+    }
+
+    /// Compiles, checks and describes a component.
+    pub async fn load(&self, bytes: &[u8]) -> Result<Arc<Graph>, RunError> {
+        loader::load(&self.shared, bytes).await.map(Arc::new)
+    }
+
+    /// Reads and loads a component file; errors name the file.
+    pub async fn load_file(&self, path: &Path) -> Result<Arc<Graph>, RunError> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            RunError::new(
+                ErrorCode::Load,
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        self.load(&bytes)
+            .await
+            .map_err(|e| RunError::new(e.code, format!("{}: {}", path.display(), e.message)))
+    }
+
+    /// Loads from a component compiled earlier by this engine.
+    pub async fn load_component(
+        &self,
+        component: wasmtime::component::Component,
+    ) -> Result<Arc<Graph>, RunError> {
+        loader::from_component(&self.shared, component)
+            .await
+            .map(Arc::new)
+    }
+
+    fn limits_for(&self, graph: &Graph, opts: &RunOptions) -> Result<Limits, RunError> {
+        let mut limits = opts
+            .limits
+            .clone()
+            .unwrap_or_else(|| self.shared.config.default_limits.clone());
+        // The graph's own timeout applies under the operator's cap.
+        if let Some(ms) = graph.spec.timeout_ms {
+            limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
+        }
+        limits.check()?;
+        Ok(limits)
+    }
+
+    /// Runs `graph` on `input` to completion (or interrupt), streaming one
+    /// event per superstep to `on_step`.
+    pub async fn run_streaming(
+        &self,
+        graph: &Arc<Graph>,
+        input: Value,
+        opts: RunOptions,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<RunOutcome, RunError> {
+        let limits = self.limits_for(graph, &opts)?;
+        let config = RunConfig {
+            recursion_limit: limits.recursion_limit,
+            context: opts.context.clone(),
+        };
+        let control = RunControl::new(limits, opts.cancel.clone());
+        let backend = Arc::new(Sandbox {
+            shared: self.shared.clone(),
+            graph: graph.clone(),
+            control: control.clone(),
+        });
+        let outcome = sandgraph_core::run(&graph.compiled, &backend, input, &config, on_step).await;
+        tracing::debug!(
+            graph = graph.name(),
+            elapsed_us = control.elapsed().as_micros() as u64,
+            fuel = control.fuel_used(),
+            ok = outcome.is_ok(),
+            "run finished"
+        );
+        outcome
+    }
+
+    /// Runs `graph` on `input`.
+    pub async fn run(
+        &self,
+        graph: &Arc<Graph>,
+        input: Value,
+        opts: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        self.run_streaming(graph, input, opts, &mut |_| {}).await
+    }
+
+    /// Runs the graph's `validate` export on a tool call's input.
+    pub async fn validate(
+        &self,
+        graph: &Arc<Graph>,
+        input: &Value,
+        opts: RunOptions,
+    ) -> Result<Result<(), String>, RunError> {
+        let limits = self.limits_for(graph, &opts)?;
+        let control = RunControl::new(limits, opts.cancel.clone());
+        let mut instance =
+            Sandbox::instantiate(&self.shared, &graph.pre, graph.name.clone(), &control).await?;
+        instance.validate(input, &opts.context).await
+    }
+}
+
+/// `HasData` marker for the host capability's per-store context.
+struct HasHost;
+impl wasmtime::component::HasData for HasHost {
+    type Data<'a> = &'a mut HostApi;
+}

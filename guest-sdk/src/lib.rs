@@ -1,1 +1,191 @@
-//! placeholder
+//! Write sandgraph state graphs in Rust and compile them to sandboxed
+//! WebAssembly components.
+//!
+//! A graph is LangGraph-shaped: **channels** (the keys of a JSON state, each
+//! with a [`Reducer`] that combines writes), **nodes** (functions from the
+//! state to an [`Update`]), and **edges** (static, join barriers, and
+//! conditional edges whose router picks the next nodes at run time). The host
+//! runs it in bulk-synchronous supersteps; this crate turns your builder into
+//! the component the host loads, and hides the component-model plumbing.
+//!
+//! # A complete graph
+//!
+//! ```
+//! use sandgraph_sdk::serde_json::{json, Value};
+//! use sandgraph_sdk::{Graph, Reducer, Update, ValidateContext, START, END};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct State {
+//!     n: i64,
+//!     target: i64,
+//! }
+//!
+//! fn graph() -> Graph {
+//!     Graph::new("count_to")
+//!         .description("Count from 0 up to `target`.")
+//!         .as_tool(true)
+//!         .parameters(json!({
+//!             "target": {"type": "integer", "required": true, "description": "Where to stop."}
+//!         }))
+//!         .channel_with_default("n", Reducer::LastValue, 0)
+//!         .channel("target", Reducer::LastValue)
+//!         .channel("log", Reducer::Append)
+//!         .node("count", |s: State| {
+//!             Update::new().set("n", s.n + 1).push("log", format!("n={}", s.n + 1))
+//!         })
+//!         .describe_node("count", "Adds one to n.")
+//!         .edge(START, "count")
+//!         .conditional_edges(
+//!             "count",
+//!             "should_continue",
+//!             |s: State| if s.n < s.target { "continue" } else { "done" },
+//!             [("continue", "count"), ("done", END)],
+//!         )
+//!         .validate(|input: Value, _ctx: &ValidateContext| {
+//!             match input["target"].as_i64() {
+//!                 Some(t) if t > 100 => Err("target must be at most 100"),
+//!                 _ => Ok(()),
+//!             }
+//!         })
+//! }
+//!
+//! // Exports the component (in a `crate-type = ["cdylib"]` crate built for
+//! // `wasm32-wasip2`).
+//! sandgraph_sdk::export_graph!(graph);
+//!
+//! // And in the crate's tests, natively:
+//! assert_eq!(graph().check(), Ok(()));
+//! ```
+//!
+//! # Nodes
+//!
+//! A node body is `Fn(S) -> R` ([`Graph::node`]) or `Fn(S, &Context) -> R`
+//! ([`Graph::node_with_context`]). `S` is any [`serde::de::DeserializeOwned`]
+//! type; the host's state (or a [`Send`] payload) is decoded into it, and a
+//! mismatch is reported to the host as an `invalid-state` error naming the
+//! field. `R` is an [`Update`], a [`Command`] (an update plus `goto` and
+//! `send`), or a `Result` of either whose error is any `Display` type, an
+//! [`Interrupted`], or a [`NodeError`] (which both convert into, so `?`
+//! works on anything).
+//!
+//! [`Context::interrupt`] pauses the run for a human, LangGraph-style: the
+//! k-th call in a task returns the caller's k-th resume value once there is
+//! one, and until then `Err(Interrupted)`, which `?` propagates.
+//!
+//! # Routers
+//!
+//! [`Graph::conditional_edges`] takes a router `Fn(S) -> R` where `R` is
+//! anything [`IntoRoutes`]: a node name or path-map key (`&str`, `String`),
+//! [`END`], a [`Send`], a [`Route`], a `Vec`/array/`Option` of those, or a
+//! `Result`.
+//!
+//! # Mistakes
+//!
+//! The builder never panics. The spec sent to the host is what you wrote,
+//! and the host refuses a bad one with a message naming the node or edge;
+//! [`Graph::check`] reports the same problems in a native `#[test]`. Errors
+//! in host-supplied data (state that does not decode, unknown node names)
+//! become `graph-error`s, never traps. A panic in your own code traps the
+//! instance; its message goes to the host log first.
+//!
+//! # Off wasm
+//!
+//! The crate also compiles natively, so graphs can be unit-tested with
+//! plain `cargo test`: [`log`] writes to stderr and [`cancelled`] is false.
+//! [`Context::default`] with its `with_*` setters stands in for the host's
+//! call context.
+//!
+//! # Cargo features
+//!
+//! - `unchecked-json` (off): `Update::raw_json_unchecked`, which sends
+//!   arbitrary text as a node's update. Only the host's hostile-guest tests
+//!   need it.
+
+#![warn(missing_docs)]
+
+// The bindings' default module path (`default_bindings_module`) starts with
+// `::sandgraph_sdk`, as seen from an author's crate; this makes the same
+// path resolve inside the SDK itself.
+extern crate self as sandgraph_sdk;
+
+mod component;
+mod context;
+mod decode;
+mod graph;
+pub mod log;
+mod node;
+mod route;
+mod update;
+
+pub use context::{Context, Interrupted, ValidateContext};
+pub use graph::{CustomReducer, Graph, Reducer};
+pub use node::{IntoNodeResult, NodeError};
+pub use route::{IntoPathMap, IntoRoutes, Route};
+pub use update::{Command, Send, Update};
+
+/// Re-exported so graphs need no direct `serde_json` dependency for
+/// [`json!`](serde_json::json) and [`Value`](serde_json::Value).
+pub use serde_json;
+
+/// The virtual node a run starts from: `.edge(START, node)` adds an entry
+/// point.
+pub const START: &str = "__start__";
+
+/// The virtual node a run ends at: `.edge(node, END)` adds a finish point,
+/// and routers and `goto` may name it.
+pub const END: &str = "__end__";
+
+/// True once the run's soft deadline has passed or its caller cancelled:
+/// a long-running node should check it and wrap up. After a grace period
+/// the host stops the graph by force. Always false off wasm.
+pub fn cancelled() -> bool {
+    component::host::cancelled()
+}
+
+/// Exports a graph as the component's `sandgraph:graph/graph` interface.
+///
+/// Call it once per crate, at the top level, with the path of a
+/// `fn() -> Graph`. The function runs once per component instance, the
+/// first time the host calls in.
+///
+/// ```
+/// use sandgraph_sdk::{Graph, Update, START, END};
+///
+/// fn graph() -> Graph {
+///     Graph::new("noop")
+///         .node("n", |_: serde_json::Value| Update::new())
+///         .edge(START, "n")
+///         .edge("n", END)
+/// }
+///
+/// sandgraph_sdk::export_graph!(graph);
+/// ```
+#[macro_export]
+macro_rules! export_graph {
+    ($graph:path) => {
+        const _: () = {
+            struct SandgraphGraph;
+
+            impl $crate::__private::GraphFactory for SandgraphGraph {
+                fn build() -> $crate::Graph {
+                    $graph()
+                }
+            }
+
+            type SandgraphComponent = $crate::__private::Component<SandgraphGraph>;
+
+            $crate::__private::export!(
+                SandgraphComponent with_types_in $crate::__private::bindings
+            );
+        };
+    };
+}
+
+/// Implementation details of [`export_graph!`]; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::component::bindings::__export_graph_component as export;
+    pub use crate::component::{Component, GraphFactory, bindings};
+    pub use wit_bindgen;
+}

@@ -13,7 +13,8 @@ pub const TARGET: &str = "wasm32-wasip2";
 /// Fails with the install command when the wasm32-wasip2 standard library is
 /// missing, instead of letting cargo print "can't find crate for `core`".
 pub fn check_target() -> Result<(), Failure> {
-    let out = Command::new("rustc")
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc)
         .args(["--print", "sysroot"])
         .output()
         .map_err(|e| Failure::build(format!("cannot run rustc: {e}; install Rust with rustup")))?;

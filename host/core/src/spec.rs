@@ -357,8 +357,16 @@ impl GraphSpec {
     }
 
     fn validate_conditional_edges(&self, nodes: &HashSet<&str>) -> Result<(), SpecError> {
+        let mut routers = HashSet::new();
         for cond in &self.conditional_edges {
             let source = &cond.source;
+            // `route` dispatches on the router name alone.
+            if !routers.insert(cond.router.as_str()) {
+                return Err(err(format!(
+                    "conditional edge from {source:?}: router name {:?} is used by another conditional edge",
+                    cond.router
+                )));
+            }
             let label = format!("conditional edge from {source:?}");
             if source != START && !nodes.contains(source.as_str()) {
                 return Err(err(format!("{label}: unknown source node {source:?}")));
@@ -432,7 +440,8 @@ impl GraphSpec {
             .find(|n| !reached.contains(n.name.as_str()))
         {
             Some(node) => Err(err(format!(
-                "node {:?} is unreachable from __start__",
+                "node {:?} is unreachable from __start__: add an edge to it, or a conditional \
+                 edge whose path map lists it (nodes reached only by goto or send need one too)",
                 node.name
             ))),
             None => Ok(()),
@@ -856,6 +865,13 @@ mod tests {
             (
                 Box::new(|s| s.conditional_edges.push(cond("a", "r", &[("k", START)]))),
                 "unknown node \"__start__\"",
+            ),
+            (
+                Box::new(|s| {
+                    s.conditional_edges.push(cond("a", "r", &[("k", END)]));
+                    s.conditional_edges.push(cond("b", "r", &[("k", END)]));
+                }),
+                r#"conditional edge from "b": router name "r" is used by another conditional edge"#,
             ),
             (
                 Box::new(|s| s.nodes.push(node("island"))),

@@ -425,7 +425,7 @@ fn guest_error(what: &str, e: bindings::GraphError) -> RunError {
 }
 
 fn parse_output(what: &str, text: &str) -> Result<Value, RunError> {
-    json::parse_lossless(text, what).map_err(|e| {
+    json::parse_lossless(text, "output").map_err(|e| {
         RunError::new(
             ErrorCode::InvalidOutput,
             format!("{what} returned invalid JSON at {e}"),

@@ -1,0 +1,1135 @@
+//! The graph builder, its spec, and dispatch of the host's calls.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::rc::Rc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::{Context, ValidateContext};
+use crate::decode::from_json;
+pub(crate) use crate::node::Outcome;
+use crate::node::{IntoNodeResult, encode};
+use crate::route::{IntoPathMap, IntoRoutes, Route};
+use crate::update::json_kind;
+use crate::{END, START};
+
+/// Longest graph name, in characters (the host's limit).
+const MAX_NAME_LEN: usize = 64;
+
+/// How writes to a channel combine, within a superstep and across them.
+///
+/// The built-in reducers run in the host. `Append`, `Merge` and `Add`
+/// channels start at `[]`, `{}` and `0`; a `LastValue` or custom channel is
+/// absent until written (use
+/// [`Graph::channel_with_default`] to change either).
+#[derive(Clone, Debug)]
+pub enum Reducer {
+    /// Keeps the one value written; two writes in one superstep are an error.
+    LastValue,
+    /// Appends: a list update is concatenated, any other value is pushed.
+    Append,
+    /// Shallow-merges an object update into the current object.
+    Merge,
+    /// Adds a number update to the current number.
+    Add,
+    /// Your own function; see [`Reducer::custom`].
+    Custom(CustomReducer),
+}
+
+impl Reducer {
+    /// A reducer that calls `f(current, update)` (in the guest) for every
+    /// write; `current` is `null` while the channel has no value. An `Err`
+    /// fails the run with its message.
+    ///
+    /// ```
+    /// use sandgraph_sdk::{Graph, Reducer};
+    /// use serde_json::Value;
+    ///
+    /// let max = Reducer::custom(|current: Value, update: Value| {
+    ///     let update = update.as_i64().ok_or("max: the update must be an integer")?;
+    ///     Ok::<_, String>(Value::from(current.as_i64().map_or(update, |c| c.max(update))))
+    /// });
+    /// let graph = Graph::new("g").channel("best", max);
+    /// ```
+    pub fn custom<F, E>(f: F) -> Self
+    where
+        F: Fn(Value, Value) -> Result<Value, E> + 'static,
+        E: fmt::Display,
+    {
+        Reducer::Custom(CustomReducer(Rc::new(move |current, update| {
+            f(current, update).map_err(|err| err.to_string())
+        })))
+    }
+
+    fn kind(&self) -> ReducerKind {
+        match self {
+            Reducer::LastValue => ReducerKind::LastValue,
+            Reducer::Append => ReducerKind::Append,
+            Reducer::Merge => ReducerKind::Merge,
+            Reducer::Add => ReducerKind::Add,
+            Reducer::Custom(_) => ReducerKind::Custom,
+        }
+    }
+
+    /// The automatic initial value, as JSON text.
+    fn default_json(&self) -> Option<&'static str> {
+        match self {
+            Reducer::Append => Some("[]"),
+            Reducer::Merge => Some("{}"),
+            Reducer::Add => Some("0"),
+            Reducer::LastValue | Reducer::Custom(_) => None,
+        }
+    }
+}
+
+type ReduceFn = dyn Fn(Value, Value) -> Result<Value, String>;
+
+/// The function behind [`Reducer::Custom`]; made with [`Reducer::custom`].
+#[derive(Clone)]
+pub struct CustomReducer(Rc<ReduceFn>);
+
+impl fmt::Debug for CustomReducer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CustomReducer(..)")
+    }
+}
+
+/// The reducer as the spec names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReducerKind {
+    LastValue,
+    Append,
+    Merge,
+    Add,
+    Custom,
+}
+
+/// A failed host call, mapped one-to-one onto the WIT `graph-error`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CallError {
+    InvalidState(String),
+    Unknown(String),
+    Failed(String),
+}
+
+type NodeFn = dyn Fn(&str, &Context) -> Result<Outcome, CallError>;
+type RouterFn = dyn Fn(&str) -> Result<Vec<Route>, CallError>;
+type ValidateFn = dyn Fn(&str, &ValidateContext) -> Result<(), String>;
+
+pub(crate) struct Channel {
+    pub(crate) name: String,
+    pub(crate) reducer: ReducerKind,
+    /// JSON text.
+    pub(crate) default: Option<String>,
+    custom: Option<CustomReducer>,
+}
+
+pub(crate) struct Node {
+    pub(crate) name: String,
+    pub(crate) description: Option<String>,
+    run: Box<NodeFn>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Edge {
+    pub(crate) sources: Vec<String>,
+    pub(crate) target: String,
+}
+
+pub(crate) struct ConditionalEdge {
+    pub(crate) source: String,
+    pub(crate) router: String,
+    pub(crate) path_map: Vec<(String, String)>,
+    route: Box<RouterFn>,
+}
+
+/// A state graph: channels (the state's keys and their reducers), nodes,
+/// and the edges between them. Build one with the chained methods, then
+/// hand the function that builds it to [`export_graph!`](crate::export_graph).
+///
+/// Mistakes the builder can see (a node defined twice, an edge to a node
+/// that does not exist, ...) do not panic: the spec the host receives is
+/// exactly what was written, the host refuses it with a message naming the
+/// culprit, and [`Graph::check`] reports the same problems in a native test.
+#[must_use = "the builder methods return the updated graph"]
+pub struct Graph {
+    pub(crate) name: String,
+    pub(crate) description: Option<String>,
+    pub(crate) as_tool: bool,
+    pub(crate) as_graph_tool: bool,
+    /// JSON text.
+    pub(crate) parameters: Option<String>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) channels: Vec<Channel>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) edges: Vec<Edge>,
+    pub(crate) conditional_edges: Vec<ConditionalEdge>,
+    pub(crate) entry_points: Vec<String>,
+    pub(crate) finish_points: Vec<String>,
+    validator: Option<Box<ValidateFn>>,
+    /// Mistakes seen while building that the spec itself cannot show.
+    build_problems: Vec<String>,
+}
+
+impl Graph {
+    /// An empty graph named `name` (the tool name and registry key).
+    ///
+    /// It is listed for discovery (`as_graph_tool`) but not exposed as a
+    /// model-visible tool (`as_tool`) until you say so.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: None,
+            as_tool: false,
+            as_graph_tool: true,
+            parameters: None,
+            timeout_ms: None,
+            channels: Vec::new(),
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            conditional_edges: Vec::new(),
+            entry_points: Vec::new(),
+            finish_points: Vec::new(),
+            validator: None,
+            build_problems: Vec::new(),
+        }
+    }
+
+    /// The tool description shown to models.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Also expose the graph as a model-visible tool (default: false).
+    pub fn as_tool(mut self, yes: bool) -> Self {
+        self.as_tool = yes;
+        self
+    }
+
+    /// List the graph for discovery and routing (default: true).
+    pub fn as_graph_tool(mut self, yes: bool) -> Self {
+        self.as_graph_tool = yes;
+        self
+    }
+
+    /// The tool's parameters in the value-schema DSL, a JSON object from
+    /// parameter name to its schema:
+    ///
+    /// ```
+    /// # use sandgraph_sdk::Graph;
+    /// Graph::new("greet").parameters(serde_json::json!({
+    ///     "name": {"type": "string", "required": true, "description": "Who to greet."},
+    ///     "times": {"type": "integer", "default": 1},
+    /// }));
+    /// ```
+    ///
+    /// `serde_json` sorts object keys; use [`Graph::parameters_json`] to keep
+    /// your order.
+    pub fn parameters(mut self, parameters: Value) -> Self {
+        self.parameters = Some(parameters.to_string());
+        self
+    }
+
+    /// Like [`Graph::parameters`], from JSON text passed through verbatim.
+    pub fn parameters_json(mut self, parameters: impl Into<String>) -> Self {
+        self.parameters = Some(parameters.into());
+        self
+    }
+
+    /// The graph's own time budget (the operator's cap still applies).
+    pub fn timeout_ms(mut self, timeout_ms: u64) -> Self {
+        self.timeout_ms = Some(timeout_ms);
+        self
+    }
+
+    /// Declares the state key `name`, combined with `reducer`, starting at
+    /// the reducer's default (see [`Reducer`]).
+    pub fn channel(self, name: impl Into<String>, reducer: Reducer) -> Self {
+        let default = reducer.default_json().map(str::to_owned);
+        self.push_channel(name.into(), reducer, default)
+    }
+
+    /// Declares the state key `name` with an explicit initial value.
+    pub fn channel_with_default(
+        mut self,
+        name: impl Into<String>,
+        reducer: Reducer,
+        default: impl Serialize,
+    ) -> Self {
+        let name = name.into();
+        let default = match serde_json::to_string(&default) {
+            Ok(text) => Some(text),
+            Err(err) => {
+                self.build_problems
+                    .push(format!("channel \"{name}\": default: {err}"));
+                None
+            }
+        };
+        self.push_channel(name, reducer, default)
+    }
+
+    /// Declares the state key `name` with a custom reducer; shorthand for
+    /// `.channel(name, Reducer::custom(f))`.
+    pub fn custom_channel<F, E>(self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(Value, Value) -> Result<Value, E> + 'static,
+        E: fmt::Display,
+    {
+        self.channel(name, Reducer::custom(f))
+    }
+
+    fn push_channel(mut self, name: String, reducer: Reducer, default: Option<String>) -> Self {
+        let kind = reducer.kind();
+        let custom = match reducer {
+            Reducer::Custom(f) => Some(f),
+            _ => None,
+        };
+        self.channels.push(Channel {
+            name,
+            reducer: kind,
+            default,
+            custom,
+        });
+        self
+    }
+
+    /// Adds the node `name`, whose body `f` gets the state (or a
+    /// [`Send`](crate::Send) payload) decoded into `S` and returns an
+    /// [`IntoNodeResult`]: an [`Update`](crate::Update), a
+    /// [`Command`](crate::Command), or a `Result` of either.
+    ///
+    /// `S` is any [`DeserializeOwned`] type: your state struct (keys it does
+    /// not name are ignored), `serde_json::Value`, or
+    /// `serde::de::IgnoredAny` for a body that ignores its input. If the
+    /// host's state does not decode, the node fails with `invalid-state`
+    /// naming the field.
+    pub fn node<S, R, F>(self, name: impl Into<String>, f: F) -> Self
+    where
+        S: DeserializeOwned,
+        R: IntoNodeResult,
+        F: Fn(S) -> R + 'static,
+    {
+        self.node_with_context(name, move |state: S, _: &Context| f(state))
+    }
+
+    /// Like [`Graph::node`], for a body that also needs its [`Context`]:
+    /// call facts, cancellation, and [`Context::interrupt`].
+    pub fn node_with_context<S, R, F>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        S: DeserializeOwned,
+        R: IntoNodeResult,
+        F: Fn(S, &Context) -> R + 'static,
+    {
+        let run = move |state: &str, ctx: &Context| {
+            let state: S = from_json(state).map_err(CallError::InvalidState)?;
+            encode(f(state, ctx).into_node_result()).map_err(CallError::Failed)
+        };
+        self.nodes.push(Node {
+            name: name.into(),
+            description: None,
+            run: Box::new(run),
+        });
+        self
+    }
+
+    /// Sets the description of the node `name` (defined earlier), shown in
+    /// tool descriptions and diagrams.
+    pub fn describe_node(mut self, name: &str, description: impl Into<String>) -> Self {
+        match self.nodes.iter_mut().find(|node| node.name == name) {
+            Some(node) => node.description = Some(description.into()),
+            None => self.build_problems.push(format!(
+                "describe_node(\"{name}\"): unknown node \"{name}\" (define it first)"
+            )),
+        }
+        self
+    }
+
+    /// A static edge: `target` runs in the superstep after `source` ran.
+    ///
+    /// `.edge(START, node)` makes `node` an entry point and
+    /// `.edge(node, END)` a finish point.
+    pub fn edge(mut self, source: impl Into<String>, target: impl Into<String>) -> Self {
+        let (source, target) = (source.into(), target.into());
+        if source == START {
+            push_unique(&mut self.entry_points, target);
+        } else if target == END {
+            push_unique(&mut self.finish_points, source);
+        } else {
+            let edge = Edge {
+                sources: vec![source],
+                target,
+            };
+            push_unique(&mut self.edges, edge);
+        }
+        self
+    }
+
+    /// A join barrier: `target` runs once every node of `sources` has run.
+    ///
+    /// ```
+    /// # use sandgraph_sdk::Graph;
+    /// # let graph = Graph::new("g");
+    /// graph.join(["fetch_a", "fetch_b"], "merge");
+    /// ```
+    pub fn join<I>(mut self, sources: I, target: impl Into<String>) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let sources: Vec<String> = sources.into_iter().map(Into::into).collect();
+        let target = target.into();
+        if target == END {
+            // The run ends when nothing is left to run, so a barrier before
+            // END is the same as every source being a finish point.
+            for source in sources {
+                push_unique(&mut self.finish_points, source);
+            }
+        } else if let [source] = sources.as_slice() {
+            let source = source.clone();
+            self = self.edge(source, target);
+        } else {
+            push_unique(&mut self.edges, Edge { sources, target });
+        }
+        self
+    }
+
+    /// A conditional edge: after `source` runs (or, for [`START`], before
+    /// anything runs), the router `f` reads the state and picks where to go.
+    ///
+    /// `router` names the router (unique in the graph). `f` gets the state
+    /// decoded into `S` and returns an [`IntoRoutes`]: a node name or
+    /// path-map key, [`END`], a [`Send`](crate::Send), a list of those, ...
+    /// `path_map` maps the router's answers to nodes
+    /// (`[("continue", "count"), ("done", END)]`); pass `None` (or `[]`) to
+    /// have the router answer with node names.
+    pub fn conditional_edges<S, R, F, M>(
+        mut self,
+        source: impl Into<String>,
+        router: impl Into<String>,
+        f: F,
+        path_map: M,
+    ) -> Self
+    where
+        S: DeserializeOwned,
+        R: IntoRoutes,
+        F: Fn(S) -> R + 'static,
+        M: IntoPathMap,
+    {
+        let route = move |state: &str| {
+            let state: S = from_json(state).map_err(CallError::InvalidState)?;
+            f(state).into_routes().map_err(CallError::Failed)
+        };
+        self.conditional_edges.push(ConditionalEdge {
+            source: source.into(),
+            router: router.into(),
+            path_map: path_map.into_path_map(),
+            route: Box::new(route),
+        });
+        self
+    }
+
+    /// Checks a tool call's input before the run starts. `f` gets the input
+    /// decoded into `I` (use `serde_json::Value` for the raw object) and
+    /// returns `Err(reason)` to refuse the call; the reason is shown to the
+    /// caller. Input that does not decode into `I` is refused too.
+    pub fn validate<I, E, F>(mut self, f: F) -> Self
+    where
+        I: DeserializeOwned,
+        E: fmt::Display,
+        F: Fn(I, &ValidateContext) -> Result<(), E> + 'static,
+    {
+        self.validator = Some(Box::new(move |input: &str, ctx: &ValidateContext| {
+            let input: I = from_json(input).map_err(|err| format!("invalid input: {err}"))?;
+            f(input, ctx).map_err(|err| err.to_string())
+        }));
+        self
+    }
+
+    /// Checks the graph the way the host will when it loads it; `Err` lists
+    /// every problem, one per line. Call it from a native test in the
+    /// graph's crate (`graph().check().unwrap()`):
+    ///
+    /// ```
+    /// use sandgraph_sdk::{Graph, Update, END, START};
+    ///
+    /// let graph = Graph::new("g")
+    ///     .node("a", |_: serde_json::Value| Update::new())
+    ///     .edge(START, "a")
+    ///     .edge("a", "b");
+    /// assert_eq!(graph.check(), Err(r#"edge "a" -> "b": unknown target node "b""#.into()));
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        let problems = self.problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("\n"))
+        }
+    }
+
+    /// Every problem [`Graph::check`] reports. The checks and their wording
+    /// follow the host's spec validation (which stops at the first), plus
+    /// what only the builder can see.
+    pub(crate) fn problems(&self) -> Vec<String> {
+        let mut problems = self.build_problems.clone();
+        self.check_header(&mut problems);
+        self.check_channels(&mut problems);
+        let nodes = self.check_nodes(&mut problems);
+        self.check_edges(&nodes, &mut problems);
+        self.check_reachability(&mut problems);
+        problems
+    }
+
+    fn check_header(&self, problems: &mut Vec<String>) {
+        let name = &self.name;
+        if name.is_empty() {
+            problems.push("graph name is empty".into());
+        } else if name.chars().count() > MAX_NAME_LEN {
+            problems.push(format!(
+                "graph name {name:?} is longer than {MAX_NAME_LEN} characters"
+            ));
+        } else if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            problems.push(format!(
+                "graph name {name:?} may only contain ascii letters, digits, \"_\" and \"-\""
+            ));
+        } else if name == "run_code" {
+            problems.push("graph name \"run_code\" is reserved".into());
+        }
+        if let Some(parameters) = &self.parameters {
+            match from_json::<Value>(parameters) {
+                Ok(Value::Object(_)) => {}
+                Ok(other) => problems.push(format!(
+                    "parameters must be a json object, not {}",
+                    json_kind(&other)
+                )),
+                Err(err) => problems.push(format!("parameters are not json: {err}")),
+            }
+        }
+        if self.timeout_ms == Some(0) {
+            problems.push("timeout_ms must be positive".into());
+        }
+    }
+
+    fn check_channels(&self, problems: &mut Vec<String>) {
+        let mut seen = HashSet::new();
+        for channel in &self.channels {
+            let name = &channel.name;
+            if name.is_empty() {
+                problems.push("channel name is empty".into());
+            }
+            if !seen.insert(name.as_str()) {
+                problems.push(format!("channel {name:?} is declared twice"));
+            }
+            let Some(Ok(default)) = channel.default.as_deref().map(from_json::<Value>) else {
+                continue;
+            };
+            let wanted = match channel.reducer {
+                ReducerKind::Append if !default.is_array() => "an array",
+                ReducerKind::Merge if !default.is_object() => "an object",
+                ReducerKind::Add if !default.is_number() => "a number",
+                _ => continue,
+            };
+            problems.push(format!(
+                "channel {name:?}: default is {}, but its reducer needs {wanted}",
+                json_kind(&default)
+            ));
+        }
+    }
+
+    /// Checks the nodes; returns the set of (valid) node names.
+    fn check_nodes(&self, problems: &mut Vec<String>) -> HashSet<&str> {
+        if self.nodes.is_empty() {
+            problems.push("the graph has no nodes".into());
+        }
+        let mut names = HashSet::new();
+        for node in &self.nodes {
+            let name = &node.name;
+            if name.is_empty() {
+                problems.push("node name is empty".into());
+            } else if name == START || name == END {
+                problems.push(format!("node name {name:?} is reserved"));
+                continue;
+            }
+            if !names.insert(name.as_str()) {
+                problems.push(format!("node {name:?} is declared twice"));
+            }
+        }
+        names
+    }
+
+    fn check_edges(&self, nodes: &HashSet<&str>, problems: &mut Vec<String>) {
+        if self.entry_points.is_empty() && !self.conditional_edges.iter().any(|c| c.source == START)
+        {
+            problems.push(
+                "the graph has no entry point and no conditional edge from __start__ \
+                 (add .edge(START, node))"
+                    .into(),
+            );
+        }
+        for entry in &self.entry_points {
+            if !nodes.contains(entry.as_str()) {
+                problems.push(format!("entry point {entry:?} is not a node"));
+            }
+        }
+        for finish in &self.finish_points {
+            if !nodes.contains(finish.as_str()) {
+                problems.push(format!("finish point {finish:?} is not a node"));
+            }
+        }
+
+        for edge in &self.edges {
+            let label = edge_label(edge);
+            if edge.sources.is_empty() {
+                problems.push(format!("{label}: no source node"));
+            }
+            let mut seen = HashSet::new();
+            for source in &edge.sources {
+                if source == START {
+                    problems.push(format!(
+                        "{label}: __start__ cannot be an edge source; use an entry point"
+                    ));
+                } else if source == END {
+                    problems.push(format!("{label}: __end__ cannot be an edge source"));
+                } else if !nodes.contains(source.as_str()) {
+                    problems.push(format!("{label}: unknown source node {source:?}"));
+                }
+                if !seen.insert(source.as_str()) {
+                    problems.push(format!("{label}: source {source:?} is listed twice"));
+                }
+            }
+            if edge.target != END && !nodes.contains(edge.target.as_str()) {
+                problems.push(format!("{label}: unknown target node {:?}", edge.target));
+            }
+        }
+
+        let mut routers = HashSet::new();
+        for cond in &self.conditional_edges {
+            let source = &cond.source;
+            let label = format!("conditional edge from {source:?}");
+            if source != START && !nodes.contains(source.as_str()) {
+                problems.push(format!("{label}: unknown source node {source:?}"));
+            }
+            if cond.router.is_empty() {
+                problems.push(format!("{label}: router name is empty"));
+            } else if !routers.insert(cond.router.as_str()) {
+                // `route` is dispatched by router name alone.
+                problems.push(format!("router {:?} is used twice", cond.router));
+            }
+            let label = format!("{label} (router {:?})", cond.router);
+            let mut keys = HashSet::new();
+            for (key, target) in &cond.path_map {
+                if !keys.insert(key.as_str()) {
+                    problems.push(format!("{label}: path-map key {key:?} is listed twice"));
+                }
+                if target != END && !nodes.contains(target.as_str()) {
+                    problems.push(format!(
+                        "{label}: path-map key {key:?} leads to unknown node {target:?}"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Every node must be reachable from START: a join edge reaches its
+    /// target once all its sources are reachable; a conditional edge without
+    /// a path map may reach any node. (`goto` and `send` in a node's
+    /// `Command` are not declared in the spec and do not count.)
+    fn check_reachability(&self, problems: &mut Vec<String>) {
+        let mut reached: HashSet<&str> = HashSet::from([START]);
+        loop {
+            let before = reached.len();
+            reached.extend(self.entry_points.iter().map(String::as_str));
+            for edge in &self.edges {
+                if edge.sources.iter().all(|s| reached.contains(s.as_str())) {
+                    reached.insert(edge.target.as_str());
+                }
+            }
+            for cond in &self.conditional_edges {
+                if !reached.contains(cond.source.as_str()) {
+                    continue;
+                }
+                if cond.path_map.is_empty() {
+                    reached.extend(self.nodes.iter().map(|n| n.name.as_str()));
+                } else {
+                    reached.extend(cond.path_map.iter().map(|(_, t)| t.as_str()));
+                }
+            }
+            if reached.len() == before {
+                break;
+            }
+        }
+        let mut reported = HashSet::new();
+        for node in &self.nodes {
+            let name = node.name.as_str();
+            let reserved = name == START || name == END;
+            if !reserved && !reached.contains(name) && reported.insert(name) {
+                problems.push(format!("node {name:?} is unreachable from __start__"));
+            }
+        }
+    }
+
+    /// Runs the node `name` on `state` (JSON text).
+    pub(crate) fn run_node(
+        &self,
+        name: &str,
+        state: &str,
+        ctx: &Context,
+    ) -> Result<Outcome, CallError> {
+        let node = self
+            .nodes
+            .iter()
+            .find(|node| node.name == name)
+            .ok_or_else(|| CallError::Unknown(format!("unknown node \"{name}\"")))?;
+        (node.run)(state, ctx)
+    }
+
+    /// Runs the router `name` on `state` (JSON text).
+    pub(crate) fn route(&self, name: &str, state: &str) -> Result<Vec<Route>, CallError> {
+        let edge = self
+            .conditional_edges
+            .iter()
+            .find(|edge| edge.router == name)
+            .ok_or_else(|| CallError::Unknown(format!("unknown router \"{name}\"")))?;
+        (edge.route)(state)
+    }
+
+    /// Combines a custom channel's `current` value with `update` (JSON text).
+    pub(crate) fn reduce(
+        &self,
+        channel: &str,
+        current: &str,
+        update: &str,
+    ) -> Result<String, CallError> {
+        let CustomReducer(f) = self
+            .channels
+            .iter()
+            .find(|c| c.name == channel)
+            .and_then(|c| c.custom.as_ref())
+            .ok_or_else(|| {
+                CallError::Unknown(format!("no custom reducer for channel \"{channel}\""))
+            })?;
+        let current = from_json(current)
+            .map_err(|err| CallError::InvalidState(format!("current value: {err}")))?;
+        let update =
+            from_json(update).map_err(|err| CallError::InvalidState(format!("update: {err}")))?;
+        let reduced = f(current, update)
+            .map_err(|err| CallError::Failed(format!("channel \"{channel}\": {err}")))?;
+        Ok(reduced.to_string())
+    }
+
+    /// Runs the validator, if any, on `input` (JSON text).
+    pub(crate) fn validate_input(&self, input: &str, ctx: &ValidateContext) -> Result<(), String> {
+        match &self.validator {
+            Some(validate) => validate(input, ctx),
+            None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Debug for Graph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Graph")
+            .field("name", &self.name)
+            .field(
+                "channels",
+                &self.channels.iter().map(|c| &c.name).collect::<Vec<_>>(),
+            )
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+            )
+            .field("edges", &self.edges)
+            .field(
+                "conditional_edges",
+                &self
+                    .conditional_edges
+                    .iter()
+                    .map(|e| (&e.source, &e.router))
+                    .collect::<Vec<_>>(),
+            )
+            .field("entry_points", &self.entry_points)
+            .field("finish_points", &self.finish_points)
+            .finish_non_exhaustive()
+    }
+}
+
+fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+/// `edge "a" -> "b"` or `edge ["a", "b"] -> "c"`, as the host writes it.
+fn edge_label(edge: &Edge) -> String {
+    match edge.sources.as_slice() {
+        [single] => format!("edge {single:?} -> {:?}", edge.target),
+        sources => {
+            let list: Vec<String> = sources.iter().map(|s| format!("{s:?}")).collect();
+            format!("edge [{}] -> {:?}", list.join(", "), edge.target)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Command, Send, Update};
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Deserialize)]
+    struct Topic {
+        topic: String,
+    }
+
+    fn echo() -> Graph {
+        Graph::new("echo_graph")
+            .description("Echo the given topic.")
+            .as_tool(true)
+            .channel("topic", Reducer::LastValue)
+            .channel("log", Reducer::Append)
+            .node("echo", |s: Topic| {
+                Update::new().push("log", format!("seen:{}", s.topic))
+            })
+            .edge(START, "echo")
+            .edge("echo", END)
+    }
+
+    fn ctx() -> Context {
+        Context::default()
+    }
+
+    #[test]
+    fn builds_the_spec_as_written() {
+        let g = echo();
+        assert_eq!(g.name, "echo_graph");
+        assert!(g.as_tool && g.as_graph_tool);
+        let channels: Vec<_> = g
+            .channels
+            .iter()
+            .map(|c| (c.name.as_str(), c.reducer, c.default.as_deref()))
+            .collect();
+        assert_eq!(
+            channels,
+            [
+                ("topic", ReducerKind::LastValue, None),
+                ("log", ReducerKind::Append, Some("[]"))
+            ]
+        );
+        assert_eq!(g.entry_points, ["echo"]);
+        assert_eq!(g.finish_points, ["echo"]);
+        assert!(g.edges.is_empty());
+        assert_eq!(g.check(), Ok(()));
+    }
+
+    #[test]
+    fn channel_defaults() {
+        let g = Graph::new("g")
+            .channel("m", Reducer::Merge)
+            .channel("a", Reducer::Add)
+            .channel_with_default("n", Reducer::LastValue, 0)
+            .channel_with_default("l", Reducer::Append, ["x"])
+            .custom_channel("c", |_: Value, u: Value| Ok::<_, String>(u));
+        let defaults: Vec<_> = g.channels.iter().map(|c| c.default.as_deref()).collect();
+        assert_eq!(
+            defaults,
+            [Some("{}"), Some("0"), Some("0"), Some(r#"["x"]"#), None]
+        );
+        assert_eq!(g.channels[4].reducer, ReducerKind::Custom);
+    }
+
+    #[test]
+    fn edges_joins_and_conditional_edges() {
+        let g = Graph::new("g")
+            .node("a", |_: Value| Update::new())
+            .node("b", |_: Value| Update::new())
+            .node("c", |_: Value| Update::new())
+            .edge(START, "a")
+            .edge(START, "a")
+            .edge("a", "b")
+            .edge("a", "b")
+            .join(["a", "b"], "c")
+            .join(["c"], "a")
+            .join(["b", "c"], END)
+            .conditional_edges("a", "pick", |_: Value| "x", [("x", "b"), ("y", END)])
+            .conditional_edges(START, "first", |_: Value| vec!["a"], None);
+        assert_eq!(g.entry_points, ["a"]);
+        assert_eq!(g.finish_points, ["b", "c"]);
+        let edges: Vec<_> = g
+            .edges
+            .iter()
+            .map(|e| (e.sources.join("+"), e.target.as_str()))
+            .collect();
+        assert_eq!(
+            edges,
+            [
+                ("a".to_owned(), "b"),
+                ("a+b".to_owned(), "c"),
+                ("c".to_owned(), "a")
+            ]
+        );
+        assert_eq!(
+            g.conditional_edges[0].path_map,
+            [
+                ("x".to_owned(), "b".to_owned()),
+                ("y".to_owned(), END.to_owned())
+            ]
+        );
+        assert!(g.conditional_edges[1].path_map.is_empty());
+        assert_eq!(g.check(), Ok(()));
+    }
+
+    #[test]
+    fn check_names_every_problem() {
+        let g = Graph::new("run_code")
+            .parameters(json!(["not", "an", "object"]))
+            .channel("x", Reducer::LastValue)
+            .channel("x", Reducer::Append)
+            .channel_with_default("m", Reducer::Merge, 1)
+            .node("a", |_: Value| Update::new())
+            .node("a", |_: Value| Update::new())
+            .node(END, |_: Value| Update::new())
+            .describe_node("ghost", "boo")
+            .edge("a", "b")
+            .edge("a", START)
+            .join(["a", "a"], "a")
+            .edge("zz", END)
+            .conditional_edges("q", "r", |_: Value| "k", [("k", "nowhere"), ("k", END)])
+            .conditional_edges("a", "r", |_: Value| "k", None);
+        let problems = g.check().unwrap_err();
+        let expected = [
+            "describe_node(\"ghost\"): unknown node \"ghost\" (define it first)",
+            "graph name \"run_code\" is reserved",
+            "parameters must be a json object, not an array",
+            "channel \"x\" is declared twice",
+            "channel \"m\": default is a number, but its reducer needs an object",
+            "node \"a\" is declared twice",
+            "node name \"__end__\" is reserved",
+            "the graph has no entry point and no conditional edge from __start__ (add .edge(START, node))",
+            "finish point \"zz\" is not a node",
+            "edge \"a\" -> \"b\": unknown target node \"b\"",
+            "edge \"a\" -> \"__start__\": unknown target node \"__start__\"",
+            "edge [\"a\", \"a\"] -> \"a\": source \"a\" is listed twice",
+            "conditional edge from \"q\": unknown source node \"q\"",
+            "conditional edge from \"q\" (router \"r\"): path-map key \"k\" leads to unknown node \"nowhere\"",
+            "conditional edge from \"q\" (router \"r\"): path-map key \"k\" is listed twice",
+            "router \"r\" is used twice",
+            "node \"a\" is unreachable from __start__",
+        ];
+        assert_eq!(problems.lines().collect::<Vec<_>>(), expected, "{problems}");
+    }
+
+    #[test]
+    fn check_header_and_reachability() {
+        let node = |_: Value| Update::new();
+        let g = Graph::new("bad name!")
+            .node("a", node)
+            .node("b", node)
+            .node("c", node)
+            .node("d", node)
+            .edge(START, "a")
+            .join(["a", "b"], "c")
+            .edge("d", END);
+        assert_eq!(
+            g.check().unwrap_err().lines().collect::<Vec<_>>(),
+            [
+                "graph name \"bad name!\" may only contain ascii letters, digits, \"_\" and \"-\"",
+                "node \"b\" is unreachable from __start__",
+                "node \"c\" is unreachable from __start__",
+                "node \"d\" is unreachable from __start__",
+            ]
+        );
+        assert_eq!(
+            Graph::new("")
+                .timeout_ms(0)
+                .parameters_json("{")
+                .check()
+                .unwrap_err(),
+            "graph name is empty\n\
+             parameters are not json: EOF while parsing an object at line 1 column 1\n\
+             timeout_ms must be positive\n\
+             the graph has no nodes\n\
+             the graph has no entry point and no conditional edge from __start__ (add .edge(START, node))"
+        );
+        // A router without a path map may reach any node.
+        let g = Graph::new("g")
+            .node("a", node)
+            .node("b", node)
+            .edge(START, "a")
+            .conditional_edges("a", "r", |_: Value| "b", None);
+        assert_eq!(g.check(), Ok(()));
+    }
+
+    #[test]
+    fn runs_nodes_and_reports_bad_state() {
+        let g = echo();
+        assert_eq!(
+            g.run_node("echo", r#"{"topic":"hi","log":[]}"#, &ctx()),
+            Ok(Outcome::Update(r#"{"log":["seen:hi"]}"#.into()))
+        );
+        assert_eq!(
+            g.run_node("echo", r#"{"topic":5}"#, &ctx()),
+            Err(CallError::InvalidState(
+                "topic: invalid type: integer `5`, expected a string at line 1 column 10".into()
+            ))
+        );
+        assert_eq!(
+            g.run_node("echo", "not json", &ctx()),
+            Err(CallError::InvalidState(
+                "expected ident at line 1 column 2".into()
+            ))
+        );
+        assert_eq!(
+            g.run_node("nope", "{}", &ctx()),
+            Err(CallError::Unknown("unknown node \"nope\"".into()))
+        );
+    }
+
+    #[test]
+    fn node_failures_commands_and_interrupts() {
+        let g = Graph::new("g")
+            .node("fail", |_: Value| Err::<Update, _>("bad input"))
+            .node("cmd", |_: Value| Command::new().goto("x").send("y", 1))
+            .node_with_context(
+                "ask",
+                |_: Value, ctx: &Context| -> Result<Update, NodeError> {
+                    let a = ctx.interrupt("a?")?;
+                    let b = ctx.interrupt("b?")?;
+                    Ok(Update::new().set("ab", [a, b]))
+                },
+            );
+        assert_eq!(
+            g.run_node("fail", "{}", &ctx()),
+            Err(CallError::Failed("bad input".into()))
+        );
+        assert_eq!(
+            g.run_node("cmd", "{}", &ctx()),
+            Ok(Outcome::Command {
+                update: "{}".into(),
+                goto: vec!["x".into()],
+                sends: vec![("y".into(), "1".into())]
+            })
+        );
+        let resumed = |values: &[Value]| ctx().with_resume(values.to_vec());
+        assert_eq!(
+            g.run_node("ask", "{}", &resumed(&[])),
+            Ok(Outcome::Interrupt(r#""a?""#.into()))
+        );
+        assert_eq!(
+            g.run_node("ask", "{}", &resumed(&[json!(1)])),
+            Ok(Outcome::Interrupt(r#""b?""#.into()))
+        );
+        assert_eq!(
+            g.run_node("ask", "{}", &resumed(&[json!(1), json!("two")])),
+            Ok(Outcome::Update(r#"{"ab":[1,"two"]}"#.into()))
+        );
+    }
+
+    use crate::NodeError;
+
+    #[test]
+    fn routes() {
+        #[derive(Deserialize)]
+        struct Items {
+            items: Vec<i64>,
+        }
+        let g = Graph::new("g")
+            .conditional_edges(
+                "plan",
+                "fan_out",
+                |s: Items| {
+                    s.items
+                        .into_iter()
+                        .map(|x| Send::new("square", json!({ "x": x })))
+                        .collect::<Vec<_>>()
+                },
+                None,
+            )
+            .conditional_edges("a", "fails", |_: Value| Err::<&str, _>("no route"), None);
+        assert_eq!(
+            g.route("fan_out", r#"{"items":[1,2]}"#),
+            Ok(vec![
+                Route::send("square", json!({"x": 1})),
+                Route::send("square", json!({"x": 2}))
+            ])
+        );
+        assert_eq!(
+            g.route("fan_out", r#"{"items":"x"}"#),
+            Err(CallError::InvalidState(
+                "items: invalid type: string \"x\", expected a sequence at line 1 column 12".into()
+            ))
+        );
+        assert_eq!(
+            g.route("fails", "{}"),
+            Err(CallError::Failed("no route".into()))
+        );
+        assert_eq!(
+            g.route("ghost", "{}"),
+            Err(CallError::Unknown("unknown router \"ghost\"".into()))
+        );
+    }
+
+    #[test]
+    fn custom_reducers() {
+        let g = Graph::new("g")
+            .channel("plain", Reducer::Append)
+            .custom_channel("max", |current: Value, update: Value| {
+                let update = update.as_i64().ok_or("not an integer")?;
+                Ok::<_, String>(json!(current.as_i64().map_or(update, |c| c.max(update))))
+            });
+        assert_eq!(g.reduce("max", "null", "3"), Ok("3".into()));
+        assert_eq!(g.reduce("max", "5", "3"), Ok("5".into()));
+        assert_eq!(
+            g.reduce("max", "5", "\"x\""),
+            Err(CallError::Failed("channel \"max\": not an integer".into()))
+        );
+        assert!(matches!(
+            g.reduce("max", "{", "1"),
+            Err(CallError::InvalidState(m)) if m.starts_with("current value: ")
+        ));
+        assert!(matches!(
+            g.reduce("max", "1", ""),
+            Err(CallError::InvalidState(m)) if m.starts_with("update: ")
+        ));
+        assert_eq!(
+            g.reduce("plain", "[]", "1"),
+            Err(CallError::Unknown(
+                "no custom reducer for channel \"plain\"".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn validation() {
+        #[derive(Deserialize)]
+        struct Input {
+            times: Option<i64>,
+        }
+        let g = Graph::new("g");
+        let vctx = ValidateContext::default();
+        assert_eq!(g.validate_input("anything", &vctx), Ok(()));
+        let g = g.validate(|input: Input, ctx: &ValidateContext| {
+            assert_eq!(ctx.step(), 0);
+            match input.times {
+                Some(t) if t > 10 => Err("times must be at most 10"),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(g.validate_input(r#"{"times":3}"#, &vctx), Ok(()));
+        assert_eq!(
+            g.validate_input(r#"{"times":11}"#, &vctx),
+            Err("times must be at most 10".into())
+        );
+        assert_eq!(
+            g.validate_input(r#"{"times":"x"}"#, &vctx),
+            Err("invalid input: times: invalid type: string \"x\", expected i64 at line 1 column 12".into())
+        );
+    }
+}

@@ -1,0 +1,270 @@
+//! The `sandgraph` binary end to end: output, streams, exit codes, errors.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn sandgraph(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args(args)
+        .env("SANDGRAPH_LOG", "off")
+        .output()
+        .expect("the sandgraph binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts a failure with `error[<code>]` on stderr and exit code `exit`.
+fn assert_error(o: &Output, code: &str, exit: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(exit), "stderr: {err}");
+    assert!(
+        err.starts_with(&format!("error[{code}]: ")),
+        "stderr: {err}"
+    );
+    assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
+    assert!(o.stdout.is_empty(), "nothing on stdout on failure");
+}
+
+#[test]
+fn run_prints_the_final_state_as_pretty_json() {
+    let o = sandgraph(&["run", sandgraph_tests::ECHO, "--input", r#"{"topic":"hi"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "{\n  \"topic\": \"hi\",\n  \"log\": [\n    \"seen:hi\"\n  ]\n}\n"
+    );
+}
+
+#[test]
+fn run_reads_input_from_a_file_and_streams_supersteps() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.json");
+    std::fs::write(&input, r#"{"target": 3}"#).unwrap();
+    let arg = format!("@{}", input.display());
+    let o = sandgraph(&[
+        "run",
+        sandgraph_tests::LOOP_GRAPH,
+        "--input",
+        &arg,
+        "--stream",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(state["n"], json!(3));
+    let lines: Vec<Value> = stderr(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["step"], json!(0));
+    assert_eq!(
+        lines[2]["updates"][0],
+        json!({"node": "count", "update": {"n": 3}})
+    );
+}
+
+#[test]
+fn inspect_prints_the_spec_and_a_mermaid_chart() {
+    let o = sandgraph(&["inspect", sandgraph_tests::ECHO]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let spec: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(spec["name"], json!("echo_graph"));
+    assert_eq!(
+        spec["channels"][1],
+        json!({"name": "log", "reducer": "append", "default": []})
+    );
+    let o = sandgraph(&["inspect", sandgraph_tests::LOOP_GRAPH, "--mermaid"]);
+    let chart = stdout(&o);
+    assert!(chart.starts_with("flowchart TD"), "{chart}");
+    assert!(chart.contains("count -. continue .-> count"), "{chart}");
+    assert!(chart.contains("count -. done .-> __end__"), "{chart}");
+}
+
+#[test]
+fn every_error_code_has_its_exit_code() {
+    fn t(ms: &str) -> Vec<&str> {
+        vec!["--timeout-ms", ms, "--fuel", "100000000000000"]
+    }
+    let cases: Vec<(&str, &str, Vec<&str>, &str, i32, &str)> = vec![
+        (
+            sandgraph_tests::ECHO,
+            "{not json",
+            vec![],
+            "invalid_input",
+            2,
+            "--input is not valid JSON",
+        ),
+        (
+            sandgraph_tests::ECHO,
+            "{}",
+            vec!["--recursion-limit", "0"],
+            "invalid_input",
+            2,
+            "recursion limit",
+        ),
+        (
+            sandgraph_tests::GRAPH_INVALID_SPEC,
+            "{}",
+            vec![],
+            "load",
+            3,
+            "unknown target node",
+        ),
+        (
+            sandgraph_tests::HOSTILE_INFINITE_LOOP,
+            "{}",
+            t("200"),
+            "timeout",
+            4,
+            "timeout of 200 ms",
+        ),
+        (
+            sandgraph_tests::HOSTILE_INFINITE_LOOP,
+            "{}",
+            vec!["--fuel", "1000000"],
+            "out_of_fuel",
+            5,
+            "fuel",
+        ),
+        (
+            sandgraph_tests::HOSTILE_MEMORY_BOMB,
+            "{}",
+            vec!["--memory-mb", "16"],
+            "memory_limit",
+            6,
+            "16 MiB",
+        ),
+        (
+            sandgraph_tests::HOSTILE_PANIC,
+            "{}",
+            vec![],
+            "trap",
+            7,
+            "boom from guest",
+        ),
+        (
+            sandgraph_tests::HOSTILE_NAN_OUTPUT,
+            r#"{"mode":"neg_zero"}"#,
+            vec![],
+            "invalid_output",
+            8,
+            "$.x",
+        ),
+        (
+            sandgraph_tests::GRAPH_CONFLICT,
+            "{}",
+            vec![],
+            "invalid_update",
+            9,
+            "\"value\"",
+        ),
+        (
+            sandgraph_tests::LOOP_GRAPH,
+            r#"{"target":9}"#,
+            vec!["--recursion-limit", "4"],
+            "recursion_limit",
+            10,
+            "4",
+        ),
+        (
+            sandgraph_tests::GRAPH_ERRORS,
+            r#"{"mode":"fail"}"#,
+            vec![],
+            "node_error",
+            11,
+            "deliberate failure",
+        ),
+    ];
+    for (graph, input, extra, code, exit, needle) in cases {
+        let mut args = vec!["run", graph, "--input", input];
+        args.extend(extra);
+        assert_error(&sandgraph(&args), code, exit, needle);
+    }
+}
+
+#[test]
+fn interrupts_exit_with_their_own_code() {
+    let o = sandgraph(&["run", sandgraph_tests::GRAPH_INTERRUPT, "--input", "{}"]);
+    assert_eq!(o.status.code(), Some(20), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["status"], json!("interrupted"));
+    assert_eq!(v["interrupts"][0]["value"], json!({"question": "approve?"}));
+}
+
+#[test]
+fn loader_errors_name_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.wasm");
+    std::fs::write(&text, "hello").unwrap();
+    let o = sandgraph(&["run", text.to_str().unwrap(), "--input", "{}"]);
+    assert_error(&o, "load", 3, "not a wasm file");
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let o = sandgraph(&["inspect", core.to_str().unwrap()]);
+    assert_error(&o, "load", 3, "core wasm module, not a component");
+    let o = sandgraph(&["inspect", "/nonexistent/graph.wasm"]);
+    assert_error(&o, "load", 3, "cannot read /nonexistent/graph.wasm");
+}
+
+#[test]
+fn build_names_the_rustup_command_when_the_target_is_missing() {
+    // A fake rustc whose sysroot lacks the wasm32-wasip2 standard library.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("rustc");
+    std::fs::write(&fake, format!("#!/bin/sh\necho {}\n", dir.path().display())).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args(["build", "../../example-graphs/echo", "--out", "x.wasm"])
+        .env("RUSTC", &fake)
+        .output()
+        .unwrap();
+    assert_error(&o, "build", 12, "run `rustup target add wasm32-wasip2`");
+}
+
+#[test]
+fn build_compiles_checks_and_writes_the_component() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().join("echo.wasm");
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../example-graphs/echo");
+    // A target dir of its own: the outer cargo holds the workspace one.
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/cli-build-test");
+    let o = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args([
+            "build",
+            crate_dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("built graph `echo_graph`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sandgraph(&[
+        "run",
+        out.to_str().unwrap(),
+        "--input",
+        r#"{"topic":"built"}"#,
+    ]);
+    let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(state["log"], json!(["seen:built"]));
+    // Not a crate: a clear error.
+    let o = sandgraph(&["build", out_dir.path().to_str().unwrap(), "--out", "x.wasm"]);
+    assert_error(&o, "build", 12, "has no Cargo.toml");
+}

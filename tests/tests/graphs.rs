@@ -1,0 +1,578 @@
+//! One test per example and test graph (enforced by `foreach_graph!`), each
+//! running the real component in the real sandbox.
+
+use std::time::{Duration, Instant};
+
+use sandgraph_runtime::{
+    ErrorCode, Limits, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig,
+};
+use sandgraph_tests::{assert_test_exists, load, runtime};
+use serde_json::{Value, json};
+
+sandgraph_tests::foreach_graph!(assert_test_exists);
+
+async fn run(path: &str, input: Value) -> Result<RunOutcome, RunError> {
+    run_with(path, input, Limits::default()).await
+}
+
+async fn run_with(path: &str, input: Value, limits: Limits) -> Result<RunOutcome, RunError> {
+    let graph = load(path).await;
+    let opts = RunOptions {
+        limits: Some(limits),
+        ..Default::default()
+    };
+    runtime().run(&graph, input, opts).await
+}
+
+fn completed(outcome: Result<RunOutcome, RunError>) -> Value {
+    match outcome {
+        Ok(RunOutcome::Completed(state)) => Value::Object(state),
+        Ok(other) => panic!("expected a completed run, got {other:?}"),
+        Err(e) => panic!("expected a completed run, got [{}] {}", e.code, e.message),
+    }
+}
+
+fn failed(outcome: Result<RunOutcome, RunError>) -> RunError {
+    match outcome {
+        Err(e) => e,
+        Ok(o) => panic!("expected an error, got {o:?}"),
+    }
+}
+
+fn spin_limits(timeout_ms: u64) -> Limits {
+    Limits {
+        timeout: Duration::from_millis(timeout_ms),
+        grace: Duration::from_millis(100),
+        fuel: u64::MAX / 2,
+        ..Limits::default()
+    }
+}
+
+// ---- example graphs ----
+
+#[tokio::test]
+async fn echo() {
+    let state = completed(run(sandgraph_tests::ECHO, json!({"topic": "hi"})).await);
+    assert_eq!(state, json!({"topic": "hi", "log": ["seen:hi"]}));
+    // Key order follows the declared channels.
+    assert_eq!(
+        serde_json::to_string(&state).unwrap(),
+        r#"{"topic":"hi","log":["seen:hi"]}"#
+    );
+    let graph = load(sandgraph_tests::ECHO).await;
+    assert_eq!(graph.name(), "echo_graph");
+    assert_eq!(
+        graph.spec().description.as_deref(),
+        Some("Echo the given topic.")
+    );
+    assert!(graph.spec().registration.as_tool);
+    assert!(graph.spec().registration.as_graph_tool);
+}
+
+#[tokio::test]
+async fn greet() {
+    let state = completed(
+        run(
+            sandgraph_tests::GREET,
+            json!({"name": "Ada", "style": "formal", "times": 2}),
+        )
+        .await,
+    );
+    assert_eq!(state["greeting"], json!("Good day, Ada. Good day, Ada."));
+    let state = completed(
+        run(
+            sandgraph_tests::GREET,
+            json!({"name": "Bo", "style": "casual"}),
+        )
+        .await,
+    );
+    assert_eq!(state["greeting"], json!("Hey Bo!"));
+    let graph = load(sandgraph_tests::GREET).await;
+    let params = graph
+        .spec()
+        .parameters
+        .clone()
+        .expect("greet declares parameters");
+    assert_eq!(params["style"]["enum"], json!(["formal", "casual"]));
+    assert_eq!(params["name"]["required"], json!(true));
+    // The graph's own validate export.
+    let ok = runtime()
+        .validate(
+            &graph,
+            &json!({"name": "Ada", "style": "formal"}),
+            RunOptions::default(),
+        )
+        .await;
+    assert_eq!(ok.unwrap(), Ok(()));
+    let rejected = runtime()
+        .validate(
+            &graph,
+            &json!({"name": "Ada", "style": "formal", "times": 11}),
+            RunOptions::default(),
+        )
+        .await;
+    assert_eq!(
+        rejected.unwrap(),
+        Err("times must be at most 10".to_string())
+    );
+}
+
+#[tokio::test]
+async fn fanout() {
+    let graph = load(sandgraph_tests::FANOUT).await;
+    let mut events = Vec::new();
+    let outcome = runtime()
+        .run_streaming(&graph, json!({}), RunOptions::default(), &mut |ev| {
+            events.push(serde_json::to_value(ev).unwrap())
+        })
+        .await;
+    let state = completed(outcome);
+    // Eight parallel branches, applied in task order (by node name), then the join.
+    assert_eq!(
+        state["items"],
+        json!(["b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"])
+    );
+    assert_eq!(state["count"], json!(8));
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[1]["updates"].as_array().unwrap().len(), 8);
+    assert_eq!(events[2]["updates"][0]["node"], json!("join"));
+}
+
+#[tokio::test]
+async fn loop_graph() {
+    let state = completed(run(sandgraph_tests::LOOP_GRAPH, json!({"target": 5})).await);
+    assert_eq!(state["n"], json!(5));
+    // 30 iterations need 30 supersteps: over the default budget of 25.
+    let err = failed(run(sandgraph_tests::LOOP_GRAPH, json!({"target": 30})).await);
+    assert_eq!(err.code, ErrorCode::RecursionLimit);
+    assert!(
+        err.message.contains("recursion limit of 25"),
+        "{}",
+        err.message
+    );
+    // Exactly at the limit succeeds; one more step fails.
+    let ok = run_with(
+        sandgraph_tests::LOOP_GRAPH,
+        json!({"target": 30}),
+        Limits {
+            recursion_limit: 30,
+            ..Limits::default()
+        },
+    );
+    assert_eq!(completed(ok.await)["n"], json!(30));
+    let err = failed(
+        run_with(
+            sandgraph_tests::LOOP_GRAPH,
+            json!({"target": 30}),
+            Limits {
+                recursion_limit: 29,
+                ..Limits::default()
+            },
+        )
+        .await,
+    );
+    assert!(
+        err.message.contains("recursion limit of 29"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn map_reduce() {
+    let state = completed(run(sandgraph_tests::MAP_REDUCE, json!({"items": [1, 2, 3]})).await);
+    assert_eq!(state["total"], json!(14));
+    let mut results: Vec<i64> = state["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    results.sort();
+    assert_eq!(results, vec![1, 4, 9]);
+    // No items: no sends, so nothing after `plan` runs.
+    let state = completed(run(sandgraph_tests::MAP_REDUCE, json!({"items": []})).await);
+    assert_eq!(state.get("total"), None);
+}
+
+// ---- LangGraph conformance guests ----
+
+#[tokio::test]
+async fn graph_conflict() {
+    let err = failed(run(sandgraph_tests::GRAPH_CONFLICT, json!({})).await);
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    // Names the channel and both writers (LangGraph names only the key).
+    assert!(err.message.contains("\"value\""), "{}", err.message);
+    assert!(
+        err.message.contains("\"a\"") && err.message.contains("\"b\""),
+        "{}",
+        err.message
+    );
+    // One writer: fine, and the append channel merges both in task order.
+    let state = completed(run(sandgraph_tests::GRAPH_CONFLICT, json!({"only_a": true})).await);
+    assert_eq!(state["value"], json!("a"));
+    assert_eq!(state["log"], json!(["a", "b"]));
+}
+
+#[tokio::test]
+async fn graph_custom_reducer() {
+    let state = completed(run(sandgraph_tests::GRAPH_CUSTOM_REDUCER, json!({})).await);
+    assert_eq!(state["best"], json!(7));
+    assert_eq!(state["words"], json!(["apple", "pear"]));
+    // The join waited for both branches before `report` ran.
+    assert_eq!(state["reported"], json!(7));
+    let err = failed(run(sandgraph_tests::GRAPH_CUSTOM_REDUCER, json!({"bad": true})).await);
+    assert_eq!(err.code, ErrorCode::NodeError);
+    assert!(
+        err.message.contains("reducer of channel \"best\""),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn graph_goto() {
+    let state = completed(run(sandgraph_tests::GRAPH_GOTO, json!({})).await);
+    let visited = state["visited"].as_array().unwrap();
+    // goto adds to the static edge; sends run the worker twice with private input.
+    assert_eq!(visited[0], json!("start"));
+    let rest: Vec<&str> = visited[1..].iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(rest, vec!["jumped", "static_next", "worker:1", "worker:2"]);
+    let state = completed(run(sandgraph_tests::GRAPH_GOTO, json!({"goto_end": true})).await);
+    assert_eq!(state["visited"], json!(["start", "static_next"]));
+}
+
+#[tokio::test]
+async fn graph_interrupt() {
+    let outcome = run(sandgraph_tests::GRAPH_INTERRUPT, json!({}))
+        .await
+        .unwrap();
+    let RunOutcome::Interrupted { state, interrupts } = outcome else {
+        panic!("expected an interrupt")
+    };
+    assert_eq!(interrupts.len(), 1);
+    assert_eq!(interrupts[0].node, "ask");
+    assert_eq!(interrupts[0].value, json!({"question": "approve?"}));
+    assert_eq!(interrupts[0].id.len(), 32);
+    // The interrupted step's writes are not applied; the earlier step's are.
+    assert_eq!(Value::Object(state), json!({"log": ["prepared"]}));
+}
+
+#[tokio::test]
+async fn graph_errors() {
+    let err = failed(run(sandgraph_tests::GRAPH_ERRORS, json!({"mode": "fail"})).await);
+    assert_eq!(err.code, ErrorCode::NodeError);
+    assert!(
+        err.message
+            .contains("node \"work\" failed: deliberate failure"),
+        "{}",
+        err.message
+    );
+    let err = failed(
+        run(
+            sandgraph_tests::GRAPH_ERRORS,
+            json!({"mode": "goto_unknown"}),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    assert!(err.message.contains("ghost"), "{}", err.message);
+    let err = failed(
+        run(
+            sandgraph_tests::GRAPH_ERRORS,
+            json!({"mode": "send_unknown"}),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    let err = failed(run(sandgraph_tests::GRAPH_ERRORS, json!({"mode": "route_fail"})).await);
+    assert_eq!(err.code, ErrorCode::NodeError);
+    assert!(
+        err.message
+            .contains("router \"next\" failed: router failed"),
+        "{}",
+        err.message
+    );
+    let err = failed(
+        run(
+            sandgraph_tests::GRAPH_ERRORS,
+            json!({"mode": "route_unknown"}),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    assert!(err.message.contains("nowhere"), "{}", err.message);
+    let err = failed(
+        run(
+            sandgraph_tests::GRAPH_ERRORS,
+            json!({"mode": "decode", "count": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::NodeError);
+    assert!(err.message.contains("count"), "{}", err.message);
+    let state = completed(run(sandgraph_tests::GRAPH_ERRORS, json!({"mode": "ok"})).await);
+    assert_eq!(state["done"], json!(true));
+    // Input must be an object.
+    let err = failed(run(sandgraph_tests::GRAPH_ERRORS, json!([1])).await);
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+}
+
+#[tokio::test]
+async fn graph_invalid_spec() {
+    let err = runtime()
+        .load_file(std::path::Path::new(sandgraph_tests::GRAPH_INVALID_SPEC))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Load);
+    assert!(
+        err.message
+            .contains(r#"edge "a" -> "b": unknown target node "b""#),
+        "{}",
+        err.message
+    );
+}
+
+// ---- hostile guests ----
+
+#[tokio::test]
+async fn hostile_infinite_loop() {
+    let start = Instant::now();
+    let err = failed(
+        run_with(
+            sandgraph_tests::HOSTILE_INFINITE_LOOP,
+            json!({}),
+            spin_limits(200),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::Timeout);
+    assert!(err.message.contains("timeout of 200 ms"), "{}", err.message);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "the hard stop did not land"
+    );
+    // Fuel stops it deterministically too.
+    let limits = Limits {
+        fuel: 50_000_000,
+        ..Limits::default()
+    };
+    let err = failed(run_with(sandgraph_tests::HOSTILE_INFINITE_LOOP, json!({}), limits).await);
+    assert_eq!(err.code, ErrorCode::OutOfFuel);
+    assert!(err.message.contains("50000000"), "{}", err.message);
+    // The host goes on serving.
+    completed(run(sandgraph_tests::ECHO, json!({"topic": "after"})).await);
+}
+
+#[tokio::test]
+async fn hostile_memory_bomb() {
+    let limits = Limits {
+        memory: 32 << 20,
+        ..Limits::default()
+    };
+    let err = failed(run_with(sandgraph_tests::HOSTILE_MEMORY_BOMB, json!({}), limits).await);
+    assert_eq!(err.code, ErrorCode::MemoryLimit);
+    assert!(
+        err.message.contains("32 MiB per instance"),
+        "{}",
+        err.message
+    );
+    completed(run(sandgraph_tests::ECHO, json!({"topic": "after"})).await);
+}
+
+#[tokio::test]
+async fn hostile_memory_bomb_hits_the_host_budget() {
+    // A separate runtime whose host-wide budget is below the instance cap.
+    let config = RuntimeConfig {
+        memory_budget: 24 << 20,
+        max_instances: 8,
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::with_config(config).unwrap();
+    let graph = rt
+        .load_file(std::path::Path::new(sandgraph_tests::HOSTILE_MEMORY_BOMB))
+        .await
+        .unwrap();
+    let err = failed(rt.run(&graph, json!({}), RunOptions::default()).await);
+    assert_eq!(err.code, ErrorCode::MemoryLimit);
+    assert!(
+        err.message.contains("host-wide memory budget"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn hostile_recursion() {
+    let err = failed(run(sandgraph_tests::HOSTILE_RECURSION, json!({})).await);
+    assert_eq!(err.code, ErrorCode::Trap);
+    assert!(err.message.contains("recursion"), "{}", err.message);
+    assert!(
+        err.message.contains("guest backtrace: hostile_recursion::"),
+        "{}",
+        err.message
+    );
+    completed(run(sandgraph_tests::ECHO, json!({"topic": "after"})).await);
+}
+
+#[tokio::test]
+async fn hostile_huge_output() {
+    let err = failed(run(sandgraph_tests::HOSTILE_HUGE_OUTPUT, json!({})).await);
+    assert_eq!(err.code, ErrorCode::InvalidOutput);
+    assert!(err.message.contains("over the limit"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn hostile_invalid_json() {
+    for mode in [
+        "garbage",
+        "empty",
+        "truncated",
+        "trailing",
+        "nan",
+        "infinity",
+        "command_garbage",
+    ] {
+        let err = failed(run(sandgraph_tests::HOSTILE_INVALID_JSON, json!({"mode": mode})).await);
+        assert_eq!(
+            err.code,
+            ErrorCode::InvalidOutput,
+            "{mode}: {}",
+            err.message
+        );
+        assert!(
+            err.message.starts_with("node \"emit"),
+            "{mode}: {}",
+            err.message
+        );
+        assert!(
+            err.message.contains("returned invalid JSON at $"),
+            "{mode}: {}",
+            err.message
+        );
+    }
+    let err = failed(
+        run(
+            sandgraph_tests::HOSTILE_INVALID_JSON,
+            json!({"mode": "not_object"}),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::InvalidOutput);
+    assert!(err.message.contains("JSON object"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn hostile_nan_output() {
+    let cases = [
+        ("neg_zero", "$.x"),
+        ("neg_zero_float", "$.x"),
+        ("big_int", "$.x"),
+        ("big_neg_int", "$.x"),
+        ("huge_float", "$"),
+        ("dup_key", "$.x"),
+        ("nested_dup_key", "$.x.y"),
+        ("deep", "$.x"),
+        ("nan", "$"),
+        ("infinity", "$"),
+    ];
+    for (mode, path) in cases {
+        let err = failed(run(sandgraph_tests::HOSTILE_NAN_OUTPUT, json!({"mode": mode})).await);
+        assert_eq!(
+            err.code,
+            ErrorCode::InvalidOutput,
+            "{mode}: {}",
+            err.message
+        );
+        assert!(
+            err.message.contains(&format!("at {path}")),
+            "{mode}: expected path {path}: {}",
+            err.message
+        );
+    }
+    let state = completed(run(sandgraph_tests::HOSTILE_NAN_OUTPUT, json!({"mode": "fine"})).await);
+    assert_eq!(state["x"], json!(1));
+}
+
+#[tokio::test]
+async fn hostile_panic() {
+    let err = failed(run(sandgraph_tests::HOSTILE_PANIC, json!({})).await);
+    assert_eq!(err.code, ErrorCode::Trap);
+    assert!(err.message.contains("boom from guest"), "{}", err.message);
+    assert!(err.message.contains("guest backtrace: "), "{}", err.message);
+    completed(run(sandgraph_tests::ECHO, json!({"topic": "after"})).await);
+}
+
+#[tokio::test]
+async fn hostile_fs_probe() {
+    let state = completed(run(sandgraph_tests::HOSTILE_FS_PROBE, json!({})).await);
+    for probe in [
+        "fs_read",
+        "read_dir",
+        "fs_write",
+        "tcp_connect",
+        "udp_bind",
+        "dns",
+    ] {
+        let got = state[probe].as_str().unwrap_or_default();
+        assert!(got.starts_with("err:"), "{probe} was not denied: {got}");
+    }
+    assert_eq!(state["env_count"], json!(0));
+    assert_eq!(state["args_count"], json!(0));
+    assert_eq!(state["stdin"], json!("ok: 0 bytes"));
+}
+
+#[tokio::test]
+async fn hostile_ignore_cancel() {
+    let start = Instant::now();
+    let err = failed(
+        run_with(
+            sandgraph_tests::HOSTILE_IGNORE_CANCEL,
+            json!({}),
+            spin_limits(150),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::Timeout);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    // Caller cancellation: cooperative first, then the hard stop.
+    let graph = load(sandgraph_tests::HOSTILE_IGNORE_CANCEL).await;
+    let opts = RunOptions {
+        limits: Some(spin_limits(60_000)),
+        ..Default::default()
+    };
+    let cancel = opts.cancel.clone();
+    let run = tokio::spawn(async move { runtime().run(&graph, json!({}), opts).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cancel.cancel();
+    let err = failed(
+        tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("cancelled run stops")
+            .unwrap(),
+    );
+    assert_eq!(err.code, ErrorCode::Timeout);
+    assert!(err.message.contains("cancelled"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn hostile_cooperative() {
+    // The guest sees cancelled() at the soft deadline and returns its update
+    // before the hard stop; no new superstep starts after it.
+    let state = completed(
+        run_with(
+            sandgraph_tests::HOSTILE_COOPERATIVE,
+            json!({}),
+            spin_limits(100),
+        )
+        .await,
+    );
+    assert_eq!(state["stopped_early"], json!(true));
+}
+
+#[tokio::test]
+async fn hostile_stdout_flood() {
+    let state = completed(run(sandgraph_tests::HOSTILE_STDOUT_FLOOD, json!({})).await);
+    assert_eq!(state["done"], json!(true));
+    assert!(state["stdout_bytes"].as_u64().unwrap() >= 10 << 20);
+}

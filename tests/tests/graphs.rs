@@ -576,3 +576,33 @@ async fn hostile_stdout_flood() {
     assert_eq!(state["done"], json!(true));
     assert!(state["stdout_bytes"].as_u64().unwrap() >= 10 << 20);
 }
+
+// ---- benchmark guests ----
+
+#[tokio::test]
+async fn bench_noop() {
+    // A std component of another world (`bench:noop/noop`): the loader
+    // rejects it before instantiating anything, naming the missing export.
+    let err = runtime()
+        .load_file(std::path::Path::new(sandgraph_tests::BENCH_NOOP))
+        .await
+        .expect_err("bench-noop is not a graph");
+    assert_eq!(err.code, ErrorCode::Load);
+    assert!(
+        err.message
+            .contains("does not export sandgraph:graph/graph"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("noop"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn bench_chain() {
+    let state = completed(run(sandgraph_tests::BENCH_CHAIN, json!({})).await);
+    let trail: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+    assert_eq!(state, json!({ "trail": trail }));
+    let graph = load(sandgraph_tests::BENCH_CHAIN).await;
+    assert_eq!(graph.name(), "bench_chain");
+    assert_eq!(graph.spec().nodes.len(), 10);
+}

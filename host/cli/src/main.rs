@@ -189,10 +189,8 @@ async fn run(
         ..Default::default()
     };
     let mut on_step = |ev: &sandgraph_runtime::StepEvent| {
-        if stream {
-            if let Ok(line) = serde_json::to_string(ev) {
-                eprintln!("{line}");
-            }
+        if stream && let Ok(line) = serde_json::to_string(ev) {
+            eprintln!("{line}");
         }
     };
     match rt.run_streaming(&graph, input, opts, &mut on_step).await? {

@@ -93,7 +93,9 @@ fn every_error_code_has_its_exit_code() {
     fn t(ms: &str) -> Vec<&str> {
         vec!["--timeout-ms", ms, "--fuel", "100000000000000"]
     }
-    let cases: Vec<(&str, &str, Vec<&str>, &str, i32, &str)> = vec![
+    // (graph, input, extra args, error code, exit code, text in the message)
+    type Case<'a> = (&'a str, &'a str, Vec<&'a str>, &'a str, i32, &'a str);
+    let cases: Vec<Case> = vec![
         (
             sandgraph_tests::ECHO,
             "{not json",

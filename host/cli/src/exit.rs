@@ -25,6 +25,8 @@ pub fn exit_code(code: ErrorCode) -> u8 {
         ErrorCode::InvalidUpdate => 9,
         ErrorCode::RecursionLimit => 10,
         ErrorCode::NodeError => 11,
+        ErrorCode::InvalidArgs => 13,
+        ErrorCode::Validation => 14,
     }
 }
 

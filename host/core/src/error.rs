@@ -26,11 +26,17 @@ pub enum ErrorCode {
     RecursionLimit,
     /// A node reported its own failure.
     NodeError,
+    /// A tool call's arguments failed the graph's parameter schema. Spelled
+    /// `INVALID_ARGS`, the seed contract's code, so its consumers keep working.
+    #[serde(rename = "INVALID_ARGS")]
+    InvalidArgs,
+    /// The graph's own `validate` export rejected a tool call.
+    Validation,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::InvalidInput,
         ErrorCode::Load,
         ErrorCode::Timeout,
@@ -41,6 +47,8 @@ impl ErrorCode {
         ErrorCode::InvalidUpdate,
         ErrorCode::RecursionLimit,
         ErrorCode::NodeError,
+        ErrorCode::InvalidArgs,
+        ErrorCode::Validation,
     ];
 
     /// The snake_case name printed in `error[<code>]`.
@@ -56,6 +64,8 @@ impl ErrorCode {
             ErrorCode::InvalidUpdate => "invalid_update",
             ErrorCode::RecursionLimit => "recursion_limit",
             ErrorCode::NodeError => "node_error",
+            ErrorCode::InvalidArgs => "INVALID_ARGS",
+            ErrorCode::Validation => "validation",
         }
     }
 }

@@ -237,11 +237,52 @@ pub(crate) fn convert_spec(s: bindings::WitGraphSpec) -> Result<GraphSpec, RunEr
     })
 }
 
+/// Checks the header of `bytes` and compiles them.
+pub(crate) fn compile(shared: &Shared, bytes: &[u8]) -> Result<Component, RunError> {
+    check_header(bytes)?;
+    shared
+        .compiles
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Component::from_binary(&shared.engine, bytes)
+        .map_err(|e| load_error(format!("invalid component: {}", e.root_cause())))
+}
+
+/// Links `component` against the host: world checks plus the typed `*Pre`.
+fn link(shared: &Shared, component: &Component) -> Result<GraphComponentPre<StoreState>, RunError> {
+    check_world(component, &shared.engine)?;
+    let instance_pre = shared
+        .linker
+        .instantiate_pre(component)
+        .map_err(|e| load_error(format!("cannot link component: {}", e.root_cause())))?;
+    GraphComponentPre::new(instance_pre).map_err(|e| {
+        load_error(format!(
+            "component does not match the graph world: {}",
+            e.root_cause()
+        ))
+    })
+}
+
+/// Builds a [`Graph`] from a compiled component and a spec described
+/// earlier (the compile cache), without calling `describe` again.
+pub(crate) fn from_parts(
+    shared: &Arc<Shared>,
+    component: Component,
+    spec: GraphSpec,
+) -> Result<Graph, RunError> {
+    let pre = link(shared, &component)?;
+    let compiled = CompiledGraph::new(spec.clone()).map_err(|e| load_error(e.to_string()))?;
+    Ok(Graph {
+        name: Arc::from(spec.name.as_str()),
+        spec,
+        compiled: Arc::new(compiled),
+        pre,
+        component,
+    })
+}
+
 /// Compiles and checks `bytes`, then asks the graph to describe itself.
 pub(crate) async fn load(shared: &Arc<Shared>, bytes: &[u8]) -> Result<Graph, RunError> {
-    check_header(bytes)?;
-    let component = Component::from_binary(&shared.engine, bytes)
-        .map_err(|e| load_error(format!("invalid component: {}", e.root_cause())))?;
+    let component = compile(shared, bytes)?;
     from_component(shared, component).await
 }
 
@@ -250,17 +291,7 @@ pub(crate) async fn from_component(
     shared: &Arc<Shared>,
     component: Component,
 ) -> Result<Graph, RunError> {
-    check_world(&component, &shared.engine)?;
-    let instance_pre = shared
-        .linker
-        .instantiate_pre(&component)
-        .map_err(|e| load_error(format!("cannot link component: {}", e.root_cause())))?;
-    let pre = GraphComponentPre::new(instance_pre).map_err(|e| {
-        load_error(format!(
-            "component does not match the graph world: {}",
-            e.root_cause()
-        ))
-    })?;
+    let pre = link(shared, &component)?;
     // Describe under default limits in a throwaway instance.
     let control = RunControl::new(shared.config.default_limits.clone(), Default::default());
     let mut instance = Sandbox::instantiate(shared, &pre, Arc::from("<loading>"), &control)

@@ -3,14 +3,16 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use sandgraph_core::{ErrorCode, NodeContext, RunConfig, RunError, RunOutcome, StepEvent};
+use sandgraph_core::{
+    ErrorCode, GraphSpec, NodeContext, RunConfig, RunError, RunOutcome, StepEvent,
+};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use wasmtime::component::Linker;
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::add_host_to_linker;
@@ -30,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) sink: Arc<dyn LogSink>,
     pub(crate) config: RuntimeConfig,
+    /// Components compiled by this runtime (not loaded from an artifact).
+    pub(crate) compiles: AtomicU64,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -158,6 +162,7 @@ impl Runtime {
             linker,
             sink,
             config,
+            compiles: AtomicU64::new(0),
             ticker_stop: stop,
         };
         Ok(Runtime {
@@ -191,6 +196,69 @@ impl Runtime {
         self.load(&bytes)
             .await
             .map_err(|e| RunError::new(e.code, format!("{}: {}", path.display(), e.message)))
+    }
+
+    /// Checks the header of `bytes` and compiles them (counted by
+    /// [`Runtime::compile_count`]).
+    pub fn compile(&self, bytes: &[u8]) -> Result<Component, RunError> {
+        loader::compile(&self.shared, bytes)
+    }
+
+    /// How many components this runtime compiled from wasm bytes.
+    pub fn compile_count(&self) -> u64 {
+        self.shared.compiles.load(Ordering::Relaxed)
+    }
+
+    /// A fingerprint of everything that makes a compiled artifact loadable
+    /// into this engine (wasmtime version, target, settings): the compile
+    /// cache keys artifacts on it.
+    pub fn engine_fingerprint(&self) -> String {
+        use sha2::Digest;
+        struct ShaHasher(sha2::Sha256);
+        impl std::hash::Hasher for ShaHasher {
+            fn finish(&self) -> u64 {
+                0
+            }
+            fn write(&mut self, bytes: &[u8]) {
+                self.0.update(bytes);
+            }
+        }
+        let mut h = ShaHasher(sha2::Sha256::new());
+        std::hash::Hash::hash(&self.shared.engine.precompile_compatibility_hash(), &mut h);
+        h.0.update(crate::loader::HOST_WORLD_VERSION.as_bytes());
+        hex::encode(h.0.finalize())
+    }
+
+    /// Serializes a compiled component for the compile cache.
+    pub fn serialize(&self, component: &Component) -> Result<Vec<u8>, RunError> {
+        component
+            .serialize()
+            .map_err(|e| RunError::new(ErrorCode::Load, format!("cannot serialize component: {e}")))
+    }
+
+    /// Loads a component from bytes produced by [`Runtime::serialize`].
+    ///
+    /// # Safety
+    ///
+    /// Deserializing runs no verification of the machine code: `bytes` must
+    /// be exactly what `serialize` produced on an engine with the same
+    /// [`Runtime::engine_fingerprint`] (the compile cache checks a digest of
+    /// the stored bytes before calling this).
+    pub unsafe fn deserialize(&self, bytes: &[u8]) -> Result<Component, RunError> {
+        // SAFETY: forwarded to the caller's contract above.
+        unsafe { Component::deserialize(&self.shared.engine, bytes) }.map_err(|e| {
+            RunError::new(ErrorCode::Load, format!("cannot load cached artifact: {e}"))
+        })
+    }
+
+    /// A graph from a compiled component and the spec it described earlier;
+    /// calls no guest code.
+    pub fn load_described(
+        &self,
+        component: Component,
+        spec: GraphSpec,
+    ) -> Result<Arc<Graph>, RunError> {
+        loader::from_parts(&self.shared, component, spec).map(Arc::new)
     }
 
     /// Loads from a component compiled earlier by this engine.

@@ -1,0 +1,138 @@
+//! Everything sandgraph keeps on disk, in one redb file: the compile cache
+//! (this module) and, later, thread checkpoints. No wasm engine here: the
+//! store holds bytes and JSON; callers own their meaning.
+//!
+//! See `DESIGN.md` beside this file for keys, encodings and invariants.
+
+mod cache;
+mod error;
+mod schema;
+
+pub use cache::{CachedArtifact, CompileCache};
+pub use error::StoreError;
+pub use schema::SCHEMA_VERSION;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+
+/// An open sandgraph database. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the database at `path`, creating it (and its tables) when
+    /// missing. Refuses a database written by a newer schema.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::io(path, e))?;
+        }
+        let db = Database::create(path).map_err(|e| StoreError::open(path, e))?;
+        let store = Store { db: Arc::new(db) };
+        store.init(path)?;
+        Ok(store)
+    }
+
+    fn init(&self, path: &Path) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut meta = tx.open_table(schema::META)?;
+            let found = meta.get(schema::SCHEMA_VERSION_KEY)?.map(|v| v.value());
+            match found {
+                None => {
+                    meta.insert(schema::SCHEMA_VERSION_KEY, SCHEMA_VERSION)?;
+                }
+                Some(v) if v == SCHEMA_VERSION => {}
+                Some(v) if v > SCHEMA_VERSION => {
+                    return Err(StoreError::NewerSchema {
+                        path: path.display().to_string(),
+                        found: v,
+                    });
+                }
+                Some(v) => schema::migrate(&tx, v)?,
+            }
+            schema::create_tables(&tx)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The schema version recorded in the file.
+    pub fn schema_version(&self) -> Result<u64, StoreError> {
+        let tx = self.db.begin_read()?;
+        let meta = tx.open_table(schema::META)?;
+        Ok(meta
+            .get(schema::SCHEMA_VERSION_KEY)?
+            .map(|v| v.value())
+            .unwrap_or(0))
+    }
+
+    /// The compile cache.
+    pub fn compile_cache(&self) -> CompileCache {
+        CompileCache::new(self.db.clone())
+    }
+}
+
+/// Hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_creates_and_reopens_with_the_schema_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/dir/sandgraph.redb");
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.redb");
+        {
+            let db = Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            tx.open_table(schema::META)
+                .unwrap()
+                .insert(schema::SCHEMA_VERSION_KEY, SCHEMA_VERSION + 1)
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let err = Store::open(&path).unwrap_err();
+        assert!(err.to_string().contains("newer"), "{err}");
+    }
+
+    #[test]
+    fn not_a_database_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junk.redb");
+        std::fs::write(
+            &path,
+            b"this is not a redb file at all, not even close............",
+        )
+        .unwrap();
+        let err = Store::open(&path).unwrap_err();
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+    }
+}

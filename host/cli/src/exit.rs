@@ -27,6 +27,8 @@ pub fn exit_code(code: ErrorCode) -> u8 {
         ErrorCode::NodeError => 11,
         ErrorCode::InvalidArgs => 13,
         ErrorCode::Validation => 14,
+        ErrorCode::ThreadBusy => 15,
+        ErrorCode::Storage => 16,
     }
 }
 

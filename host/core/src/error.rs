@@ -32,11 +32,15 @@ pub enum ErrorCode {
     InvalidArgs,
     /// The graph's own `validate` export rejected a tool call.
     Validation,
+    /// Another run is writing the same durable thread.
+    ThreadBusy,
+    /// The durable store could not be read or written.
+    Storage,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::InvalidInput,
         ErrorCode::Load,
         ErrorCode::Timeout,
@@ -49,6 +53,8 @@ impl ErrorCode {
         ErrorCode::NodeError,
         ErrorCode::InvalidArgs,
         ErrorCode::Validation,
+        ErrorCode::ThreadBusy,
+        ErrorCode::Storage,
     ];
 
     /// The snake_case name printed in `error[<code>]`.
@@ -66,6 +72,8 @@ impl ErrorCode {
             ErrorCode::NodeError => "node_error",
             ErrorCode::InvalidArgs => "INVALID_ARGS",
             ErrorCode::Validation => "validation",
+            ErrorCode::ThreadBusy => "thread_busy",
+            ErrorCode::Storage => "storage",
         }
     }
 }

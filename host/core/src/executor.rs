@@ -20,6 +20,10 @@ use serde_json::{Map, Value};
 use tokio::task::{AbortHandle, JoinSet};
 use tracing::Instrument as _;
 
+use crate::checkpoint::{
+    Checkpoint, CheckpointSource, Checkpointer, Start, TaskRecord, TaskResult, ThreadState,
+    new_checkpoint_id, now_ms,
+};
 use crate::reducers::{self, kind};
 use crate::{
     Backend, ConditionalEdge, END, ErrorCode, GraphSpec, NodeContext, NodeOutput, Reducer,
@@ -342,6 +346,111 @@ pub async fn run<B: Backend + 'static>(
     config: &RunConfig,
     on_step: &mut (dyn FnMut(&StepEvent) + Send),
 ) -> Result<RunOutcome, RunError> {
+    run_thread(
+        graph,
+        backend,
+        None,
+        Start::Input(input),
+        config,
+        on_step,
+        None,
+    )
+    .await
+}
+
+/// Runs a durable thread: like [`run`], starting from the thread's stored
+/// state (`existing`, `None` for a new thread) as `start` says, saving a
+/// [`Checkpoint`] after the input and after every superstep, and a
+/// [`TaskRecord`] as each task finishes, through `saver`.
+///
+/// Tasks already recorded as finished for the head checkpoint's superstep
+/// are not run again; interrupted tasks re-run from their first line with
+/// their resume values. `saver.flush()` runs before this returns, whatever
+/// the outcome.
+pub async fn run_thread<B: Backend + 'static>(
+    graph: &Arc<CompiledGraph>,
+    backend: &Arc<B>,
+    existing: Option<ThreadState>,
+    start: Start,
+    config: &RunConfig,
+    on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    saver: Option<&dyn Checkpointer>,
+) -> Result<RunOutcome, RunError> {
+    let result = drive(graph, backend, existing, start, config, on_step, saver).await;
+    if let Some(saver) = saver {
+        let flushed = saver.flush().await;
+        match (&result, flushed) {
+            (Ok(_), Err(e)) => return Err(e),
+            (Err(_), Err(e)) => {
+                tracing::error!("saving the thread failed after the run failed: {e}")
+            }
+            _ => {}
+        }
+    }
+    result
+}
+
+/// Resume values per task path, from an answer to the pending interrupts.
+fn resume_values(
+    pending: &ThreadState,
+    answer: Value,
+) -> Result<HashMap<String, Vec<Value>>, RunError> {
+    let interrupted: Vec<(&TaskRecord, &String, &Vec<Value>)> = pending
+        .pending
+        .iter()
+        .filter_map(|r| match &r.result {
+            TaskResult::Interrupted { id, resume, .. } => Some((r, id, resume)),
+            TaskResult::Done { .. } => None,
+        })
+        .collect();
+    let bad = |m: String| RunError::new(ErrorCode::InvalidInput, m);
+    if interrupted.is_empty() {
+        return Err(bad("the thread has no pending interrupt to resume".into()));
+    }
+    if answer.is_null() {
+        return Err(bad("null cannot be a resume value".into()));
+    }
+    let ids: Vec<&str> = interrupted.iter().map(|(_, id, _)| id.as_str()).collect();
+    let keyed = answer
+        .as_object()
+        .is_some_and(|m| !m.is_empty() && m.keys().all(|k| ids.contains(&k.as_str())));
+    let mut out = HashMap::new();
+    if keyed {
+        let map = answer.as_object().cloned().unwrap_or_default();
+        for (record, id, resume) in &interrupted {
+            let Some(value) = map.get(id.as_str()) else {
+                return Err(bad(format!(
+                    "the resume map has no value for pending interrupt {id} (node {:?})",
+                    record.node
+                )));
+            };
+            let mut values = (*resume).clone();
+            values.push(value.clone());
+            out.insert(record.path.clone(), values);
+        }
+    } else if let [(record, _, resume)] = interrupted.as_slice() {
+        let mut values = (*resume).clone();
+        values.push(answer);
+        out.insert(record.path.clone(), values);
+    } else {
+        return Err(bad(format!(
+            "the thread has {} pending interrupts ({}): resume with a JSON object mapping each interrupt id to its value",
+            ids.len(),
+            ids.join(", ")
+        )));
+    }
+    Ok(out)
+}
+
+async fn drive<B: Backend + 'static>(
+    graph: &Arc<CompiledGraph>,
+    backend: &Arc<B>,
+    existing: Option<ThreadState>,
+    start: Start,
+    config: &RunConfig,
+    on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    saver: Option<&dyn Checkpointer>,
+) -> Result<RunOutcome, RunError> {
     if config.recursion_limit == 0 {
         return Err(RunError::new(
             ErrorCode::InvalidInput,
@@ -349,7 +458,57 @@ pub async fn run<B: Backend + 'static>(
         ));
     }
     let mut main_worker = backend.worker().await?;
-    let mut state = LoopState::from_input(graph, &mut main_worker, input).await?;
+    // Finished tasks of the head's superstep, and resume values per task.
+    let mut prior: HashMap<String, TaskRecord> = HashMap::new();
+    let mut resume: HashMap<String, Vec<Value>> = HashMap::new();
+    let (mut state, mut head, write_input) = match (existing, start) {
+        (None, Start::Input(input)) => (
+            LoopState::from_input(graph, &mut main_worker, input).await?,
+            None,
+            true,
+        ),
+        (None, _) => {
+            return Err(RunError::new(
+                ErrorCode::InvalidInput,
+                "the thread has no checkpoint to continue or resume: start it with input",
+            ));
+        }
+        (Some(thread), Start::Input(input)) => {
+            let parent = thread.checkpoint.id.clone();
+            let mut state = LoopState::from_checkpoint(thread.checkpoint);
+            state.apply_input(graph, &mut main_worker, input).await?;
+            (state, Some(parent), true)
+        }
+        (Some(thread), Start::Continue) => {
+            for record in &thread.pending {
+                if let TaskResult::Interrupted { resume: values, .. } = &record.result {
+                    resume.insert(record.path.clone(), values.clone());
+                }
+            }
+            prior = done_records(&thread);
+            let head = thread.checkpoint.id.clone();
+            (
+                LoopState::from_checkpoint(thread.checkpoint),
+                Some(head),
+                false,
+            )
+        }
+        (Some(thread), Start::Resume(answer)) => {
+            resume = resume_values(&thread, answer)?;
+            prior = done_records(&thread);
+            let head = thread.checkpoint.id.clone();
+            (
+                LoopState::from_checkpoint(thread.checkpoint),
+                Some(head),
+                false,
+            )
+        }
+    };
+    if write_input && let Some(saver) = saver {
+        let checkpoint = state.checkpoint(graph, head.as_deref(), CheckpointSource::Input);
+        saver.put_checkpoint(&checkpoint).await?;
+        head = Some(checkpoint.id);
+    }
     // `None` only while task 0 of a multi-task step holds it, or if that
     // task panicked (then a fresh one is fetched).
     let mut main = Some(main_worker);
@@ -375,13 +534,59 @@ pub async fn run<B: Backend + 'static>(
         let step = state.step;
         tracing::debug!(step, tasks = tasks.len(), "superstep");
 
+        // Tasks finished before a crash or failure are taken from their
+        // records, never run twice.
+        let reused: Vec<Option<TaskOutcome>> = tasks
+            .iter()
+            .map(|t| {
+                prior
+                    .get(&t.path())
+                    .filter(|r| r.node == t.node)
+                    .and_then(|r| match &r.result {
+                        TaskResult::Done {
+                            writes,
+                            next,
+                            sends,
+                        } => Some(TaskOutcome::Done(TaskWrites {
+                            writes: writes.clone(),
+                            next: next.clone(),
+                            sends: sends.clone(),
+                        })),
+                        TaskResult::Interrupted { .. } => None,
+                    })
+            })
+            .collect();
+        let resumes: Vec<Vec<Value>> = tasks
+            .iter()
+            .map(|t| resume.get(&t.path()).cloned().unwrap_or_default())
+            .collect();
+
         // One immutable snapshot per step, shared by every task. The
         // channels move into it and come back once the tasks are done.
         let snapshot = Arc::new(Value::Object(std::mem::take(&mut state.channels)));
         let mut ctx = config.context.clone();
         ctx.step = step;
         ctx.resume.clear();
-        let outcomes = execute_tasks(graph, backend, &mut main, &tasks, &snapshot, &ctx).await;
+        let record_to = match (saver, head.as_deref()) {
+            (Some(saver), Some(head)) => Some(Recorder {
+                saver,
+                checkpoint_id: head,
+                step,
+            }),
+            _ => None,
+        };
+        let outcomes = execute_tasks(
+            graph,
+            backend,
+            &mut main,
+            &tasks,
+            reused,
+            &resumes,
+            &snapshot,
+            &ctx,
+            record_to.as_ref(),
+        )
+        .await;
         state.channels = match Arc::try_unwrap(snapshot) {
             Ok(Value::Object(map)) => map,
             Ok(_) => Map::new(),
@@ -389,7 +594,7 @@ pub async fn run<B: Backend + 'static>(
         };
         let outcomes = outcomes?;
 
-        let interrupts = collect_interrupts(step, &tasks, &outcomes);
+        let interrupts = collect_interrupts(step, &tasks, &outcomes, &resumes);
         if !interrupts.is_empty() {
             return Ok(RunOutcome::Interrupted {
                 state: graph.in_channel_order(state.channels),
@@ -402,8 +607,141 @@ pub async fn run<B: Backend + 'static>(
         };
         let event = state.commit(graph, worker, &tasks, outcomes).await?;
         on_step(&event);
-        // Checkpoint hook: `state` now holds everything needed to continue
-        // with the next superstep (step, channels, triggers, barriers, sends).
+        prior.clear();
+        resume.clear();
+        if let Some(saver) = saver {
+            let checkpoint = state.checkpoint(graph, head.as_deref(), CheckpointSource::Loop);
+            saver.put_checkpoint(&checkpoint).await?;
+            head = Some(checkpoint.id);
+        }
+    }
+}
+
+/// Updates a thread's state as if `as_node` had just run and written
+/// `values`: the writes go through the reducers, `as_node`'s edges and
+/// conditional edges trigger the next superstep, and the result is a new
+/// checkpoint (source `update`) to store as the thread's head. Without
+/// `as_node`, the node that ran last is used; when several ran in that
+/// superstep the call is ambiguous and fails. Pending task records of the
+/// old head no longer apply.
+pub async fn update_state<B: Backend + 'static>(
+    graph: &Arc<CompiledGraph>,
+    backend: &Arc<B>,
+    thread: ThreadState,
+    values: Value,
+    as_node: Option<&str>,
+) -> Result<Checkpoint, RunError> {
+    let bad = |m: String| RunError::new(ErrorCode::InvalidInput, m);
+    let Value::Object(values) = values else {
+        return Err(bad(format!(
+            "state updates must be a json object, not {}",
+            kind(&values)
+        )));
+    };
+    let node = match as_node {
+        Some(n) if graph.nodes.contains(n) => n.to_owned(),
+        Some(n) => return Err(bad(format!("as_node names no node of the graph: {n:?}"))),
+        None => last_writer(&thread.checkpoint)?,
+    };
+    let parent = thread.checkpoint.id.clone();
+    let mut state = LoopState::from_checkpoint(thread.checkpoint);
+    let mut worker = backend.worker().await?;
+    let writes = graph.filter_writes(&node, values);
+    let mut next = Vec::new();
+    let mut sends = Vec::new();
+    if graph.has_conditionals(&node) {
+        let mut fresh = state.channels.clone();
+        apply_writes(graph, &mut worker, &mut fresh, &node, writes.clone()).await?;
+        let fresh = Value::Object(fresh);
+        for cond in graph.conditionals(&node) {
+            let answers = worker.route(&cond.router, &fresh).await?;
+            graph.resolve_routes(&node, cond, answers, &mut next, &mut sends)?;
+        }
+    }
+    let task = Task { node, push: None };
+    let outcome = TaskOutcome::Done(TaskWrites {
+        writes,
+        next,
+        sends,
+    });
+    state
+        .commit(graph, &mut worker, &[task], vec![outcome])
+        .await?;
+    Ok(state.checkpoint(graph, Some(&parent), CheckpointSource::Update))
+}
+
+/// The node that ran in the checkpoint's last superstep, if exactly one did.
+fn last_writer(c: &Checkpoint) -> Result<String, RunError> {
+    let newest = |seen: &BTreeMap<String, u64>| seen.values().copied().max().unwrap_or(0);
+    let top = c.versions_seen.values().map(newest).max();
+    let last: Vec<&String> = c
+        .versions_seen
+        .iter()
+        .filter(|(_, seen)| Some(newest(seen)) == top)
+        .map(|(n, _)| n)
+        .collect();
+    match last.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(RunError::new(
+            ErrorCode::InvalidInput,
+            "no node has run on this thread yet: name the node the update is from",
+        )),
+        many => Err(RunError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "the last superstep ran several nodes ({}): name the node the update is from",
+                many.iter()
+                    .map(|n| format!("{n:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+fn done_records(thread: &ThreadState) -> HashMap<String, TaskRecord> {
+    thread
+        .pending
+        .iter()
+        .filter(|r| matches!(r.result, TaskResult::Done { .. }))
+        .map(|r| (r.path.clone(), r.clone()))
+        .collect()
+}
+
+/// Where finished tasks are recorded, and against which checkpoint.
+struct Recorder<'a> {
+    saver: &'a dyn Checkpointer,
+    checkpoint_id: &'a str,
+    step: u32,
+}
+
+impl Recorder<'_> {
+    async fn record(
+        &self,
+        task: &Task,
+        outcome: &TaskOutcome,
+        resume: &[Value],
+    ) -> Result<(), RunError> {
+        let result = match outcome {
+            TaskOutcome::Done(w) => TaskResult::Done {
+                writes: w.writes.clone(),
+                next: w.next.clone(),
+                sends: w.sends.clone(),
+            },
+            TaskOutcome::Interrupted(value) => TaskResult::Interrupted {
+                id: interrupt_id(self.step, &task.path(), resume.len()),
+                value: value.clone(),
+                resume: resume.to_vec(),
+            },
+        };
+        let record = TaskRecord {
+            path: task.path(),
+            node: task.node.clone(),
+            result,
+        };
+        self.saver.put_task(self.checkpoint_id, &record).await?;
+        tracing::debug!(target: "sandgraph::checkpoint", step = self.step, task = %record.path, node = %record.node, "task record saved");
+        Ok(())
     }
 }
 
@@ -426,6 +764,12 @@ pub(crate) struct LoopState {
     /// Dynamic tasks for the next superstep (its PUSH tasks), in the order
     /// they were emitted.
     pub(crate) sends: Vec<SendPacket>,
+    /// Channel -> version, bumped when the channel is written.
+    #[serde(default)]
+    pub(crate) versions: BTreeMap<String, u64>,
+    /// Node -> the channel versions it read when it last ran.
+    #[serde(default)]
+    pub(crate) versions_seen: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// One task of a superstep.
@@ -473,20 +817,54 @@ impl LoopState {
         worker: &mut W,
         input: Value,
     ) -> Result<Self, RunError> {
+        let mut state = LoopState {
+            step: 0,
+            channels: graph.defaults.clone(),
+            pull: BTreeSet::new(),
+            joins_seen: BTreeMap::new(),
+            sends: Vec::new(),
+            versions: graph.defaults.keys().map(|k| (k.clone(), 0)).collect(),
+            versions_seen: BTreeMap::new(),
+        };
+        state.apply_input(graph, worker, input).await?;
+        Ok(state)
+    }
+
+    /// Resumes the loop from a stored checkpoint.
+    fn from_checkpoint(c: Checkpoint) -> Self {
+        LoopState {
+            step: c.step,
+            channels: c.values,
+            pull: c.pull,
+            joins_seen: c.joins_seen,
+            sends: c.sends,
+            versions: c.channel_versions,
+            versions_seen: c.versions_seen,
+        }
+    }
+
+    /// Applies `input` as `__start__`'s writes and plans a fresh start:
+    /// entry points plus `__start__`'s conditional edges; pending tasks,
+    /// sends and join barriers are discarded.
+    async fn apply_input<W: Worker>(
+        &mut self,
+        graph: &CompiledGraph,
+        worker: &mut W,
+        input: Value,
+    ) -> Result<(), RunError> {
         let Value::Object(input) = input else {
             return Err(RunError::new(
                 ErrorCode::InvalidInput,
                 format!("the input must be a json object, not {}", kind(&input)),
             ));
         };
-        let mut channels = graph.defaults.clone();
         let writes = graph.filter_writes(START, input);
-        apply_writes(graph, worker, &mut channels, START, writes).await?;
-
+        let written = apply_writes(graph, worker, &mut self.channels, START, writes).await?;
+        self.bump(written);
         let mut pull = graph.entry.clone();
         let mut sends = Vec::new();
         if graph.has_conditionals(START) {
-            let state = Value::Object(channels.clone());
+            let state = Value::Object(self.channels.clone());
             let mut next = Vec::new();
             for cond in graph.conditionals(START) {
                 let answers = worker.route(&cond.router, &state).await?;
@@ -494,13 +872,44 @@ impl LoopState {
             }
             pull.extend(next);
         }
-        Ok(LoopState {
-            step: 0,
-            channels,
-            pull,
-            joins_seen: BTreeMap::new(),
-            sends,
-        })
+        self.pull = pull;
+        self.sends = sends;
+        self.joins_seen.clear();
+        Ok(())
+    }
+
+    /// Gives every channel in `written` one new version, above all others
+    /// (LangGraph: all channels updated in a step share the new version).
+    fn bump(&mut self, written: BTreeSet<String>) {
+        if written.is_empty() {
+            return;
+        }
+        let next = self.versions.values().copied().max().unwrap_or(0) + 1;
+        for channel in written {
+            self.versions.insert(channel, next);
+        }
+    }
+
+    /// The checkpoint of the current state.
+    fn checkpoint(
+        &self,
+        graph: &CompiledGraph,
+        parent: Option<&str>,
+        source: CheckpointSource,
+    ) -> Checkpoint {
+        Checkpoint {
+            id: new_checkpoint_id(parent),
+            parent: parent.map(str::to_owned),
+            source,
+            step: self.step,
+            created_at_ms: now_ms(),
+            channel_versions: self.versions.clone(),
+            versions_seen: self.versions_seen.clone(),
+            values: graph.in_channel_order(self.channels.clone()),
+            pull: self.pull.clone(),
+            joins_seen: self.joins_seen.clone(),
+            sends: self.sends.clone(),
+        }
     }
 
     /// The tasks of the next superstep, in task order: PULL tasks by node
@@ -545,6 +954,11 @@ impl LoopState {
         let mut updates = Vec::with_capacity(tasks.len());
         let mut pull = BTreeSet::new();
         let mut sends = Vec::new();
+        let mut written = BTreeSet::new();
+        for task in tasks {
+            self.versions_seen
+                .insert(task.node.clone(), self.versions.clone());
+        }
         for (task, task_writes) in tasks.iter().zip(writes) {
             let TaskWrites {
                 writes,
@@ -555,7 +969,8 @@ impl LoopState {
                 node: task.node.clone(),
                 update: Value::Object(writes.clone()),
             });
-            apply_writes(graph, worker, &mut self.channels, &task.node, writes).await?;
+            written
+                .extend(apply_writes(graph, worker, &mut self.channels, &task.node, writes).await?);
 
             if let Some(targets) = graph.edges_from.get(&task.node) {
                 pull.extend(targets.iter().cloned());
@@ -587,6 +1002,7 @@ impl LoopState {
         };
         self.pull = pull;
         self.sends = sends;
+        self.bump(written);
         self.step = self.step.saturating_add(1);
         Ok(event)
     }
@@ -627,7 +1043,8 @@ async fn apply_writes<W: Worker>(
     channels: &mut Map<String, Value>,
     writer: &str,
     writes: Map<String, Value>,
-) -> Result<(), RunError> {
+) -> Result<BTreeSet<String>, RunError> {
+    let mut written = BTreeSet::new();
     for (channel, update) in writes {
         let Some(&reducer) = graph.reducers.get(&channel) else {
             continue;
@@ -639,102 +1056,135 @@ async fn apply_writes<W: Worker>(
             }
             builtin => reducers::apply(builtin, &channel, channels.get(&channel), update, writer)?,
         };
-        channels.insert(channel, value);
+        channels.insert(channel.clone(), value);
+        written.insert(channel);
     }
-    Ok(())
+    Ok(written)
 }
 
-/// Runs the step's tasks and returns their outcomes in task order, or the
-/// error of the failed task that comes first in task order.
+/// Runs the step's tasks that have no outcome yet (`reused[i]` is `None`)
+/// and returns all outcomes in task order, or the error of the failed task
+/// that comes first in task order. Each fresh outcome is recorded through
+/// `recorder` as soon as its task finishes.
+#[allow(clippy::too_many_arguments)]
 async fn execute_tasks<B: Backend + 'static>(
     graph: &Arc<CompiledGraph>,
     backend: &Arc<B>,
     main: &mut Option<B::Worker>,
     tasks: &[Task],
+    reused: Vec<Option<TaskOutcome>>,
+    resumes: &[Vec<Value>],
     snapshot: &Arc<Value>,
     ctx: &NodeContext,
+    recorder: Option<&Recorder<'_>>,
 ) -> Result<Vec<TaskOutcome>, RunError> {
-    if let [task] = tasks {
+    let todo: Vec<usize> = reused
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_none())
+        .map(|(i, _)| i)
+        .collect();
+    let mut results: Vec<Option<Result<TaskOutcome, RunError>>> =
+        reused.into_iter().map(|r| r.map(Ok)).collect();
+    let task_ctx = |i: usize| {
+        let mut c = ctx.clone();
+        c.resume = resumes.get(i).cloned().unwrap_or_default();
+        c
+    };
+
+    if let [i] = todo.as_slice() {
+        let i = *i;
+        let task = &tasks[i];
         let worker = match main {
             Some(worker) => worker,
             None => main.insert(backend.worker().await?),
         };
         let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
-        let outcome = run_task(worker, graph, task, snapshot, ctx)
+        let outcome = run_task(worker, graph, task, snapshot, &task_ctx(i))
             .instrument(span)
             .await?;
-        return Ok(vec![outcome]);
-    }
-
-    let mut set = JoinSet::new();
-    let mut aborts: Vec<AbortHandle> = Vec::with_capacity(tasks.len());
-    let mut index_of = HashMap::with_capacity(tasks.len());
-    for (i, task) in tasks.iter().enumerate() {
-        let worker = if i == 0 { main.take() } else { None };
-        let graph = Arc::clone(graph);
-        let backend = Arc::clone(backend);
-        let snapshot = Arc::clone(snapshot);
-        let ctx = ctx.clone();
-        let task = task.clone();
-        let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
-        let handle = set.spawn(
-            async move {
-                let mut worker = match worker {
-                    Some(worker) => worker,
-                    None => match backend.worker().await {
-                        Ok(worker) => worker,
-                        Err(err) => return (None, Err(err)),
-                    },
-                };
-                let outcome = run_task(&mut worker, &graph, &task, &snapshot, &ctx).await;
-                (Some(worker), outcome)
-            }
-            .instrument(span),
-        );
-        index_of.insert(handle.id(), i);
-        aborts.push(handle);
-    }
-
-    let mut results: Vec<Option<Result<TaskOutcome, RunError>>> =
-        tasks.iter().map(|_| None).collect();
-    let mut first_failure: Option<usize> = None;
-    while let Some(joined) = set.join_next_with_id().await {
-        let (i, result) = match joined {
-            Ok((id, (worker, result))) => {
-                let Some(&i) = index_of.get(&id) else {
-                    continue;
-                };
-                if i == 0 {
-                    *main = worker;
+        if let Some(r) = recorder {
+            r.record(task, &outcome, &resumes[i]).await?;
+        }
+        results[i] = Some(Ok(outcome));
+    } else if !todo.is_empty() {
+        let mut set = JoinSet::new();
+        let mut aborts: Vec<(usize, AbortHandle)> = Vec::with_capacity(todo.len());
+        let mut index_of = HashMap::with_capacity(todo.len());
+        for (n, &i) in todo.iter().enumerate() {
+            let worker = if n == 0 { main.take() } else { None };
+            let graph = Arc::clone(graph);
+            let backend = Arc::clone(backend);
+            let snapshot = Arc::clone(snapshot);
+            let ctx = task_ctx(i);
+            let task = tasks[i].clone();
+            let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
+            let handle = set.spawn(
+                async move {
+                    let mut worker = match worker {
+                        Some(worker) => worker,
+                        None => match backend.worker().await {
+                            Ok(worker) => worker,
+                            Err(err) => return (None, Err(err)),
+                        },
+                    };
+                    let outcome = run_task(&mut worker, &graph, &task, &snapshot, &ctx).await;
+                    (Some(worker), outcome)
                 }
-                (i, result)
+                .instrument(span),
+            );
+            index_of.insert(handle.id(), (n, i));
+            aborts.push((i, handle));
+        }
+
+        let mut first_failure: Option<usize> = None;
+        while let Some(joined) = set.join_next_with_id().await {
+            let (i, mut result) = match joined {
+                Ok((id, (worker, result))) => {
+                    let Some(&(n, i)) = index_of.get(&id) else {
+                        continue;
+                    };
+                    if n == 0 {
+                        *main = worker;
+                    }
+                    (i, result)
+                }
+                Err(err) if err.is_cancelled() => continue,
+                Err(err) => {
+                    let Some(&(_, i)) = index_of.get(&err.id()) else {
+                        continue;
+                    };
+                    let node = tasks.get(i).map_or("?", |t| t.node.as_str());
+                    let message = format!("internal error: the task of node {node:?} panicked");
+                    (i, Err(RunError::new(ErrorCode::Trap, message)))
+                }
+            };
+            // A finished task is recorded at once, so a crash or a failing
+            // sibling never makes it run again.
+            if let (Ok(outcome), Some(r)) = (&result, recorder)
+                && let Err(e) = r.record(&tasks[i], outcome, &resumes[i]).await
+            {
+                result = Err(e);
             }
-            Err(err) if err.is_cancelled() => continue,
-            Err(err) => {
-                let Some(&i) = index_of.get(&err.id()) else {
-                    continue;
-                };
-                let node = tasks.get(i).map_or("?", |t| t.node.as_str());
-                let message = format!("internal error: the task of node {node:?} panicked");
-                (i, Err(RunError::new(ErrorCode::Trap, message)))
+            if result.is_err() && first_failure.is_none_or(|f| i < f) {
+                // Tasks after it in task order cannot matter any more; earlier
+                // ones might still fail and take precedence, so they finish.
+                first_failure = Some(i);
+                for (later, handle) in &aborts {
+                    if *later > i {
+                        handle.abort();
+                    }
+                }
             }
-        };
-        if result.is_err() && first_failure.is_none_or(|f| i < f) {
-            // Tasks after it in task order cannot matter any more; earlier
-            // ones might still fail and take precedence, so they finish.
-            first_failure = Some(i);
-            for later in aborts.iter().skip(i + 1) {
-                later.abort();
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(result);
             }
         }
-        if let Some(slot) = results.get_mut(i) {
-            *slot = Some(result);
+        if let Some(f) = first_failure
+            && let Some(Some(Err(err))) = results.get_mut(f).map(Option::take)
+        {
+            return Err(err);
         }
-    }
-    if let Some(f) = first_failure
-        && let Some(Some(Err(err))) = results.get_mut(f).map(Option::take)
-    {
-        return Err(err);
     }
     results
         .into_iter()
@@ -801,15 +1251,20 @@ async fn run_task<W: Worker>(
     }))
 }
 
-fn collect_interrupts(step: u32, tasks: &[Task], outcomes: &[TaskOutcome]) -> Vec<Interrupt> {
+fn collect_interrupts(
+    step: u32,
+    tasks: &[Task],
+    outcomes: &[TaskOutcome],
+    resumes: &[Vec<Value>],
+) -> Vec<Interrupt> {
     tasks
         .iter()
         .zip(outcomes)
-        .filter_map(|(task, outcome)| match outcome {
+        .zip(resumes)
+        .filter_map(|((task, outcome), resume)| match outcome {
             TaskOutcome::Interrupted(value) => Some(Interrupt {
-                // Resume values are not supported yet, so this is always the
-                // task's first interrupt.
-                id: interrupt_id(step, &task.path(), 0),
+                // The k-th interrupt of a task (k = answers it already had).
+                id: interrupt_id(step, &task.path(), resume.len()),
                 node: task.node.clone(),
                 value: value.clone(),
             }),
@@ -876,6 +1331,8 @@ mod loop_state_tests {
                 .map(String::from)
                 .collect(),
             joins_seen: BTreeMap::new(),
+            versions: BTreeMap::new(),
+            versions_seen: BTreeMap::new(),
             sends: vec![
                 SendPacket {
                     node: "w".into(),
@@ -918,6 +1375,8 @@ mod loop_state_tests {
             )]
             .into_iter()
             .collect(),
+            versions: BTreeMap::new(),
+            versions_seen: BTreeMap::new(),
             sends: vec![SendPacket {
                 node: "w".into(),
                 payload: json!({"i": 1}),
@@ -933,7 +1392,9 @@ mod loop_state_tests {
                 "channels": {"x": 1, "items": [1, 2]},
                 "pull": ["b"],
                 "joins_seen": {"join:a+b:c": ["a"]},
-                "sends": [{"node": "w", "payload": {"i": 1}}]
+                "sends": [{"node": "w", "payload": {"i": 1}}],
+                "versions": {},
+                "versions_seen": {}
             })
         );
     }

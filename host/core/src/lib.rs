@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod checkpoint;
 mod error;
 mod executor;
 pub mod json;
@@ -16,10 +17,14 @@ mod reducers;
 mod spec;
 
 pub use backend::{Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, Worker};
+pub use checkpoint::{
+    Checkpoint, CheckpointSource, Checkpointer, Start, TaskRecord, TaskResult, ThreadState,
+    new_checkpoint_id,
+};
 pub use error::{ErrorCode, RunError};
 pub use executor::{
     CompiledGraph, DEFAULT_RECURSION_LIMIT, Interrupt, RunConfig, RunOutcome, StepEvent,
-    TaskUpdate, run,
+    TaskUpdate, run, run_thread, update_state,
 };
 pub use spec::{
     ChannelSpec, ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN,

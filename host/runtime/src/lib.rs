@@ -18,5 +18,8 @@ pub use limits::{Limits, RuntimeConfig};
 pub use loader::{Graph, HOST_WORLD_VERSION};
 pub use runtime::{RunOptions, Runtime};
 pub use sandbox::RunControl;
-pub use sandgraph_core::{ErrorCode, GraphSpec, Interrupt, RunError, RunOutcome, StepEvent};
+pub use sandgraph_core::{
+    Checkpoint, Checkpointer, ErrorCode, GraphSpec, Interrupt, RunError, RunOutcome, Start,
+    StepEvent, ThreadState,
+};
 pub use tokio_util::sync::CancellationToken;

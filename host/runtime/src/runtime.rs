@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sandgraph_core::{
-    ErrorCode, GraphSpec, NodeContext, RunConfig, RunError, RunOutcome, StepEvent,
+    Checkpoint, Checkpointer, ErrorCode, GraphSpec, NodeContext, RunConfig, RunError, RunOutcome,
+    Start, StepEvent, ThreadState,
 };
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -313,6 +314,60 @@ impl Runtime {
             "run finished"
         );
         outcome
+    }
+
+    /// Runs `graph` on a durable thread: from `existing` (its stored state,
+    /// `None` for a new thread) as `start` says, saving checkpoints and task
+    /// records through `saver`.
+    pub async fn run_thread(
+        &self,
+        graph: &Arc<Graph>,
+        existing: Option<ThreadState>,
+        start: Start,
+        opts: RunOptions,
+        saver: &dyn Checkpointer,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<RunOutcome, RunError> {
+        let limits = self.limits_for(graph, &opts)?;
+        let config = RunConfig {
+            recursion_limit: limits.recursion_limit,
+            context: opts.context.clone(),
+        };
+        let control = RunControl::new(limits, opts.cancel.clone());
+        let backend = Arc::new(Sandbox {
+            shared: self.shared.clone(),
+            graph: graph.clone(),
+            control,
+        });
+        sandgraph_core::run_thread(
+            &graph.compiled,
+            &backend,
+            existing,
+            start,
+            &config,
+            on_step,
+            Some(saver),
+        )
+        .await
+    }
+
+    /// A new head checkpoint for `thread` as if `as_node` had written `values`
+    /// (its routers run in the sandbox); the caller stores it.
+    pub async fn update_state(
+        &self,
+        graph: &Arc<Graph>,
+        thread: ThreadState,
+        values: Value,
+        as_node: Option<&str>,
+    ) -> Result<Checkpoint, RunError> {
+        let limits = self.shared.config.default_limits.clone();
+        let control = RunControl::new(limits, CancellationToken::new());
+        let backend = Arc::new(Sandbox {
+            shared: self.shared.clone(),
+            graph: graph.clone(),
+            control,
+        });
+        sandgraph_core::update_state(&graph.compiled, &backend, thread, values, as_node).await
     }
 
     /// Runs `graph` on `input`.

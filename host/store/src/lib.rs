@@ -1,26 +1,30 @@
 //! Everything sandgraph keeps on disk, in one redb file: the compile cache
-//! (this module) and, later, thread checkpoints. No wasm engine here: the
-//! store holds bytes and JSON; callers own their meaning.
+//! and durable threads (checkpoints, channel values, pending writes). No wasm
+//! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
-//! See `DESIGN.md` beside this file for keys, encodings and invariants.
+//! See `DESIGN.md` at the crate root for keys, encodings and invariants.
 
 mod cache;
 mod error;
 mod schema;
+mod threads;
 
 pub use cache::{CachedArtifact, CompileCache};
 pub use error::StoreError;
 pub use schema::SCHEMA_VERSION;
+pub use threads::{Durability, MAX_THREAD_ID_LEN, ThreadInfo, ThreadStore, ThreadWriter};
 
 use std::path::Path;
 use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-/// An open sandgraph database. Cheap to clone.
+/// An open sandgraph database. Cheap to clone; clones share the database
+/// and the set of thread leases.
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    leases: threads::Leases,
 }
 
 impl std::fmt::Debug for Store {
@@ -31,13 +35,22 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens the database at `path`, creating it (and its tables) when
-    /// missing. Refuses a database written by a newer schema.
+    /// missing. Refuses a database written by a newer schema, and one that
+    /// is already open (redb locks the file: one process, one handle).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| StoreError::io(path, e))?;
         }
-        let db = Database::create(path).map_err(|e| StoreError::open(path, e))?;
-        let store = Store { db: Arc::new(db) };
+        let db = Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
+                path: path.display().to_string(),
+            },
+            e => StoreError::open(path, e),
+        })?;
+        let store = Store {
+            db: Arc::new(db),
+            leases: threads::Leases::default(),
+        };
         store.init(path)?;
         Ok(store)
     }
@@ -80,6 +93,13 @@ impl Store {
     pub fn compile_cache(&self) -> CompileCache {
         CompileCache::new(self.db.clone())
     }
+
+    /// Durable threads. Every `ThreadStore` made from this store or its
+    /// clones shares one set of leases, so two runs of one thread exclude
+    /// each other.
+    pub fn threads(&self) -> ThreadStore {
+        ThreadStore::new(self.db.clone(), self.leases.clone())
+    }
 }
 
 /// Hex sha256 of `bytes`.
@@ -118,6 +138,23 @@ mod tests {
         }
         let err = Store::open(&path).unwrap_err();
         assert!(err.to_string().contains("newer"), "{err}");
+    }
+
+    #[test]
+    fn a_second_open_of_the_same_file_is_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.redb");
+        let first = Store::open(&path).unwrap();
+        let err = Store::open(&path).unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyOpen { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("already open in another sandgraph process"),
+            "{text}"
+        );
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        drop(first);
+        Store::open(&path).expect("the file opens again once closed");
     }
 
     #[test]

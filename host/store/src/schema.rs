@@ -21,9 +21,38 @@ pub(crate) const ARTIFACTS: TableDefinition<(&str, &str), &[u8]> =
 /// spec as JSON text. A spec does not depend on the engine.
 pub(crate) const SPECS: TableDefinition<&str, &str> = TableDefinition::new("specs");
 
+/// Durable threads: key thread id, value JSON
+/// `{"graph", "head", "created_at_ms", "updated_at_ms"}`; `head` names the
+/// thread's newest checkpoint. Written with the thread's first checkpoint.
+pub(crate) const THREADS: TableDefinition<&str, &str> = TableDefinition::new("threads");
+
+/// Checkpoints: key `(thread id, checkpoint id)`, checkpoint ids being 16
+/// lowercase hex digits that sort chronologically; value the checkpoint as
+/// JSON without its id and without channel values: `values` is instead the
+/// list `[[channel, blob], ...]`, in the checkpoint's channel order, naming
+/// the [`BLOBS`] row of each channel that has a value.
+pub(crate) const CHECKPOINTS: TableDefinition<(&str, &str), &str> =
+    TableDefinition::new("checkpoints");
+
+/// Channel values: key `(thread id, channel, blob)`, where `blob` is the id
+/// (as a number) of the checkpoint that first held this value of the
+/// channel; value the channel's value as JSON. A checkpoint whose channel
+/// has the same version as in its parent refers to the parent's blob, so a
+/// value is stored again only when its channel's version changes.
+pub(crate) const BLOBS: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("blobs");
+
+/// Pending writes: key `(thread id, checkpoint id, task path)`, value the
+/// task's `TaskRecord` as JSON: what a task of the superstep after that
+/// checkpoint produced (writes or an interrupt).
+pub(crate) const WRITES: TableDefinition<(&str, &str, &str), &str> = TableDefinition::new("writes");
+
 pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(ARTIFACTS)?;
     tx.open_table(SPECS)?;
+    tx.open_table(THREADS)?;
+    tx.open_table(CHECKPOINTS)?;
+    tx.open_table(BLOBS)?;
+    tx.open_table(WRITES)?;
     Ok(())
 }
 

@@ -1,0 +1,728 @@
+//! Durable threads on real redb files: round trips, value deduplication,
+//! pending writes, the three durability modes, the thread lease, history,
+//! fork, update, delete, prune, and reopening files written earlier.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use sandgraph_core::{
+    Checkpoint, CheckpointSource, Checkpointer, ErrorCode, TaskRecord, TaskResult,
+    new_checkpoint_id,
+};
+use sandgraph_store::{Durability, Store, StoreError, ThreadStore};
+use serde_json::{Value, json};
+
+/// Builds the next checkpoint of a thread: `writes` are applied on top of
+/// `parent`'s values, and every written channel gets a new version above
+/// all others, as the executor does.
+fn next(parent: Option<&Checkpoint>, source: CheckpointSource, writes: Value) -> Checkpoint {
+    let mut values = parent.map(|p| p.values.clone()).unwrap_or_default();
+    let mut versions = parent
+        .map(|p| p.channel_versions.clone())
+        .unwrap_or_default();
+    let version = versions.values().copied().max().unwrap_or(0) + 1;
+    for (channel, value) in writes.as_object().unwrap() {
+        values.insert(channel.clone(), value.clone());
+        versions.insert(channel.clone(), version);
+    }
+    Checkpoint {
+        id: new_checkpoint_id(parent.map(|p| p.id.as_str())),
+        parent: parent.map(|p| p.id.clone()),
+        source,
+        step: parent.map_or(0, |p| p.step + 1),
+        created_at_ms: 1_700_000_000_000,
+        channel_versions: versions,
+        versions_seen: BTreeMap::from([(
+            "node".to_string(),
+            BTreeMap::from([("a".to_string(), 1)]),
+        )]),
+        values,
+        pull: ["node".to_string()].into(),
+        joins_seen: BTreeMap::new(),
+        sends: Vec::new(),
+    }
+}
+
+fn done(path: &str, writes: Value) -> TaskRecord {
+    TaskRecord {
+        path: path.into(),
+        node: path.rsplit(':').next().unwrap().into(),
+        result: TaskResult::Done {
+            writes: writes.as_object().unwrap().clone(),
+            next: vec!["b".into()],
+            sends: Vec::new(),
+        },
+    }
+}
+
+fn interrupted(path: &str, id: &str) -> TaskRecord {
+    TaskRecord {
+        path: path.into(),
+        node: "asker".into(),
+        result: TaskResult::Interrupted {
+            id: id.into(),
+            value: json!({"question": "ok?"}),
+            resume: vec![json!("earlier answer")],
+        },
+    }
+}
+
+fn open(dir: &tempfile::TempDir) -> Store {
+    Store::open(&dir.path().join("sandgraph.redb")).unwrap()
+}
+
+/// Rows of `table` belonging to `thread`, counted on the closed file with
+/// redb itself (the store must be dropped first).
+fn raw_rows(path: &Path, thread: &str) -> BTreeMap<&'static str, usize> {
+    const CHECKPOINTS: TableDefinition<(&str, &str), &str> = TableDefinition::new("checkpoints");
+    const BLOBS: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("blobs");
+    const WRITES: TableDefinition<(&str, &str, &str), &str> = TableDefinition::new("writes");
+    const THREADS: TableDefinition<&str, &str> = TableDefinition::new("threads");
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let mut out = BTreeMap::new();
+    let count = |keys: Vec<String>| keys.iter().filter(|k| *k == thread).count();
+    let t = tx.open_table(CHECKPOINTS).unwrap();
+    out.insert(
+        "checkpoints",
+        count(
+            t.iter()
+                .unwrap()
+                .map(|e| e.unwrap().0.value().0.to_string())
+                .collect(),
+        ),
+    );
+    let t = tx.open_table(BLOBS).unwrap();
+    out.insert(
+        "blobs",
+        count(
+            t.iter()
+                .unwrap()
+                .map(|e| e.unwrap().0.value().0.to_string())
+                .collect(),
+        ),
+    );
+    let t = tx.open_table(WRITES).unwrap();
+    out.insert(
+        "writes",
+        count(
+            t.iter()
+                .unwrap()
+                .map(|e| e.unwrap().0.value().0.to_string())
+                .collect(),
+        ),
+    );
+    let t = tx.open_table(THREADS).unwrap();
+    out.insert("threads", usize::from(t.get(thread).unwrap().is_some()));
+    out
+}
+
+fn ids(history: &[Checkpoint]) -> Vec<&str> {
+    history.iter().map(|c| c.id.as_str()).collect()
+}
+
+/// Writes `steps` checkpoints through a sync writer, with a task record
+/// against each but the last; returns them oldest first.
+async fn write_chain(threads: &ThreadStore, thread: &str, steps: usize) -> Vec<Checkpoint> {
+    let writer = threads.begin(thread, "g", Durability::Sync).unwrap();
+    let mut out: Vec<Checkpoint> = Vec::new();
+    for i in 0..steps {
+        let writes = if i == 0 {
+            json!({"a": 0, "b": "constant"})
+        } else {
+            json!({"a": i})
+        };
+        let source = if i == 0 {
+            CheckpointSource::Input
+        } else {
+            CheckpointSource::Loop
+        };
+        let c = next(out.last(), source, writes);
+        writer.put_checkpoint(&c).await.unwrap();
+        if i + 1 < steps {
+            writer
+                .put_task(&c.id, &done("pull:node", json!({ "a": i + 1 })))
+                .await
+                .unwrap();
+        }
+        out.push(c);
+    }
+    writer.flush().await.unwrap();
+    out
+}
+
+#[tokio::test]
+async fn checkpoints_round_trip_and_an_unchanged_value_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandgraph.redb");
+    let store = Store::open(&path).unwrap();
+    let threads = store.threads();
+    assert!(threads.load("t1").unwrap().is_none());
+
+    let writer = threads.begin("t1", "g", Durability::Sync).unwrap();
+    let first = next(
+        None,
+        CheckpointSource::Input,
+        json!({"b": {"deep": [1, 2.5, null]}, "a": 1}),
+    );
+    writer.put_checkpoint(&first).await.unwrap();
+    writer
+        .put_task(&first.id, &done("pull:node", json!({"a": 2})))
+        .await
+        .unwrap();
+    let second = next(Some(&first), CheckpointSource::Loop, json!({"a": 2}));
+    writer.put_checkpoint(&second).await.unwrap();
+    writer.flush().await.unwrap();
+    drop(writer);
+
+    let state = threads.load("t1").unwrap().unwrap();
+    assert_eq!(
+        state.checkpoint, second,
+        "every field, values rebuilt from blobs"
+    );
+    assert_eq!(
+        state.checkpoint.values.keys().collect::<Vec<_>>(),
+        ["b", "a"],
+        "channel order is kept"
+    );
+    assert!(state.pending.is_empty(), "the head has no task records");
+    assert_eq!(threads.checkpoint("t1", &first.id).unwrap().unwrap(), first);
+    assert!(
+        threads
+            .checkpoint("t1", "0000000000000001")
+            .unwrap()
+            .is_none()
+    );
+
+    let info = threads.info("t1").unwrap().unwrap();
+    assert_eq!((info.checkpoints, info.blobs, info.step), (2, 3, 1));
+    assert_eq!(
+        (info.graph.as_str(), info.head.as_str()),
+        ("g", second.id.as_str())
+    );
+
+    drop((threads, store));
+    let rows = raw_rows(&path, "t1");
+    assert_eq!(rows["blobs"], 3, "b is stored once, a twice: {rows:?}");
+    assert_eq!(rows["checkpoints"], 2);
+    assert_eq!(rows["writes"], 1);
+    assert_eq!(rows["threads"], 1);
+}
+
+#[tokio::test]
+async fn load_returns_the_pending_writes_of_the_head_only_in_task_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    let c1 = next(None, CheckpointSource::Input, json!({"a": 1}));
+    writer.put_checkpoint(&c1).await.unwrap();
+    writer
+        .put_task(&c1.id, &done("pull:old", json!({})))
+        .await
+        .unwrap();
+    let c2 = next(Some(&c1), CheckpointSource::Loop, json!({"a": 2}));
+    writer.put_checkpoint(&c2).await.unwrap();
+    for record in [
+        done("push:10", json!({"x": 10})),
+        interrupted("push:2", "int-2"),
+        done("pull:b", json!({"x": "b"})),
+        done("pull:a", json!({"x": "a"})),
+    ] {
+        writer.put_task(&c2.id, &record).await.unwrap();
+    }
+    // A task that runs again replaces its record.
+    writer
+        .put_task(&c2.id, &done("pull:a", json!({"x": "a again"})))
+        .await
+        .unwrap();
+
+    let state = writer.load().unwrap().unwrap();
+    let paths: Vec<&str> = state.pending.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(paths, ["pull:a", "pull:b", "push:2", "push:10"]);
+    assert_eq!(state.pending[0], done("pull:a", json!({"x": "a again"})));
+    assert_eq!(state.pending[2], interrupted("push:2", "int-2"));
+    let interrupts = state.pending_interrupts();
+    assert_eq!(interrupts.len(), 1);
+    assert_eq!(interrupts[0].id, "int-2");
+
+    let info = threads.list().unwrap();
+    assert_eq!(info.len(), 1);
+    assert_eq!((info[0].pending_writes, info[0].pending_interrupts), (4, 1));
+
+    // A record against a checkpoint that does not exist is refused.
+    let err = writer
+        .put_task("00000000000000ff", &done("pull:a", json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("00000000000000ff"), "{err}");
+}
+
+#[tokio::test]
+async fn every_durability_mode_has_persisted_everything_after_flush() {
+    for mode in Durability::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sandgraph.redb");
+        let store = Store::open(&path).unwrap();
+        let threads = store.threads();
+        let writer = threads.begin("t", "g", mode).unwrap();
+        let c1 = next(None, CheckpointSource::Input, json!({"a": 1, "b": 1}));
+        writer.put_checkpoint(&c1).await.unwrap();
+        writer
+            .put_task(&c1.id, &done("pull:node", json!({"a": 2})))
+            .await
+            .unwrap();
+        let c2 = next(Some(&c1), CheckpointSource::Loop, json!({"a": 2}));
+        writer.put_checkpoint(&c2).await.unwrap();
+        writer
+            .put_task(&c2.id, &interrupted("pull:asker", "i"))
+            .await
+            .unwrap();
+        if mode == Durability::Exit {
+            assert!(
+                threads.load("t").unwrap().is_none(),
+                "exit mode writes nothing before flush"
+            );
+        }
+        writer.flush().await.unwrap();
+        writer.flush().await.unwrap();
+        drop((writer, threads, store));
+
+        let store = Store::open(&path).unwrap();
+        let threads = store.threads();
+        let state = threads.load("t").unwrap().unwrap();
+        assert_eq!(state.checkpoint, c2, "{mode}");
+        assert_eq!(
+            state.pending,
+            vec![interrupted("pull:asker", "i")],
+            "{mode}"
+        );
+        let history = threads.history("t", None).unwrap();
+        assert_eq!(history, vec![c2.clone(), c1.clone()], "{mode}");
+        assert_eq!(threads.info("t").unwrap().unwrap().blobs, 3, "{mode}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_mode_commits_in_order() {
+    // A task record is accepted only once its checkpoint is stored, and a
+    // checkpoint only if it sorts after the head: any reordering fails.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandgraph.redb");
+    let store = Store::open(&path).unwrap();
+    let threads = store.threads();
+    let writer = threads.begin("t", "g", Durability::Async).unwrap();
+    let mut last: Option<Checkpoint> = None;
+    for i in 0..300 {
+        let c = next(last.as_ref(), CheckpointSource::Loop, json!({ "a": i }));
+        writer.put_checkpoint(&c).await.unwrap();
+        for path in ["pull:x", "pull:y"] {
+            writer
+                .put_task(&c.id, &done(path, json!({ "a": i })))
+                .await
+                .unwrap();
+        }
+        last = Some(c);
+    }
+    writer.flush().await.unwrap();
+    drop(writer);
+    let state = threads.load("t").unwrap().unwrap();
+    assert_eq!(Some(&state.checkpoint), last.as_ref());
+    assert_eq!(state.pending.len(), 2);
+    let info = threads.info("t").unwrap().unwrap();
+    assert_eq!((info.checkpoints, info.blobs), (300, 300));
+    drop((threads, store));
+    assert_eq!(raw_rows(&path, "t")["writes"], 600);
+}
+
+#[tokio::test]
+async fn async_mode_stops_at_the_first_failure_and_flush_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let writer = threads.begin("t", "g", Durability::Async).unwrap();
+    let c1 = next(None, CheckpointSource::Input, json!({"a": 1}));
+    writer.put_checkpoint(&c1).await.unwrap();
+    writer.flush().await.unwrap();
+    // Queued fine, fails when committed: no such checkpoint.
+    writer
+        .put_task("00000000000000ff", &done("pull:a", json!({})))
+        .await
+        .unwrap();
+    let err = writer.flush().await.unwrap_err();
+    assert!(err.message.contains("00000000000000ff"), "{err}");
+    // Nothing after the failure is written, and it is reported again.
+    let c2 = next(Some(&c1), CheckpointSource::Loop, json!({"a": 2}));
+    let again = writer.put_checkpoint(&c2).await.unwrap_err();
+    assert_eq!(again, err);
+    assert_eq!(writer.flush().await.unwrap_err(), err);
+    drop(writer);
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, c1);
+}
+
+#[tokio::test]
+async fn a_busy_thread_fails_at_once_and_the_lease_is_given_back_on_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let chain = write_chain(&threads, "t1", 2).await;
+    for mode in Durability::ALL {
+        let writer = threads.begin("t1", "g", mode).unwrap();
+        // Every handle made from the store, or a clone of it, sees the lease.
+        let other = store.clone().threads();
+        let err = other.begin("t1", "g", Durability::Sync).unwrap_err();
+        assert!(matches!(err, StoreError::ThreadBusy { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "thread \"t1\" is busy: another run is writing it"
+        );
+        let run_error = sandgraph_core::RunError::from(err);
+        assert_eq!(run_error.code, ErrorCode::ThreadBusy);
+        assert_eq!(run_error.code.as_str(), "thread_busy");
+        for err in [
+            other.delete("t1").unwrap_err(),
+            other.prune("t1", 1).unwrap_err(),
+            other.fork("t1", &chain[0].id).unwrap_err(),
+            other
+                .put_update(
+                    "t1",
+                    &next(Some(&chain[1]), CheckpointSource::Update, json!({})),
+                )
+                .unwrap_err(),
+        ] {
+            assert!(
+                matches!(err, StoreError::ThreadBusy { .. }),
+                "{mode}: {err:?}"
+            );
+        }
+        // Other threads are free.
+        drop(other.begin("t2", "g", Durability::Sync).unwrap());
+        // Reads need no lease.
+        assert!(other.load("t1").unwrap().is_some());
+        writer.flush().await.unwrap();
+        drop(writer);
+        drop(
+            other
+                .begin("t1", "g", Durability::Sync)
+                .expect("free again after drop"),
+        );
+    }
+}
+
+#[tokio::test]
+async fn begin_refuses_a_thread_of_another_graph_and_bad_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    write_chain(&threads, "t", 1).await;
+    let err = threads.begin("t", "other", Durability::Sync).unwrap_err();
+    assert!(matches!(err, StoreError::GraphMismatch { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "thread \"t\" belongs to graph \"g\", not \"other\""
+    );
+    // The failed begin did not keep the lease.
+    drop(threads.begin("t", "g", Durability::Sync).unwrap());
+    let err = threads.begin("", "g", Durability::Sync).unwrap_err();
+    assert!(err.to_string().contains("invalid thread id"), "{err}");
+
+    // A writer refuses a checkpoint id that is not a time-sortable id.
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    let head = threads.load("t").unwrap().unwrap().checkpoint;
+    let mut bad = next(Some(&head), CheckpointSource::Loop, json!({"a": 9}));
+    bad.id = "not-an-id".into();
+    let err = writer.put_checkpoint(&bad).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Storage);
+    assert!(err.message.contains("not-an-id"), "{err}");
+}
+
+#[tokio::test]
+async fn history_is_newest_first_with_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let chain = write_chain(&threads, "t", 5).await;
+    // A thread whose id extends this one's must not leak into its history.
+    write_chain(&threads, "t2", 2).await;
+    let newest_first: Vec<&str> = chain.iter().rev().map(|c| c.id.as_str()).collect();
+    let all = threads.history("t", None).unwrap();
+    assert_eq!(ids(&all), newest_first);
+    assert_eq!(all[4], chain[0], "values rebuilt for old checkpoints too");
+    assert_eq!(
+        ids(&threads.history("t", Some(2)).unwrap()),
+        newest_first[..2]
+    );
+    assert!(threads.history("t", Some(0)).unwrap().is_empty());
+    let err = threads.history("nope", None).unwrap_err();
+    assert_eq!(err.to_string(), "no thread \"nope\"");
+}
+
+#[tokio::test]
+async fn fork_copies_a_checkpoint_as_the_new_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let chain = write_chain(&threads, "t", 3).await;
+    let blobs_before = threads.info("t").unwrap().unwrap().blobs;
+
+    let fork = threads.fork("t", &chain[0].id).unwrap();
+    assert_eq!(fork.source, CheckpointSource::Fork);
+    assert_eq!(fork.parent.as_deref(), Some(chain[0].id.as_str()));
+    assert!(fork.id > chain[2].id, "a fork sorts after the old head");
+    assert_eq!(
+        (&fork.values, &fork.channel_versions, fork.step),
+        (&chain[0].values, &chain[0].channel_versions, chain[0].step)
+    );
+    let state = threads.load("t").unwrap().unwrap();
+    assert_eq!(state.checkpoint, fork);
+    assert!(state.pending.is_empty(), "the forked step runs afresh");
+    assert_eq!(threads.info("t").unwrap().unwrap().blobs, blobs_before);
+    assert_eq!(threads.history("t", None).unwrap().len(), 4);
+
+    // A run from the fork reuses versions the abandoned branch already
+    // used, with other values: each branch keeps its own.
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    let branch = next(Some(&fork), CheckpointSource::Loop, json!({"a": "branch"}));
+    assert_eq!(branch.channel_versions, chain[1].channel_versions);
+    writer.put_checkpoint(&branch).await.unwrap();
+    drop(writer);
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, branch);
+    assert_eq!(
+        threads.checkpoint("t", &chain[1].id).unwrap().unwrap(),
+        chain[1]
+    );
+
+    let err = threads.fork("t", "00000000000000aa").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "thread \"t\" has no checkpoint \"00000000000000aa\""
+    );
+    assert!(matches!(
+        threads.fork("nope", &chain[0].id).unwrap_err(),
+        StoreError::UnknownThread { .. }
+    ));
+}
+
+#[tokio::test]
+async fn put_update_writes_a_new_head_and_stores_only_changed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let chain = write_chain(&threads, "t", 2).await;
+    let blobs = threads.info("t").unwrap().unwrap().blobs;
+    let update = next(
+        Some(&chain[1]),
+        CheckpointSource::Update,
+        json!({"a": "edited"}),
+    );
+    threads.put_update("t", &update).unwrap();
+    let state = threads.load("t").unwrap().unwrap();
+    assert_eq!(state.checkpoint, update);
+    assert!(state.pending.is_empty());
+    assert_eq!(threads.info("t").unwrap().unwrap().blobs, blobs + 1);
+
+    let stale = Checkpoint {
+        id: chain[0].id.clone(),
+        ..update.clone()
+    };
+    let err = threads.put_update("t", &stale).unwrap_err();
+    assert!(matches!(err, StoreError::StaleCheckpoint { .. }), "{err:?}");
+    let err = threads.put_update("nope", &update).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownThread { .. }), "{err:?}");
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, update);
+}
+
+#[tokio::test]
+async fn delete_removes_every_row_of_that_thread_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandgraph.redb");
+    let store = Store::open(&path).unwrap();
+    let threads = store.threads();
+    write_chain(&threads, "t", 3).await;
+    let keep = write_chain(&threads, "t-other", 3).await;
+    assert!(threads.delete("t").unwrap());
+    assert!(!threads.delete("t").unwrap(), "already gone");
+    assert!(threads.load("t").unwrap().is_none());
+    assert!(threads.info("t").unwrap().is_none());
+    let list = threads.list().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].id, "t-other");
+    assert_eq!(threads.history("t-other", None).unwrap().len(), 3);
+    assert_eq!(
+        threads.load("t-other").unwrap().unwrap().checkpoint,
+        keep[2]
+    );
+    drop((threads, store));
+    let gone = raw_rows(&path, "t");
+    assert!(gone.values().all(|n| *n == 0), "{gone:?}");
+    let kept = raw_rows(&path, "t-other");
+    assert_eq!(
+        (kept["checkpoints"], kept["blobs"], kept["writes"]),
+        (3, 4, 2)
+    );
+}
+
+#[tokio::test]
+async fn prune_keeps_the_newest_and_removes_only_unreferenced_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandgraph.redb");
+    let store = Store::open(&path).unwrap();
+    let threads = store.threads();
+    // `b` is written once by the first checkpoint; `a` at every step.
+    let chain = write_chain(&threads, "t", 5).await;
+    assert_eq!(threads.info("t").unwrap().unwrap().blobs, 6);
+    let err = threads.prune("t", 0).unwrap_err();
+    assert!(err.to_string().contains("at least 1"), "{err}");
+    assert_eq!(threads.prune("t", 10).unwrap(), 0);
+
+    assert_eq!(threads.prune("t", 2).unwrap(), 3);
+    let history = threads.history("t", None).unwrap();
+    assert_eq!(history, vec![chain[4].clone(), chain[3].clone()]);
+    let info = threads.info("t").unwrap().unwrap();
+    // b's blob lives on (still referenced), a's two newest only.
+    assert_eq!((info.checkpoints, info.blobs), (2, 3));
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, chain[4]);
+
+    assert_eq!(threads.prune("t", 1).unwrap(), 1);
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, chain[4]);
+    let err = threads.prune("nope", 1).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownThread { .. }), "{err:?}");
+    drop((threads, store));
+    let rows = raw_rows(&path, "t");
+    assert_eq!(
+        (rows["checkpoints"], rows["blobs"], rows["writes"]),
+        (1, 2, 0)
+    );
+}
+
+#[test]
+fn sync_mode_works_without_a_tokio_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    let c = next(None, CheckpointSource::Input, json!({"a": 1}));
+    futures::executor::block_on(writer.put_checkpoint(&c)).unwrap();
+    futures::executor::block_on(writer.flush()).unwrap();
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, c);
+}
+
+#[tokio::test]
+async fn exit_mode_without_flush_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let writer = threads.begin("t", "g", Durability::Exit).unwrap();
+    let c = next(None, CheckpointSource::Input, json!({"a": 1}));
+    writer.put_checkpoint(&c).await.unwrap();
+    drop(writer);
+    assert!(threads.load("t").unwrap().is_none());
+}
+
+/// Where the schema 1 fixture lives, and what it holds.
+/// A database written at schema 1, committed so later schemas are tested
+/// against it (named `.db`: it is test data, not a build output).
+const FIXTURE: &str = "tests/fixtures/threads-schema1.db";
+
+fn fixture_chain() -> Vec<Checkpoint> {
+    let mut first = next(
+        None,
+        CheckpointSource::Input,
+        json!({"messages": ["hi"], "n": 1}),
+    );
+    first.id = "0006000000000001".into();
+    first.created_at_ms = 1;
+    let mut second = next(Some(&first), CheckpointSource::Loop, json!({"n": 2}));
+    second.id = "0006000000000002".into();
+    second.created_at_ms = 2;
+    vec![first, second]
+}
+
+/// Writes the fixture's content with this build. With
+/// `SANDGRAPH_WRITE_FIXTURES=1` (and only while this build writes schema 1)
+/// it regenerates the committed fixture; otherwise it writes a scratch copy
+/// and checks the committed fixture loads to the same thread.
+#[tokio::test]
+async fn the_schema_1_fixture_matches_what_this_build_writes() {
+    let regenerate = std::env::var_os("SANDGRAPH_WRITE_FIXTURES").is_some();
+    assert!(
+        !regenerate || sandgraph_store::SCHEMA_VERSION == 1,
+        "only schema 1 builds may regenerate it"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = if regenerate {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE)
+    } else {
+        dir.path().join("scratch.db")
+    };
+    let _ = std::fs::remove_file(&path);
+    let store = Store::open(&path).unwrap();
+    let threads = store.threads();
+    let writer = threads.begin("fixture", "chat", Durability::Sync).unwrap();
+    let chain = fixture_chain();
+    writer.put_checkpoint(&chain[0]).await.unwrap();
+    writer.put_checkpoint(&chain[1]).await.unwrap();
+    writer
+        .put_task(
+            &chain[1].id,
+            &interrupted("pull:asker", "fixture-interrupt"),
+        )
+        .await
+        .unwrap();
+    writer.flush().await.unwrap();
+    drop((writer, threads, store));
+    redb::Database::open(&path).unwrap().compact().unwrap();
+    let fresh = Store::open(&path)
+        .unwrap()
+        .threads()
+        .load("fixture")
+        .unwrap();
+    let dir2 = tempfile::tempdir().unwrap();
+    let copy = dir2.path().join("fixture.db");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE), &copy).unwrap();
+    let committed = Store::open(&copy)
+        .unwrap()
+        .threads()
+        .load("fixture")
+        .unwrap();
+    assert_eq!(fresh, committed);
+}
+
+#[test]
+fn a_database_written_at_schema_1_still_loads() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("copy.redb");
+    std::fs::copy(&fixture, &path).unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        sandgraph_store::SCHEMA_VERSION
+    );
+    let threads = store.threads();
+    let chain = fixture_chain();
+    let state = threads.load("fixture").unwrap().unwrap();
+    assert_eq!(state.checkpoint, chain[1]);
+    assert_eq!(
+        state.pending,
+        vec![interrupted("pull:asker", "fixture-interrupt")]
+    );
+    assert_eq!(
+        threads.history("fixture", None).unwrap(),
+        vec![chain[1].clone(), chain[0].clone()]
+    );
+    let info = threads.list().unwrap();
+    assert_eq!(info.len(), 1);
+    assert_eq!(
+        (
+            info[0].graph.as_str(),
+            info[0].checkpoints,
+            info[0].blobs,
+            info[0].pending_interrupts
+        ),
+        ("chat", 2, 3, 1)
+    );
+    // And it can be written on.
+    drop(threads.begin("fixture", "chat", Durability::Sync).unwrap());
+}

@@ -606,3 +606,236 @@ async fn bench_chain() {
     assert_eq!(graph.name(), "bench_chain");
     assert_eq!(graph.spec().nodes.len(), 10);
 }
+
+// ---- durable threads ----
+
+/// Runs `path` on thread `id` of `store` from `start`.
+async fn on_thread(
+    store: &sandgraph_store::ThreadStore,
+    path: &str,
+    id: &str,
+    start: sandgraph_runtime::Start,
+) -> Result<RunOutcome, RunError> {
+    let graph = load(path).await;
+    let writer = store
+        .begin(id, graph.name(), sandgraph_store::Durability::Sync)
+        .map_err(RunError::from)?;
+    let existing = writer.load().map_err(RunError::from)?;
+    runtime()
+        .run_thread(
+            &graph,
+            existing,
+            start,
+            RunOptions::default(),
+            &writer,
+            &mut |_| {},
+        )
+        .await
+}
+
+fn interrupted(outcome: Result<RunOutcome, RunError>) -> Vec<sandgraph_runtime::Interrupt> {
+    match outcome {
+        Ok(RunOutcome::Interrupted { interrupts, .. }) => interrupts,
+        other => panic!("expected an interrupt, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn approval() {
+    use sandgraph_runtime::Start;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sandgraph_store::Store::open(&dir.path().join("t.redb"))
+        .unwrap()
+        .threads();
+    let first = interrupted(
+        on_thread(
+            &store,
+            sandgraph_tests::APPROVAL,
+            "t1",
+            Start::Input(json!({"topic": "wasm"})),
+        )
+        .await,
+    );
+    assert_eq!(first[0].value["draft"], json!("A short note about wasm."));
+    let second = interrupted(
+        on_thread(
+            &store,
+            sandgraph_tests::APPROVAL,
+            "t1",
+            Start::Resume(json!("no")),
+        )
+        .await,
+    );
+    assert_eq!(
+        second[0].value["draft"],
+        json!("A short note about wasm (revision 1).")
+    );
+    assert_ne!(first[0].id, second[0].id);
+    let done = completed(
+        on_thread(
+            &store,
+            sandgraph_tests::APPROVAL,
+            "t1",
+            Start::Resume(json!("yes")),
+        )
+        .await,
+    );
+    assert_eq!(done["published"], json!(true));
+    assert_eq!(done["revisions"], json!(1));
+    // The finished thread has no pending interrupt left.
+    let err = failed(
+        on_thread(
+            &store,
+            sandgraph_tests::APPROVAL,
+            "t1",
+            Start::Resume(json!("yes")),
+        )
+        .await,
+    );
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert!(
+        err.message.contains("no pending interrupt"),
+        "{}",
+        err.message
+    );
+    let history = store.history("t1", None).unwrap();
+    assert!(
+        history.len() >= 5,
+        "a checkpoint per superstep plus the input"
+    );
+}
+
+#[tokio::test]
+async fn graph_durable() {
+    use sandgraph_runtime::Start;
+    let state = completed(run(sandgraph_tests::GRAPH_DURABLE, json!({"slow_ms": 1})).await);
+    assert_eq!(
+        state["trail"],
+        json!(["start", "fast", "slow", "merge", "finish"])
+    );
+    // Two runs racing on one thread: exactly one gets to write it.
+    let dir = tempfile::tempdir().unwrap();
+    let store = sandgraph_store::Store::open(&dir.path().join("t.redb"))
+        .unwrap()
+        .threads();
+    let (a, b) = tokio::join!(
+        on_thread(
+            &store,
+            sandgraph_tests::GRAPH_DURABLE,
+            "race",
+            Start::Input(json!({"slow_ms": 100}))
+        ),
+        on_thread(
+            &store,
+            sandgraph_tests::GRAPH_DURABLE,
+            "race",
+            Start::Input(json!({"slow_ms": 100}))
+        ),
+    );
+    let (ok, busy): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(|r| r.is_ok());
+    assert_eq!(ok.len(), 1, "exactly one run succeeds");
+    let err = busy.into_iter().next().unwrap().unwrap_err();
+    assert_eq!(err.code, ErrorCode::ThreadBusy);
+    // Running again on the thread continues from its state.
+    let again = completed(
+        on_thread(
+            &store,
+            sandgraph_tests::GRAPH_DURABLE,
+            "race",
+            Start::Input(json!({"slow_ms": 1})),
+        )
+        .await,
+    );
+    assert_eq!(again["trail"].as_array().unwrap().len(), 10);
+}
+
+#[tokio::test]
+async fn graph_interrupt_two_interrupts_in_one_node_on_a_real_store() {
+    use sandgraph_runtime::Start;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sandgraph_store::Store::open(&dir.path().join("t.redb"))
+        .unwrap()
+        .threads();
+    let g = sandgraph_tests::GRAPH_INTERRUPT;
+    let first = interrupted(on_thread(&store, g, "t", Start::Input(json!({}))).await);
+    assert_eq!(first[0].value, json!({"question": "approve?"}));
+    let second = interrupted(on_thread(&store, g, "t", Start::Resume(json!(true))).await);
+    assert_eq!(
+        second[0].value,
+        json!({"question": "name?", "approved": true})
+    );
+    let done = completed(on_thread(&store, g, "t", Start::Resume(json!("Ada"))).await);
+    assert_eq!(done["approved"], json!(true));
+    assert_eq!(done["name"], json!("Ada"));
+    // `prepare` ran once: the interrupted steps never re-ran it.
+    assert_eq!(done["log"], json!(["prepared", "asked"]));
+}
+
+// ---- graph tools (the registry refuses these two; the runtime loads them) ----
+
+#[tokio::test]
+async fn graph_reserved_name() {
+    // A well-formed graph named `run_code`: loadable and runnable; only the
+    // graph tool registry refuses the reserved name.
+    let graph = load(sandgraph_tests::GRAPH_RESERVED_NAME).await;
+    assert_eq!(graph.name(), "run_code");
+    let state = completed(run(sandgraph_tests::GRAPH_RESERVED_NAME, json!({})).await);
+    assert_eq!(state, json!({"ran": true}));
+}
+
+#[tokio::test]
+async fn graph_bad_params() {
+    // The spec is valid (parameters are an object); the parameter DSL is
+    // not, which only the registry checks.
+    let graph = load(sandgraph_tests::GRAPH_BAD_PARAMS).await;
+    assert_eq!(graph.name(), "graph_bad_params");
+    assert_eq!(
+        graph.spec().parameters,
+        Some(json!({"x": {"type": "string", "required": false}}))
+    );
+}
+
+#[tokio::test]
+async fn graph_context() {
+    let graph = load(sandgraph_tests::GRAPH_CONTEXT).await;
+    assert_eq!(graph.spec().timeout_ms, Some(5000));
+    assert_eq!(graph.spec().description, None);
+    let mut configurable = serde_json::Map::new();
+    configurable.insert("k".into(), json!(1));
+    let context = sandgraph_core::NodeContext {
+        tool: "ctx_tool".into(),
+        request: Some("hello".into()),
+        thread_id: Some("th".into()),
+        configurable,
+        ..Default::default()
+    };
+    let opts = RunOptions {
+        context: context.clone(),
+        ..Default::default()
+    };
+    let state = completed(
+        runtime()
+            .run(&graph, json!({"topic": "t"}), opts.clone())
+            .await,
+    );
+    assert_eq!(
+        state["context"],
+        json!({"tool": "ctx_tool", "request": "hello", "thread_id": "th", "configurable": {"k": 1}})
+    );
+    // validate refuses requests that are "not mine", naming the tool.
+    assert_eq!(
+        runtime().validate(&graph, &json!({}), opts).await.unwrap(),
+        Ok(())
+    );
+    let opts = RunOptions {
+        context: sandgraph_core::NodeContext {
+            request: Some("not mine".into()),
+            ..context
+        },
+        ..Default::default()
+    };
+    assert_eq!(
+        runtime().validate(&graph, &json!({}), opts).await.unwrap(),
+        Err("\"ctx_tool\" does not handle: not mine".to_owned())
+    );
+}

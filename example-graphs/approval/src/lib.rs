@@ -27,7 +27,7 @@ fn draft(s: State) -> Update {
 
 fn review(s: State, ctx: &Context) -> Result<Update, NodeError> {
     let answer = ctx.interrupt(json!({"question": "publish this draft?", "draft": s.draft}))?;
-    Ok(if answer == Value::from("yes") {
+    Ok(if answer == "yes" {
         Update::new().set("published", true)
     } else {
         Update::new().set("revisions", s.revisions + 1)
@@ -48,7 +48,13 @@ fn graph() -> Graph {
         .conditional_edges(
             "review",
             "after_review",
-            |s: Value| if s["published"] == true { "publish" } else { "revise" },
+            |s: Value| {
+                if s["published"] == true {
+                    "publish"
+                } else {
+                    "revise"
+                }
+            },
             [("publish", END), ("revise", "draft")],
         )
 }

@@ -2,6 +2,9 @@
 
 mod build;
 mod exit;
+mod serve;
+mod threads;
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -40,15 +43,21 @@ enum Command {
     Run {
         /// The graph component (.wasm)
         graph: PathBuf,
-        /// Input state: JSON text, or @FILE to read it from a file
-        #[arg(long)]
-        input: String,
+        /// Input state: JSON text, or @FILE to read it from a file (optional
+        /// with --thread: without it the thread continues where it stopped)
+        #[arg(long, required_unless_present = "thread")]
+        input: Option<String>,
         #[command(flatten)]
         limits: LimitArgs,
+        #[command(flatten)]
+        thread: threads::ThreadArgs,
         /// Also print one JSON line per superstep to stderr
         #[arg(long)]
         stream: bool,
     },
+    /// Inspect and manage durable threads
+    #[command(subcommand)]
+    Threads(threads::ThreadsCommand),
     /// Print a graph's spec as JSON, or as a Mermaid flowchart
     Inspect {
         /// The graph component (.wasm)
@@ -57,6 +66,15 @@ enum Command {
         #[arg(long)]
         mermaid: bool,
     },
+    /// Folders of graph components as tools
+    Tools {
+        #[command(subcommand)]
+        command: tools::ToolsCommand,
+    },
+    /// Call a graph tool: validate the arguments, run the graph once, print the result as JSON
+    Call(tools::CallArgs),
+    /// Serve the graph tools of folders over MCP: stdio, or Streamable HTTP with --http
+    Serve(serve::ServeArgs),
 }
 
 /// Per-run limits; unset ones keep the defaults documented in
@@ -138,11 +156,16 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
             graph,
             input,
             limits,
+            thread,
             stream,
-        } => run(&graph, &input, &limits, stream).await,
+        } => run(&graph, input.as_deref(), &limits, &thread, stream).await,
+        Command::Threads(cmd) => threads::threads(cmd).await,
         Command::Inspect { graph, mermaid } => {
             inspect(&graph, mermaid).await.map(|()| ExitCode::SUCCESS)
         }
+        Command::Tools { command } => tools::tools(command).await,
+        Command::Call(args) => tools::call(args).await,
+        Command::Serve(args) => serve::serve(args).await,
     }
 }
 
@@ -150,7 +173,7 @@ async fn load(rt: &Runtime, path: &Path) -> Result<Arc<Graph>, Failure> {
     Ok(rt.load_file(path).await?)
 }
 
-fn read_input(arg: &str) -> Result<Value, Failure> {
+pub(crate) fn read_input(arg: &str) -> Result<Value, Failure> {
     let (text, origin) = match arg.strip_prefix('@') {
         Some(path) => (
             std::fs::read_to_string(path).map_err(|e| {
@@ -174,11 +197,12 @@ fn read_input(arg: &str) -> Result<Value, Failure> {
 
 async fn run(
     path: &Path,
-    input: &str,
+    input: Option<&str>,
     args: &LimitArgs,
+    thread: &threads::ThreadArgs,
     stream: bool,
 ) -> Result<ExitCode, Failure> {
-    let input = read_input(input)?;
+    let input = input.map(read_input).transpose()?;
     let rt = Runtime::new()?;
     let limits = args.apply(rt.config().default_limits.clone());
     limits.check()?;
@@ -193,15 +217,25 @@ async fn run(
             eprintln!("{line}");
         }
     };
+    if let Some(id) = &thread.thread {
+        return threads::run_on_thread(&rt, &graph, id, input, thread, opts, &mut on_step).await;
+    }
+    let input = input.unwrap_or_else(|| Value::Object(Default::default()));
     match rt.run_streaming(&graph, input, opts, &mut on_step).await? {
         RunOutcome::Completed(state) => {
             print_pretty(&Value::Object(state))?;
             Ok(ExitCode::SUCCESS)
         }
         RunOutcome::Interrupted { interrupts, .. } => {
+            // Without a thread there is nothing to resume: say so.
+            let list: Vec<Value> = interrupts
+                .iter()
+                .map(|i| serde_json::json!({"id": i.id, "value": i.value}))
+                .collect();
             print_pretty(
-                &serde_json::json!({"status": "interrupted", "thread_id": null, "interrupts": interrupts}),
+                &serde_json::json!({"status": "interrupted", "thread_id": null, "interrupts": list}),
             )?;
+            eprintln!("note: run with --thread ID to be able to resume this run");
             Ok(ExitCode::from(exit::INTERRUPTED))
         }
     }
@@ -214,7 +248,7 @@ fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
     }
 }
 
-fn print_pretty(v: &Value) -> Result<(), Failure> {
+pub(crate) fn print_pretty(v: &Value) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(v)
         .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?;
     println!("{text}");

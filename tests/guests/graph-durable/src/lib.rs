@@ -12,7 +12,7 @@ use sandgraph_sdk::{END, Graph, Reducer, START, Update, log};
 
 fn step(name: &'static str) -> impl Fn(Value) -> Update {
     move |_| {
-        log::info(&format!("ran {name}"));
+        log::info(format!("ran {name}"));
         Update::new().push("trail", name)
     }
 }

@@ -1,0 +1,301 @@
+//! `sandgraph tools list` and `sandgraph call`: folders of graph components
+//! as tools.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use sandgraph_core::json;
+use sandgraph_registry::{
+    CallOptions, DEFAULT_CONFIG_FILE, LimitOverrides, MountReport, OperatorConfig, Registry,
+    RegistryError, RegistryEvent, RegistryOptions,
+};
+use sandgraph_runtime::{ErrorCode, RunError, Runtime};
+use sandgraph_store::Store;
+use serde_json::Value;
+
+use crate::exit::{self, Failure};
+
+/// `sandgraph tools ...`
+#[derive(clap::Subcommand)]
+pub enum ToolsCommand {
+    /// List every graph of the folders as a tool: name, as-tool and
+    /// as-graph-tool flags, description
+    List {
+        #[command(flatten)]
+        mount: MountArgs,
+        /// Print the full definitions (with the JSON Schema of the arguments) as JSON
+        #[arg(long)]
+        json: bool,
+        /// Keep running and print one line per change of the folders (mounted, remounted, unmounted, failed)
+        #[arg(long)]
+        watch: bool,
+    },
+}
+
+/// Where the graphs come from and how they are mounted.
+#[derive(clap::Args)]
+pub struct MountArgs {
+    /// Folder of graph components (*.wasm, not searched recursively); repeatable
+    #[arg(long = "graphs", value_name = "DIR", required = true)]
+    graphs: Vec<PathBuf>,
+    /// Fail when any graph fails to mount instead of warning and skipping it
+    #[arg(long)]
+    strict: bool,
+    /// Operator config [default: ./sandgraph.toml when present]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Compile cache [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/cache.redb, else ~/.cache/sandgraph/cache.redb]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_cache")]
+    cache: Option<PathBuf>,
+    /// Compile every graph, without reading or writing a cache
+    #[arg(long)]
+    no_cache: bool,
+}
+
+/// `sandgraph call NAME ...`
+#[derive(clap::Args)]
+pub struct CallArgs {
+    /// The tool (graph) name
+    name: String,
+    #[command(flatten)]
+    mount: MountArgs,
+    /// Tool arguments: JSON text, or @FILE to read them from a file
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    args: String,
+    /// Thread id passed to the run
+    #[arg(long = "thread", value_name = "ID")]
+    thread: Option<String>,
+    /// Caps for this call, over the config's [limits]
+    #[command(flatten)]
+    limits: crate::LimitArgs,
+}
+
+fn invalid(message: impl Into<String>) -> Failure {
+    RunError::new(ErrorCode::InvalidInput, message).into()
+}
+
+pub(crate) fn registry_failure(e: RegistryError) -> Failure {
+    match e {
+        RegistryError::Config { .. } | RegistryError::Dir { .. } => invalid(e.to_string()),
+        RegistryError::Strict(_) => RunError::new(ErrorCode::Load, e.to_string()).into(),
+        RegistryError::Watch { .. } => Failure::internal(e.to_string()),
+    }
+}
+
+/// The config file: `--config`, else `./sandgraph.toml` when present.
+fn load_config(arg: Option<&Path>) -> Result<OperatorConfig, Failure> {
+    let path = match arg {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let default = PathBuf::from(DEFAULT_CONFIG_FILE);
+            if !default.is_file() {
+                return Ok(OperatorConfig::default());
+            }
+            default
+        }
+    };
+    OperatorConfig::load(&path).map_err(registry_failure)
+}
+
+/// The default cache file, from the environment.
+fn default_cache() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(p) = env("SANDGRAPH_CACHE") {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(p) = env("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(p).join("sandgraph/cache.redb"));
+    }
+    env("HOME").map(|h| PathBuf::from(h).join(".cache/sandgraph/cache.redb"))
+}
+
+/// Opens the cache; one that cannot be opened (e.g. held by another
+/// process) is a warning, and the graphs compile without it.
+fn open_cache(args: &MountArgs) -> Option<Store> {
+    if args.no_cache {
+        return None;
+    }
+    let path = args.cache.clone().or_else(default_cache)?;
+    match Store::open(&path) {
+        Ok(store) => Some(store),
+        Err(e) => {
+            eprintln!("warning: compile cache unavailable, compiling without it: {e}");
+            None
+        }
+    }
+}
+
+fn print_report(report: &MountReport) {
+    for w in report.warnings.iter().chain(&report.notices) {
+        eprintln!("warning: {w}");
+    }
+}
+
+pub(crate) async fn open(
+    args: &MountArgs,
+    caps: LimitOverrides,
+) -> Result<(Registry, MountReport), Failure> {
+    let mut config = load_config(args.config.as_deref())?;
+    config.limits = config.limits.merged_with(&caps);
+    config.check().map_err(registry_failure)?;
+    let runtime = Runtime::new()?;
+    let options = RegistryOptions {
+        dirs: args.graphs.clone(),
+        strict: args.strict,
+        config,
+        cache: open_cache(args),
+        log_warnings: false,
+    };
+    let (registry, report) = Registry::open(runtime, options)
+        .await
+        .map_err(registry_failure)?;
+    print_report(&report);
+    Ok((registry, report))
+}
+
+fn render(v: &Value) -> Result<String, Failure> {
+    serde_json::to_string_pretty(v)
+        .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))
+}
+
+/// `sandgraph tools <command>`.
+pub async fn tools(cmd: ToolsCommand) -> Result<ExitCode, Failure> {
+    match cmd {
+        ToolsCommand::List { mount, json, watch } => list(&mount, json, watch).await,
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn print_table(registry: &Registry) {
+    let tools = registry.list();
+    let width = tools
+        .iter()
+        .map(|t| t.name().len())
+        .chain([4])
+        .max()
+        .unwrap_or(4);
+    println!("{:<width$}  AS_TOOL  AS_GRAPH_TOOL  DESCRIPTION", "NAME");
+    for t in tools {
+        let description = t.description().lines().next().unwrap_or("");
+        println!(
+            "{:<width$}  {:<7}  {:<13}  {description}",
+            t.name(),
+            yes_no(t.as_tool()),
+            yes_no(t.as_graph_tool()),
+        );
+    }
+}
+
+async fn list(args: &MountArgs, as_json: bool, watch: bool) -> Result<ExitCode, Failure> {
+    let (registry, _) = open(args, LimitOverrides::default()).await?;
+    if as_json {
+        let defs: Vec<Value> = registry.list().iter().map(|t| t.definition()).collect();
+        println!("{}", render(&Value::Array(defs))?);
+    } else {
+        print_table(&registry);
+    }
+    if !watch {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut events = registry.subscribe();
+    let _watching = registry.watch().map_err(registry_failure)?;
+    loop {
+        match events.recv().await {
+            Ok(event) => println!("{}", event_line(&event, as_json)),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                eprintln!("warning: {n} change events were dropped");
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    }
+}
+
+/// One line per change: `mounted greet_graph from <path>`, or a JSON object
+/// with `--json`.
+fn event_line(event: &RegistryEvent, as_json: bool) -> String {
+    let (kind, name, path, reason) = match event {
+        RegistryEvent::Mounted { name, path, .. } => ("mounted", Some(name), path.clone(), None),
+        RegistryEvent::Remounted { name, path } => {
+            ("remounted", Some(name), Some(path.clone()), None)
+        }
+        RegistryEvent::Unmounted { name, path, .. } => {
+            ("unmounted", Some(name), path.clone(), None)
+        }
+        RegistryEvent::Failed { path, reason } => {
+            ("failed", None, Some(path.clone()), Some(reason))
+        }
+    };
+    if as_json {
+        let mut v = serde_json::Map::new();
+        v.insert("event".into(), kind.into());
+        if let Some(n) = name {
+            v.insert("name".into(), n.as_str().into());
+        }
+        if let Some(p) = &path {
+            v.insert("path".into(), p.display().to_string().into());
+        }
+        if let Some(r) = reason {
+            v.insert("reason".into(), r.as_str().into());
+        }
+        return Value::Object(v).to_string();
+    }
+    let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+    match (name, reason) {
+        (Some(n), _) => format!("{kind} {n} from {path}"),
+        (None, Some(r)) => format!("{kind} {path}: {r}"),
+        (None, None) => format!("{kind} {path}"),
+    }
+}
+
+fn read_args(arg: &str) -> Result<Value, Failure> {
+    let (text, origin) = match arg.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|e| invalid(format!("cannot read arguments file {path}: {e}")))?,
+            format!("arguments file {path}"),
+        ),
+        None => (arg.to_owned(), "--args".to_owned()),
+    };
+    json::parse_lossless(&text, &origin)
+        .map_err(|e| invalid(format!("{origin} is not valid JSON: {e}")))
+}
+
+/// `sandgraph call NAME --graphs DIR --args JSON`.
+pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
+    let input = read_args(&args.args)?;
+    let caps = LimitOverrides {
+        timeout_ms: args.limits.timeout_ms,
+        fuel: args.limits.fuel,
+        memory_mb: args.limits.memory_mb.map(|m| m as u64),
+        recursion_limit: args.limits.recursion_limit,
+    };
+    let (registry, _) = open(&args.mount, caps).await?;
+    let Some(tool) = registry.get(&args.name) else {
+        let names = registry.names();
+        let available = if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        };
+        return Err(invalid(format!(
+            "no graph tool named \"{}\"; available: {available}",
+            args.name
+        )));
+    };
+    let opts = CallOptions {
+        thread_id: args.thread,
+        ..CallOptions::default()
+    };
+    let out = tool.call(input, opts).await?;
+    println!("{}", out.text);
+    Ok(if out.interrupted {
+        ExitCode::from(exit::INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

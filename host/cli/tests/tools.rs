@@ -1,0 +1,445 @@
+//! `sandgraph tools list` and `sandgraph call` end to end.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// A working directory (no stray `sandgraph.toml`), a graph folder and a
+/// cache file of its own.
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new(graphs: &[(&str, &str)]) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("graphs")).unwrap();
+        let env = Env { dir };
+        for (name, component) in graphs {
+            std::fs::copy(component, env.graphs().join(name)).unwrap();
+        }
+        env
+    }
+
+    fn graphs(&self) -> PathBuf {
+        self.dir.path().join("graphs")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("SANDGRAPH_LOG", "off")
+            .env("SANDGRAPH_CACHE", self.path("cache.redb"));
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .output()
+            .expect("the sandgraph binary runs")
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts a failure with `error[<code>]: <message>` on stderr.
+fn assert_error(o: &Output, code: &str, exit: i32, message: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(exit), "stderr: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error["))
+        .unwrap_or_else(|| panic!("no error line: {err}"));
+    assert_eq!(line, format!("error[{code}]: {message}"));
+    assert!(o.stdout.is_empty(), "nothing on stdout on failure");
+}
+
+fn messy() -> Env {
+    let env = Env::new(&[
+        ("a_echo.wasm", sandgraph_tests::ECHO),
+        ("b_echo_copy.wasm", sandgraph_tests::ECHO),
+        ("c_greet.wasm", sandgraph_tests::GREET),
+        ("d_reserved.wasm", sandgraph_tests::GRAPH_RESERVED_NAME),
+    ]);
+    std::fs::write(env.graphs().join("broken.wasm"), "not wasm").unwrap();
+    env
+}
+
+#[test]
+fn tools_list_prints_a_table_and_warns_about_the_graphs_it_skipped() {
+    let env = messy();
+    let o = env.run(&["tools", "list", "--graphs", "graphs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "NAME         AS_TOOL  AS_GRAPH_TOOL  DESCRIPTION\n\
+         echo_graph   yes      yes            Echo the given topic.\n\
+         greet_graph  yes      yes            Greet someone, formally or casually.\n"
+    );
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        warnings,
+        [
+            "warning: graphs/b_echo_copy.wasm: duplicate graph name \"echo_graph\" (already mounted \
+             from graphs/a_echo.wasm)",
+            "warning: graphs/broken.wasm: not a wasm file: it does not start with the `\\0asm` header",
+            "warning: graphs/d_reserved.wasm: the name \"run_code\" is reserved",
+            "warning: graphs/a_echo.wasm: graph \"echo_graph\" is a model-visible tool without \
+             declared parameters: models see one opaque `input` argument; declare `parameters`",
+        ]
+    );
+}
+
+#[test]
+fn tools_list_json_prints_the_full_definitions() {
+    let env = messy();
+    let o = env.run(&["tools", "list", "--graphs", "graphs", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let defs: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let defs = defs.as_array().unwrap();
+    assert_eq!(defs.len(), 2);
+    let greet = &defs[1];
+    let keys: Vec<&str> = greet
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "name",
+            "description",
+            "as_tool",
+            "as_graph_tool",
+            "timeout_ms",
+            "input_schema",
+            "output_schema",
+            "source"
+        ]
+    );
+    assert_eq!(greet["name"], json!("greet_graph"));
+    assert_eq!(greet["timeout_ms"], json!(30000));
+    assert_eq!(greet["source"], json!("graphs/c_greet.wasm"));
+    assert_eq!(
+        greet["input_schema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The name to greet."},
+                "style": {"type": "string", "enum": ["formal", "casual"], "description": "Greeting style."},
+                "times": {"type": "integer", "description": "Repeat count.", "default": 1},
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "Extra tags."}
+            },
+            "required": ["name", "style"]
+        })
+    );
+    assert_eq!(
+        defs[0]["input_schema"]["properties"]["input"]["description"],
+        json!("Expected state keys: topic, log (accumulated).")
+    );
+}
+
+#[test]
+fn strict_mode_fails_on_any_skipped_graph() {
+    let env = messy();
+    let o = env.run(&["tools", "list", "--graphs", "graphs", "--strict"]);
+    assert_error(
+        &o,
+        "load",
+        3,
+        "3 graphs failed to mount (strict): graphs/b_echo_copy.wasm: duplicate graph name \
+         \"echo_graph\" (already mounted from graphs/a_echo.wasm); graphs/broken.wasm: not a wasm \
+         file: it does not start with the `\\0asm` header; graphs/d_reserved.wasm: the name \
+         \"run_code\" is reserved",
+    );
+}
+
+#[test]
+fn a_missing_folder_is_invalid_input() {
+    let env = Env::new(&[]);
+    let o = env.run(&["tools", "list", "--graphs", "nope"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error[invalid_input]: cannot read graph folder nope: "),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn call_validates_runs_and_prints_pretty_json() {
+    let env = messy();
+    let o = env.run(&[
+        "call",
+        "greet_graph",
+        "--graphs",
+        "graphs",
+        "--args",
+        r#"{"name":"Ada","style":"formal"}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "{\n  \"name\": \"Ada\",\n  \"style\": \"formal\",\n  \"tags\": [],\n  \"greeting\": \"Good day, Ada.\"\n}\n"
+    );
+    // A graph without parameters takes `input`; arguments from a file.
+    std::fs::write(env.path("args.json"), r#"{"input": {"topic": "hi"}}"#).unwrap();
+    let o = env.run(&[
+        "call",
+        "echo_graph",
+        "--graphs",
+        "graphs",
+        "--args",
+        "@args.json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v, json!({"topic": "hi", "log": ["seen:hi"]}));
+}
+
+#[test]
+fn call_errors_have_codes_and_exit_codes() {
+    let env = Env::new(&[
+        ("echo.wasm", sandgraph_tests::ECHO),
+        ("greet.wasm", sandgraph_tests::GREET),
+    ]);
+    let call =
+        |name: &str, args: &str| env.run(&["call", name, "--graphs", "graphs", "--args", args]);
+    assert_error(
+        &call("greet_graph", r#"{"style":"loud","times":1.5,"tags":[1]}"#),
+        "INVALID_ARGS",
+        13,
+        "invalid arguments: missing required property \"arguments.name\"; \"arguments.style\" \
+         must be one of [\"formal\",\"casual\"]; \"arguments.times\" must be an integer; \
+         \"arguments.tags[0]\" must be a string",
+    );
+    assert_error(
+        &call(
+            "greet_graph",
+            r#"{"name":"Ada","style":"formal","times":11}"#,
+        ),
+        "validation",
+        14,
+        "times must be at most 10",
+    );
+    assert_error(
+        &call("nope", "{}"),
+        "invalid_input",
+        2,
+        "no graph tool named \"nope\"; available: echo_graph, greet_graph",
+    );
+    let o = call("greet_graph", "{not json");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("error[invalid_input]: --args is not valid JSON"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn the_operator_config_overrides_flags_and_limits() {
+    let env = Env::new(&[
+        ("greet.wasm", sandgraph_tests::GREET),
+        ("loop.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
+    ]);
+    // ./sandgraph.toml is read by default.
+    std::fs::write(
+        env.path("sandgraph.toml"),
+        "[graphs.greet_graph]\nas_tool = false\n\n[graphs.hostile_infinite_loop]\nas_graph_tool = false\ntimeout_ms = 200\n",
+    )
+    .unwrap();
+    let o = env.run(&["tools", "list", "--graphs", "graphs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "NAME                   AS_TOOL  AS_GRAPH_TOOL  DESCRIPTION\n\
+         greet_graph            no       yes            Greet someone, formally or casually.\n\
+         hostile_infinite_loop  no       no             Graph \"hostile_infinite_loop\" with node spin; state keys: none.\n"
+    );
+    let o = env.run(&[
+        "call",
+        "hostile_infinite_loop",
+        "--graphs",
+        "graphs",
+        "--args",
+        r#"{"input": {}}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("timeout of 200 ms"), "{}", stderr(&o));
+
+    // --config names another file; its errors name the file and position.
+    std::fs::write(env.path("bad.toml"), "[limits]\ntimeout = 3\n").unwrap();
+    let o = env.run(&[
+        "tools", "list", "--graphs", "graphs", "--config", "bad.toml",
+    ]);
+    assert_error(
+        &o,
+        "invalid_input",
+        2,
+        "bad.toml:2:1: unknown field `timeout`, expected one of `timeout_ms`, `fuel`, `memory_mb`, `recursion_limit`",
+    );
+
+    // Limit flags cap the call.
+    std::fs::remove_file(env.path("sandgraph.toml")).unwrap();
+    let o = env.run(&[
+        "call",
+        "hostile_infinite_loop",
+        "--graphs",
+        "graphs",
+        "--args",
+        r#"{"input": {}}"#,
+        "--timeout-ms",
+        "150",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("timeout of 150 ms"), "{}", stderr(&o));
+}
+
+#[test]
+fn an_interrupted_call_exits_20_with_the_thread_id() {
+    let env = Env::new(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    let o = env.run(&[
+        "call",
+        "graph_interrupt",
+        "--graphs",
+        "graphs",
+        "--args",
+        r#"{"input": {}}"#,
+        "--thread",
+        "t-9",
+    ]);
+    assert_eq!(o.status.code(), Some(20), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["status"], json!("interrupted"));
+    assert_eq!(v["thread_id"], json!("t-9"));
+    assert_eq!(v["interrupts"][0]["value"], json!({"question": "approve?"}));
+}
+
+#[test]
+fn the_compile_cache_is_written_where_told_and_not_at_all_with_no_cache() {
+    let env = Env::new(&[("greet.wasm", sandgraph_tests::GREET)]);
+    let args = r#"{"name":"Ada","style":"casual"}"#;
+    let o = env.run(&[
+        "call",
+        "greet_graph",
+        "--graphs",
+        "graphs",
+        "--args",
+        args,
+        "--no-cache",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !env.path("cache.redb").exists(),
+        "--no-cache wrote the default cache"
+    );
+    let o = env.run(&[
+        "call",
+        "greet_graph",
+        "--graphs",
+        "graphs",
+        "--args",
+        args,
+        "--cache",
+        "c/x.redb",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(env.path("c/x.redb").is_file());
+    // Warm: same output.
+    let warm = env.run(&[
+        "call",
+        "greet_graph",
+        "--graphs",
+        "graphs",
+        "--args",
+        args,
+        "--cache",
+        "c/x.redb",
+    ]);
+    assert!(warm.status.success(), "{}", stderr(&warm));
+    assert_eq!(stdout(&warm), stdout(&o));
+    // The default from the environment.
+    let o = env.run(&["call", "greet_graph", "--graphs", "graphs", "--args", args]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(env.path("cache.redb").is_file());
+}
+
+/// Reads lines from the child's stdout until one satisfies `want`.
+fn read_until(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    want: &str,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    for line in lines {
+        let line = line.unwrap();
+        let done = line == want;
+        seen.push(line);
+        if done {
+            return seen;
+        }
+    }
+    panic!("stdout ended before {want:?}: {seen:?}");
+}
+
+#[test]
+fn tools_list_watch_prints_changes_as_they_happen() {
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let mut child = env
+        .command(&["tools", "list", "--graphs", "graphs", "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // Kill the child if the test fails on the way.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Kill(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(30)).ok());
+    read_until(
+        &mut lines,
+        "echo_graph  yes      yes            Echo the given topic.",
+    );
+    let greet = env.graphs().join("greet.wasm");
+    deploy(&greet, sandgraph_tests::GREET);
+    read_until(&mut lines, "mounted greet_graph from graphs/greet.wasm");
+    std::fs::remove_file(env.graphs().join("echo.wasm")).unwrap();
+    read_until(&mut lines, "unmounted echo_graph from graphs/echo.wasm");
+}
+
+/// Copies `component` to `path` through a temporary name.
+fn deploy(path: &Path, component: &str) {
+    let tmp = path.with_extension("part");
+    std::fs::copy(component, &tmp).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}

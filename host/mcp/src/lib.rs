@@ -1,0 +1,66 @@
+//! The MCP server of sandgraph: every mounted graph tool over stdio and
+//! MCP's Streamable HTTP transport, built on the official Rust SDK (`rmcp`).
+//!
+//! It is a thin adapter: [`McpServer`] lists the registry's model-visible
+//! tools (`tools/list`: name, description, `inputSchema` = the compiled
+//! parameter schema, `outputSchema`), and runs each `tools/call` through
+//! [`sandgraph_registry::GraphTool::call_streaming`], which validates the
+//! arguments, runs the graph's `validate` and then the graph. Success is the
+//! final state as `structuredContent` plus its pretty JSON as one text block;
+//! every failure is a tool result with `isError: true` and a text starting
+//! with `[<code>]` (the run's error code, or [`BUSY`] / [`UNKNOWN_TOOL`]).
+//!
+//! * Progress: a call with a progress token gets one
+//!   `notifications/progress` per completed superstep (`progress` = steps
+//!   completed, `message` = `step <n>: <nodes>`).
+//! * Cancellation: `notifications/cancelled` cancels the run (cooperative,
+//!   then the hard stop after its grace period); its instances go with it.
+//! * Changes: registry events (e.g. [`sandgraph_registry::Registry::watch`])
+//!   become `notifications/tools/list_changed` and
+//!   `notifications/resources/list_changed` to every connected client.
+//! * Resources: `graph://<name>/spec` (JSON) and `graph://<name>/mermaid`
+//!   for every mounted graph.
+//! * Concurrency: calls run in parallel, several per graph; a
+//!   server-wide limit ([`ServerOptions::max_concurrent_runs`]) answers
+//!   `[busy]` past it instead of queueing.
+//!
+//! [`serve_stdio`] and [`HttpServer`] are the two transports.
+
+#![warn(missing_docs)]
+
+mod http;
+mod resources;
+mod server;
+mod stdio;
+
+pub use http::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpError, HttpOptions, HttpServer, MCP_PATH,
+};
+pub use server::{
+    BUSY, DEFAULT_MAX_CONCURRENT_RUNS, McpServer, ServerOptions, Stats, UNKNOWN_TOOL,
+};
+pub use stdio::{StdioError, serve_stdio};
+
+/// Resolves at the first SIGINT or SIGTERM (Ctrl-C elsewhere).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,637 @@
+//! The MCP handler: tools, resources and change notifications over a
+//! [`Registry`]. Every call runs through [`GraphTool::call_streaming`]; this
+//! module only translates.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool,
+};
+use rmcp::service::{
+    NotificationContext, RequestContext, SubscriptionContext, SubscriptionSendError,
+    SubscriptionSink,
+};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
+use sandgraph_runtime::{CancellationToken, RunError, StepEvent};
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, broadcast, mpsc, watch};
+use tokio_util::sync::DropGuard;
+
+use crate::resources;
+
+/// Default of [`ServerOptions::max_concurrent_runs`].
+pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 64;
+
+/// Error code of a call refused because the server is at its run limit or
+/// shutting down: `[busy] ...`.
+pub const BUSY: &str = "busy";
+
+/// Error code of a call to a name that is not a listed tool:
+/// `[unknown_tool] ...`.
+pub const UNKNOWN_TOOL: &str = "unknown_tool";
+
+/// How the server runs calls.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Runs in flight at once, over every client; a call past it returns
+    /// `[busy] ...` at once instead of queueing. At least 1.
+    pub max_concurrent_runs: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
+        }
+    }
+}
+
+/// Counters of the server since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Tool calls running now (their runs and instances are alive).
+    pub in_flight: usize,
+    /// Tool calls admitted (past the name check and the run limit).
+    pub calls: u64,
+    /// Admitted calls that the client cancelled before they ended.
+    pub cancelled: u64,
+    /// Calls refused with `[busy]`.
+    pub busy: u64,
+}
+
+/// Where change notifications go: a session that initialized (legacy
+/// lifecycle), or a `subscriptions/listen` request (2026-07-28 lifecycle).
+#[derive(Clone)]
+enum Target {
+    Peer(Peer<RoleServer>),
+    Listen(SubscriptionSink),
+}
+
+/// The connected clients that hear about tool list changes.
+#[derive(Default)]
+struct Notifier {
+    targets: Mutex<Vec<(u64, Target)>>,
+    next: AtomicU64,
+}
+
+impl Notifier {
+    fn add(&self, target: Target) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        targets.retain(|(_, t)| !matches!(t, Target::Peer(p) if p.is_transport_closed()));
+        targets.push((id, target));
+    }
+
+    /// Sends `tools/list_changed` and `resources/list_changed` to every
+    /// target; targets that cannot be reached any more are dropped.
+    async fn list_changed(&self) {
+        let targets: Vec<(u64, Target)> = self
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let sends = targets.into_iter().map(|(id, t)| async move {
+            let ok = match &t {
+                Target::Peer(p) => {
+                    p.notify_tool_list_changed().await.is_ok()
+                        && p.notify_resource_list_changed().await.is_ok()
+                }
+                Target::Listen(s) => {
+                    // A subscription hears only what it asked for.
+                    let mut alive = true;
+                    if s.accepted().tools_list_changed == Some(true) {
+                        alive &= !closed(s.notify_tool_list_changed().await);
+                    }
+                    if alive && s.accepted().resources_list_changed == Some(true) {
+                        alive &= !closed(s.notify_resource_list_changed().await);
+                    }
+                    alive
+                }
+            };
+            (id, ok)
+        });
+        let dead: Vec<u64> = futures::future::join_all(sends)
+            .await
+            .into_iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(id, _)| id)
+            .collect();
+        if !dead.is_empty() {
+            self.targets
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(id, _)| !dead.contains(id));
+        }
+    }
+}
+
+/// Whether a subscription send failed because the subscription is gone.
+fn closed(r: Result<(), SubscriptionSendError>) -> bool {
+    matches!(
+        r,
+        Err(SubscriptionSendError::SubscriptionClosed | SubscriptionSendError::Service(_))
+    )
+}
+
+/// Whether a registry event changes what `tools/list` or
+/// `resources/list` return.
+fn changes_lists(event: &RegistryEvent) -> bool {
+    match event {
+        RegistryEvent::Mounted { scope, .. } | RegistryEvent::Unmounted { scope, .. } => {
+            scope.is_none()
+        }
+        RegistryEvent::Remounted { .. } => true,
+        RegistryEvent::Failed { .. } => false,
+    }
+}
+
+/// Forwards registry changes to the notifier, one notification per burst
+/// of events, until `stop`.
+async fn forward_changes(
+    mut events: broadcast::Receiver<RegistryEvent>,
+    notifier: Arc<Notifier>,
+    stop: CancellationToken,
+) {
+    loop {
+        let first = tokio::select! {
+            () = stop.cancelled() => return,
+            e = events.recv() => e,
+        };
+        let mut changed = match first {
+            Ok(e) => changes_lists(&e),
+            Err(broadcast::error::RecvError::Lagged(_)) => true,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        loop {
+            match events.try_recv() {
+                Ok(e) => changed |= changes_lists(&e),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => changed = true,
+                Err(_) => break,
+            }
+        }
+        if changed {
+            tracing::debug!("tool list changed; notifying clients");
+            notifier.list_changed().await;
+        }
+    }
+}
+
+struct Shared {
+    registry: Registry,
+    runs: Arc<Semaphore>,
+    max_runs: usize,
+    closing: AtomicBool,
+    /// Cancels every run (the hard end of a shutdown).
+    stop: CancellationToken,
+    in_flight: watch::Sender<usize>,
+    calls: AtomicU64,
+    cancelled: AtomicU64,
+    busy: AtomicU64,
+    notifier: Arc<Notifier>,
+    _forwarder: DropGuard,
+}
+
+/// The MCP server of a registry: every `as_tool` graph as a tool, every
+/// mounted graph's spec and Mermaid diagram as resources.
+///
+/// Cheap to clone; clones share the run limit, the counters and the
+/// connected clients (the HTTP transport makes one clone per session).
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("max_runs", &self.shared.max_runs)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decrements the in-flight gauge when a call ends, however it ends.
+struct InFlight<'a>(&'a watch::Sender<usize>);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl McpServer {
+    /// A server over `registry`. Registry changes (e.g. from
+    /// [`Registry::watch`]) are announced to connected clients as
+    /// `notifications/tools/list_changed` and
+    /// `notifications/resources/list_changed`.
+    ///
+    /// Must be called within a tokio runtime.
+    pub fn new(registry: Registry, options: ServerOptions) -> McpServer {
+        let max_runs = options.max_concurrent_runs.max(1);
+        let notifier = Arc::new(Notifier::default());
+        let forwarder = CancellationToken::new();
+        tokio::spawn(forward_changes(
+            registry.subscribe(),
+            notifier.clone(),
+            forwarder.clone(),
+        ));
+        let (in_flight, _) = watch::channel(0);
+        McpServer {
+            shared: Arc::new(Shared {
+                registry,
+                runs: Arc::new(Semaphore::new(max_runs)),
+                max_runs,
+                closing: AtomicBool::new(false),
+                stop: CancellationToken::new(),
+                in_flight,
+                calls: AtomicU64::new(0),
+                cancelled: AtomicU64::new(0),
+                busy: AtomicU64::new(0),
+                notifier,
+                _forwarder: forwarder.drop_guard(),
+            }),
+        }
+    }
+
+    /// The registry served.
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        let s = &self.shared;
+        Stats {
+            in_flight: *s.in_flight.borrow(),
+            calls: s.calls.load(Ordering::Relaxed),
+            cancelled: s.cancelled.load(Ordering::Relaxed),
+            busy: s.busy.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Starts a shutdown: calls from now on are refused with `[busy]`;
+    /// running calls go on.
+    pub fn begin_shutdown(&self) {
+        self.shared.closing.store(true, Ordering::Release);
+    }
+
+    /// Cancels every running call (cooperative first, then the hard stop
+    /// after each run's grace period).
+    pub fn cancel_all(&self) {
+        self.shared.stop.cancel();
+    }
+
+    /// Waits until no call is running, at most `timeout`; `true` when none is.
+    pub async fn wait_idle(&self, timeout: Duration) -> bool {
+        let mut rx = self.shared.in_flight.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// A model-visible tool by name.
+    fn tool(&self, name: &str) -> Option<Arc<GraphTool>> {
+        self.shared.registry.get(name).filter(|t| t.as_tool())
+    }
+
+    /// A run slot, or why there is none (the message of a `[busy]` error).
+    fn admit(&self) -> Result<OwnedSemaphorePermit, String> {
+        let s = &self.shared;
+        if s.closing.load(Ordering::Acquire) {
+            s.busy.fetch_add(1, Ordering::Relaxed);
+            return Err("the server is shutting down".to_owned());
+        }
+        match s.runs.clone().try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
+                s.busy.fetch_add(1, Ordering::Relaxed);
+                Err(format!(
+                    "{} runs are already in flight (the server's limit); retry later",
+                    s.max_runs
+                ))
+            }
+        }
+    }
+
+    /// One `tools/call`: always a tool result, never a protocol error.
+    async fn call(
+        &self,
+        params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let name = params.name.as_ref();
+        let Some(tool) = self.tool(name) else {
+            let names: Vec<String> = self
+                .shared
+                .registry
+                .tools()
+                .iter()
+                .map(|t| t.name().to_owned())
+                .collect();
+            let available = if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            };
+            return error_result(
+                UNKNOWN_TOOL,
+                &format!("no tool named \"{name}\"; available: {available}"),
+            );
+        };
+        let _permit = match self.admit() {
+            Ok(p) => p,
+            Err(why) => return error_result(BUSY, &why),
+        };
+        let s = &self.shared;
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        s.in_flight.send_modify(|n| *n += 1);
+        let _in_flight = InFlight(&s.in_flight);
+
+        tracing::info!(tool = name, "tool call started");
+        let started = Instant::now();
+        let args = Value::Object(params.arguments.unwrap_or_default());
+        let cancel = s.stop.child_token();
+        let opts = CallOptions {
+            cancel: cancel.clone(),
+            ..CallOptions::default()
+        };
+        let progress = ctx.meta.get_progress_token();
+        let (tx, rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let forward = forward_progress(rx, ctx.peer.clone());
+        let run = async move {
+            let mut on_step = |ev: &StepEvent| {
+                if let Some(token) = &progress {
+                    // The receiver lives until the run ends.
+                    let _ = tx.send(progress_of(token, ev));
+                }
+            };
+            tool.call_streaming(args, opts, &mut on_step).await
+        };
+        let client_cancel = ctx.ct.clone();
+        let run = async move {
+            tokio::pin!(run);
+            let mut by_client = false;
+            loop {
+                tokio::select! {
+                    r = &mut run => break (r, by_client),
+                    () = client_cancel.cancelled(), if !by_client => {
+                        by_client = true;
+                        cancel.cancel();
+                    }
+                }
+            }
+        };
+        let ((outcome, by_client), ()) = tokio::join!(run, forward);
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if by_client {
+            s.cancelled.fetch_add(1, Ordering::Relaxed);
+        }
+        let code = match &outcome {
+            Ok(_) => "ok",
+            Err(e) => e.code.as_str(),
+        };
+        tracing::info!(
+            tool = name,
+            outcome = code,
+            cancelled = by_client,
+            elapsed_ms,
+            "tool call ended"
+        );
+        to_result(outcome)
+    }
+}
+
+/// Sends the progress notifications of one call, in order, until the run
+/// ends (its sender is dropped).
+async fn forward_progress(
+    mut rx: mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    peer: Peer<RoleServer>,
+) {
+    while let Some(p) = rx.recv().await {
+        if let Err(e) = peer.notify_progress(p).await {
+            tracing::debug!("cannot send a progress notification: {e}");
+        }
+    }
+}
+
+/// The progress notification of a completed superstep: `progress` counts
+/// completed supersteps; the message names the step and the nodes that ran.
+fn progress_of(token: &ProgressToken, ev: &StepEvent) -> ProgressNotificationParam {
+    let mut nodes: Vec<&str> = Vec::new();
+    for u in &ev.updates {
+        if !nodes.contains(&u.node.as_str()) {
+            nodes.push(&u.node);
+        }
+    }
+    ProgressNotificationParam::new(token.clone(), f64::from(ev.step) + 1.0).with_message(format!(
+        "step {}: {}",
+        ev.step,
+        nodes.join(", ")
+    ))
+}
+
+/// `[<code>] <message>` as an error tool result.
+fn error_result(code: &str, message: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("[{code}] {message}"))])
+}
+
+/// A run's outcome as a tool result: the final state as structured content
+/// plus its pretty JSON, or `[<code>] <message>`.
+fn to_result(outcome: Result<ToolOutput, RunError>) -> CallToolResult {
+    match outcome {
+        Ok(out) => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(out.text)]);
+            result.structured_content = Some(out.value);
+            result
+        }
+        Err(e) => error_result(e.code.as_str(), &e.message),
+    }
+}
+
+fn schema_object(v: &Value) -> Arc<JsonObject> {
+    match v {
+        Value::Object(m) => Arc::new(m.clone()),
+        // The registry's schemas are objects; anything else accepts all.
+        _ => {
+            let mut m = JsonObject::new();
+            m.insert("type".into(), Value::from("object"));
+            Arc::new(m)
+        }
+    }
+}
+
+/// The MCP definition of a graph tool.
+pub(crate) fn tool_definition(tool: &GraphTool) -> Tool {
+    Tool::new(
+        Cow::Owned(tool.name().to_owned()),
+        Cow::Owned(tool.description().to_owned()),
+        schema_object(tool.input_schema()),
+    )
+    .with_raw_output_schema(schema_object(&tool.output_schema()))
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("sandgraph", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool runs one sandboxed graph once and returns its final state. \
+                 Resources graph://<name>/spec and graph://<name>/mermaid describe each graph.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .shared
+            .registry
+            .tools()
+            .iter()
+            .map(|t| tool_definition(t))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        Ok(self.call(request, context).await.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let list = self.shared.registry.list();
+        Ok(ListResourcesResult::with_all_items(resources::list(&list)))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let (name, kind) = resources::parse(&uri).ok_or_else(|| {
+            ErrorData::resource_not_found(
+                format!(
+                    "no resource {uri}: expected graph://<name>/spec or graph://<name>/mermaid"
+                ),
+                None,
+            )
+        })?;
+        let tool = self.shared.registry.get(name).ok_or_else(|| {
+            ErrorData::resource_not_found(format!("no graph named \"{name}\""), None)
+        })?;
+        let contents: ResourceContents =
+            resources::read(&tool, kind, &uri).map_err(|e| ErrorData::internal_error(e, None))?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.shared.notifier.add(Target::Peer(context.peer));
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resources_list_changed()
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.shared
+            .notifier
+            .add(Target::Listen(context.sink().clone()));
+        context.cancelled().await;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandgraph_runtime::ErrorCode;
+
+    #[test]
+    fn errors_start_with_their_code() {
+        let r = to_result(Err(RunError::new(ErrorCode::Timeout, "run timed out")));
+        assert_eq!(r.is_error, Some(true));
+        assert!(r.structured_content.is_none());
+        let ContentBlock::Text(t) = &r.content[0] else {
+            panic!("a text block");
+        };
+        assert_eq!(t.text, "[timeout] run timed out");
+    }
+
+    #[test]
+    fn progress_names_the_step_and_each_node_once() {
+        let ev = StepEvent {
+            step: 2,
+            updates: ["a", "b", "a"]
+                .iter()
+                .map(|n| sandgraph_core::TaskUpdate {
+                    node: (*n).into(),
+                    update: serde_json::json!({}),
+                })
+                .collect(),
+        };
+        let token = ProgressToken(rmcp::model::NumberOrString::Number(7));
+        let p = progress_of(&token, &ev);
+        assert_eq!(p.progress, 3.0);
+        assert_eq!(p.message.as_deref(), Some("step 2: a, b"));
+    }
+
+    #[test]
+    fn only_global_mounts_change_the_lists() {
+        assert!(changes_lists(&RegistryEvent::Mounted {
+            name: "a".into(),
+            path: None,
+            scope: None
+        }));
+        assert!(!changes_lists(&RegistryEvent::Mounted {
+            name: "a".into(),
+            path: None,
+            scope: Some("s".into())
+        }));
+        assert!(!changes_lists(&RegistryEvent::Failed {
+            path: "x.wasm".into(),
+            reason: "bad".into()
+        }));
+    }
+}

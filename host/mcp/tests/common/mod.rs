@@ -1,0 +1,201 @@
+//! Shared helpers of the MCP server tests: a graphs folder, a registry over
+//! it, and an rmcp client that records progress and list changes.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ProgressNotificationParam,
+    ProgressToken, Request,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use sandgraph_mcp::{McpServer, ServerOptions};
+use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
+use sandgraph_store::Store;
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// Safety net for anything that should happen "soon"; never a speed claim.
+pub const SOON: Duration = Duration::from_secs(30);
+
+/// A temp folder `graphs/` holding the given components, and an optional
+/// operator config.
+pub struct Folder {
+    pub dir: tempfile::TempDir,
+}
+
+impl Folder {
+    pub fn new(graphs: &[(&str, &str)], config: &str) -> Folder {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("graphs")).unwrap();
+        for (name, path) in graphs {
+            std::fs::copy(path, dir.path().join("graphs").join(name)).unwrap();
+        }
+        std::fs::write(dir.path().join("sandgraph.toml"), config).unwrap();
+        Folder { dir }
+    }
+
+    pub fn graphs(&self) -> std::path::PathBuf {
+        self.dir.path().join("graphs")
+    }
+
+    pub async fn registry(&self) -> Registry {
+        let path = self.dir.path().join("sandgraph.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let config = OperatorConfig::parse(&text, &path).unwrap();
+        let options = RegistryOptions {
+            dirs: vec![self.graphs()],
+            config,
+            cache: Some(cache()),
+            ..RegistryOptions::default()
+        };
+        let (registry, report) = Registry::open(sandgraph_tests::runtime().clone(), options)
+            .await
+            .unwrap();
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        registry
+    }
+}
+
+/// One compile cache per test binary, so each graph compiles once.
+fn cache() -> Store {
+    static CACHE: OnceLock<(tempfile::TempDir, Store)> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("cache.redb")).unwrap();
+            (dir, store)
+        })
+        .1
+        .clone()
+}
+
+/// The test client: records progress notifications and counts
+/// `tools/list_changed`.
+#[derive(Clone)]
+pub struct Client {
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub list_changed: watch::Sender<u32>,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client {
+            progress: Arc::default(),
+            list_changed: watch::channel(0).0,
+        }
+    }
+}
+
+impl Client {
+    /// The progress notifications received for `token`, in order.
+    pub fn progress_of(&self, token: &ProgressToken) -> Vec<ProgressNotificationParam> {
+        self.progress
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| &p.progress_token == token)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until at least `n` list changes arrived.
+    pub async fn wait_list_changed(&self, n: u32) {
+        let mut rx = self.list_changed.subscribe();
+        tokio::time::timeout(SOON, rx.wait_for(|c| *c >= n))
+            .await
+            .expect("a tools/list_changed notification")
+            .unwrap();
+    }
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.send_modify(|n| *n += 1);
+    }
+}
+
+pub type Session = RunningService<RoleClient, Client>;
+
+/// A server over `registry` and a client connected to it in process.
+pub async fn connect(registry: Registry, options: ServerOptions) -> (McpServer, Session) {
+    let server = McpServer::new(registry, options);
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let s = server.clone();
+    tokio::spawn(async move {
+        if let Ok(running) = s.serve(a).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = Client::default().serve(b).await.unwrap();
+    (server, client)
+}
+
+pub fn params(name: &str, args: Value) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(name.to_owned());
+    p.arguments = args.as_object().cloned();
+    p
+}
+
+pub async fn call(client: &Session, name: &str, args: Value) -> CallToolResult {
+    client.call_tool(params(name, args)).await.unwrap()
+}
+
+/// Sends a call whose handle can cancel it.
+pub async fn start(client: &Session, name: &str, args: Value) -> RequestHandle<RoleClient> {
+    client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(params(name, args))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap()
+}
+
+/// The one text block of a result.
+pub fn text(r: &CallToolResult) -> &str {
+    assert_eq!(r.content.len(), 1, "{r:?}");
+    match &r.content[0] {
+        ContentBlock::Text(t) => &t.text,
+        other => panic!("not a text block: {other:?}"),
+    }
+}
+
+/// Asserts an error result whose text starts with `prefix`.
+pub fn assert_tool_error(r: &CallToolResult, prefix: &str) {
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(
+        text(r).starts_with(prefix),
+        "{:?} does not start with {prefix:?}",
+        text(r)
+    );
+    assert!(r.structured_content.is_none());
+}
+
+/// Waits until `f` holds, polling; panics after [`SOON`].
+pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !f() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Copies a component into `dir` under `name` atomically (write + rename).
+pub fn drop_in(dir: &Path, name: &str, component: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::copy(component, &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}

@@ -1,0 +1,367 @@
+//! The Streamable HTTP transport: rmcp's client against a real server on
+//! 127.0.0.1, the hardening (Origin, Host, token, body size, busy), and the
+//! graceful shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use sandgraph_mcp::{HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_tests::{ECHO, GREET, HOSTILE_COOPERATIVE, HOSTILE_INFINITE_LOOP, LOOP_GRAPH};
+use serde_json::json;
+
+const CONFIG: &str = r#"
+[graphs.loop_graph]
+as_tool = true
+
+# Spins until the soft deadline, then returns {"stopped_early": true}.
+[graphs.hostile_cooperative]
+as_tool = true
+timeout_ms = 1500
+
+# Only ends when cancelled.
+[graphs.hostile_infinite_loop]
+as_tool = true
+timeout_ms = 600000
+fuel = 100000000000000
+"#;
+
+fn folder() -> Folder {
+    Folder::new(
+        &[
+            ("echo.wasm", ECHO),
+            ("greet.wasm", GREET),
+            ("loop.wasm", LOOP_GRAPH),
+            ("coop.wasm", HOSTILE_COOPERATIVE),
+            ("spin.wasm", HOSTILE_INFINITE_LOOP),
+        ],
+        CONFIG,
+    )
+}
+
+fn localhost() -> HttpOptions {
+    HttpOptions::new("127.0.0.1:0".parse().unwrap())
+}
+
+async fn serve(f: &Folder, options: HttpOptions, server: ServerOptions) -> (McpServer, HttpServer) {
+    let mcp = McpServer::new(f.registry().await, server);
+    let http = HttpServer::bind(mcp.clone(), options).await.unwrap();
+    (mcp, http)
+}
+
+async fn client(http: &HttpServer, token: Option<&str>) -> Session {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(http.url());
+    if let Some(t) = token {
+        config = config.auth_header(t);
+    }
+    Client::default()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap()
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+/// A raw MCP POST with the given extra headers and body.
+async fn post(http: &HttpServer, headers: &[(&str, &str)], body: String) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .post(http.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+/// The server answers a plain initialize: it is still up.
+async fn assert_up(http: &HttpServer, headers: &[(&str, &str)]) {
+    let r = post(http, headers, INITIALIZE.to_owned()).await;
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+}
+
+#[tokio::test]
+async fn rmcp_client_lists_calls_gets_errors_and_progress_over_http() {
+    let f = folder();
+    let (_mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;
+    assert!(http.local_addr().ip().is_loopback());
+    let c = client(&http, None).await;
+    let names: Vec<String> = c
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "echo_graph",
+            "greet_graph",
+            "hostile_cooperative",
+            "hostile_infinite_loop",
+            "loop_graph"
+        ]
+    );
+    let r = call(&c, "echo_graph", json!({"input": {"topic": "web"}})).await;
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"topic": "web", "log": ["seen:web"]}))
+    );
+    let r = call(&c, "greet_graph", json!({"name": 3, "style": "formal"})).await;
+    assert_tool_error(&r, "[INVALID_ARGS] invalid arguments: ");
+    let r = call(
+        &c,
+        "greet_graph",
+        json!({"name": "Ada", "style": "formal", "times": 11}),
+    )
+    .await;
+    assert_tool_error(&r, "[validation] times must be at most 10");
+
+    let handle = start(&c, "loop_graph", json!({"input": {"target": 2}})).await;
+    let token = handle.progress_token.clone();
+    handle.await_response().await.unwrap();
+    eventually("two progress notifications", || {
+        c.service().progress_of(&token).len() >= 2
+    })
+    .await;
+    let messages: Vec<Option<String>> = c
+        .service()
+        .progress_of(&token)
+        .into_iter()
+        .map(|p| p.message)
+        .collect();
+    assert_eq!(
+        messages,
+        [Some("step 0: count".into()), Some("step 1: count".into())]
+    );
+    c.cancel().await.unwrap();
+    http.shutdown();
+    tokio::time::timeout(SOON, http.wait())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_foreign_origin_or_host_is_refused_and_the_server_stays_up() {
+    let f = folder();
+    let (_mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;
+    let port = http.local_addr().port();
+    for origin in ["http://evil.example", "https://localhost", "null"] {
+        let r = post(&http, &[("origin", origin)], INITIALIZE.to_owned()).await;
+        assert_eq!(r.status(), 403, "{origin}");
+        assert_up(&http, &[]).await;
+    }
+    // The loopback origins on our port are fine (a local web client).
+    for origin in [
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+    ] {
+        assert_up(&http, &[("origin", &origin)]).await;
+    }
+    // DNS rebinding: a name that resolves to us but is not ours.
+    for host in [
+        "evil.example",
+        &format!("evil.example:{port}"),
+        "localhost:1",
+    ] {
+        let r = post(&http, &[("host", host)], INITIALIZE.to_owned()).await;
+        assert_eq!(r.status(), 403, "{host}");
+        assert_up(&http, &[]).await;
+    }
+    assert_up(&http, &[("host", &format!("localhost:{port}"))]).await;
+}
+
+#[tokio::test]
+async fn allow_lists_can_be_extended() {
+    let f = folder();
+    let options = HttpOptions {
+        allowed_hosts: vec!["mcp.internal".into()],
+        allowed_origins: vec!["https://app.example:443".into()],
+        ..localhost()
+    };
+    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    assert_up(
+        &http,
+        &[("host", "mcp.internal"), ("origin", "https://app.example")],
+    )
+    .await;
+    let r = post(
+        &http,
+        &[("origin", "https://other.example")],
+        INITIALIZE.into(),
+    )
+    .await;
+    assert_eq!(r.status(), 403);
+}
+
+#[tokio::test]
+async fn a_missing_or_wrong_token_is_refused() {
+    let f = folder();
+    let options = HttpOptions {
+        token: Some("s3cret-token".into()),
+        ..localhost()
+    };
+    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    let r = post(&http, &[], INITIALIZE.to_owned()).await;
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().contains_key("www-authenticate"));
+    for wrong in [
+        "Bearer wrong",
+        "Bearer s3cret-toke",
+        "Basic s3cret-token",
+        "s3cret-token",
+    ] {
+        let r = post(&http, &[("authorization", wrong)], INITIALIZE.to_owned()).await;
+        assert_eq!(r.status(), 401, "{wrong}");
+    }
+    // A GET (the notification stream) needs it too.
+    let r = reqwest::Client::new()
+        .get(http.url())
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_up(&http, &[("authorization", "Bearer s3cret-token")]).await;
+    // And an MCP client with the token works end to end.
+    let c = client(&http, Some("s3cret-token")).await;
+    let r = call(&c, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_eq!(r.is_error, Some(false));
+}
+
+#[tokio::test]
+async fn an_oversize_body_is_refused() {
+    let f = folder();
+    let options = HttpOptions {
+        max_body_bytes: 4096,
+        ..localhost()
+    };
+    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    let big = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "x".repeat(8000), "version": "1"}
+        }
+    })
+    .to_string();
+    let r = post(&http, &[], big).await;
+    assert_eq!(r.status(), 413);
+    assert_up(&http, &[]).await;
+    // The default limit is 1 MiB.
+    let (_mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat((1 << 20) + 1)
+    );
+    let r = post(&http, &[], huge).await;
+    assert_eq!(r.status(), 413);
+    assert_up(&http, &[]).await;
+}
+
+#[tokio::test]
+async fn past_the_run_limit_a_call_is_busy_at_once() {
+    let f = folder();
+    let (mcp, http) = serve(
+        &f,
+        localhost(),
+        ServerOptions {
+            max_concurrent_runs: 2,
+        },
+    )
+    .await;
+    let c = client(&http, None).await;
+    let a = start(&c, "hostile_infinite_loop", json!({"input": {}})).await;
+    let b = start(&c, "hostile_infinite_loop", json!({"input": {}})).await;
+    eventually("two runs in flight", || mcp.stats().in_flight == 2).await;
+    let r = call(&c, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_tool_error(
+        &r,
+        "[busy] 2 runs are already in flight (the server's limit); retry later",
+    );
+    a.cancel(None).await.unwrap();
+    b.cancel(None).await.unwrap();
+    eventually("the runs ended", || mcp.stats().in_flight == 0).await;
+    assert_eq!(mcp.stats().cancelled, 2);
+    let r = call(&c, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_eq!(r.is_error, Some(false));
+}
+
+#[tokio::test]
+async fn a_graceful_shutdown_lets_running_calls_finish() {
+    // A run that ends by itself at its 1.5 s deadline, unless cancelled.
+    let f = Folder::new(
+        &[("spin.wasm", HOSTILE_INFINITE_LOOP)],
+        "[graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = 1500\n",
+    );
+    let (mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;
+    let url = http.url();
+    let c = client(&http, None).await;
+    let running = start(&c, "hostile_infinite_loop", json!({"input": {}})).await;
+    eventually("the call is running", || mcp.stats().in_flight == 1).await;
+    http.shutdown();
+    // The run is not cancelled by the shutdown: it reaches its own
+    // deadline, and the client receives that result.
+    let resp = tokio::time::timeout(SOON, running.await_response())
+        .await
+        .unwrap()
+        .unwrap();
+    let rmcp::model::ServerResult::CallToolResult(r) = resp else {
+        panic!("a tool result: {resp:?}");
+    };
+    assert_eq!(text(&r), "[timeout] run exceeded its timeout of 1500 ms");
+    tokio::time::timeout(SOON, http.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    // No longer listening.
+    let refused = reqwest::Client::new().post(&url).body("{}").send().await;
+    assert!(refused.is_err());
+}
+
+#[tokio::test]
+async fn past_the_grace_period_running_calls_are_cancelled() {
+    let f = folder();
+    let options = HttpOptions {
+        shutdown_grace: Duration::from_millis(200),
+        ..localhost()
+    };
+    let (mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    let c = client(&http, None).await;
+    let _spinning = start(&c, "hostile_infinite_loop", json!({"input": {}})).await;
+    eventually("the call is running", || mcp.stats().in_flight == 1).await;
+    http.shutdown();
+    // The run would spin for ten minutes; the shutdown ends it.
+    tokio::time::timeout(SOON, http.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    eventually("the run ended", || mcp.stats().in_flight == 0).await;
+    // A call during the shutdown would have been refused.
+    assert!(mcp.stats().calls == 1);
+}
+
+#[tokio::test]
+async fn non_loopback_addresses_need_allow_remote() {
+    let f = folder();
+    let mcp = McpServer::new(f.registry().await, ServerOptions::default());
+    let options = HttpOptions::new("0.0.0.0:0".parse().unwrap());
+    let err = HttpServer::bind(mcp.clone(), options).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("refusing to listen on non-loopback address 0.0.0.0:0"),
+        "{err}"
+    );
+    let options = HttpOptions {
+        token: Some(String::new()),
+        ..localhost()
+    };
+    assert!(HttpServer::bind(mcp, options).await.is_err());
+}

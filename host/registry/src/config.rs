@@ -1,0 +1,337 @@
+//! The operator's `sandgraph.toml`: limits for every graph and per-graph
+//! overrides of the registration declarations and limits.
+//!
+//! ```toml
+//! [limits]                 # caps for every graph (all optional)
+//! timeout_ms = 20000
+//! fuel = 100000000000
+//! memory_mb = 64
+//! recursion_limit = 50
+//!
+//! [graphs.greet_graph]     # per graph (all optional)
+//! as_tool = true
+//! as_graph_tool = false
+//! timeout_ms = 5000
+//! ```
+//!
+//! A graph's limits are the runtime defaults, replaced by each `[limits]`
+//! value that is set, then lowered by the graph's own `[graphs.<name>]`
+//! values (a per-graph value never raises a `[limits]` cap; where
+//! `[limits]` does not set a field, the per-graph value replaces the
+//! default). The graph's declared `timeout_ms` then applies under both.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sandgraph_runtime::Limits;
+use serde::Deserialize;
+
+use crate::RegistryError;
+
+/// Bytes in a MiB.
+const MIB: usize = 1 << 20;
+
+/// The file the CLI reads by default, from the working directory.
+pub const DEFAULT_CONFIG_FILE: &str = "sandgraph.toml";
+
+/// Limits that may be set in `[limits]` or `[graphs.<name>]`; unset fields
+/// keep the value below them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Wall-clock budget of a run, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Fuel budget of a run.
+    pub fuel: Option<u64>,
+    /// Memory cap per instance, in MiB.
+    pub memory_mb: Option<u64>,
+    /// Superstep budget of a run.
+    pub recursion_limit: Option<u32>,
+}
+
+impl LimitOverrides {
+    /// `base` with every field that is set here replacing it.
+    pub fn replace(&self, mut base: Limits) -> Limits {
+        if let Some(ms) = self.timeout_ms {
+            base.timeout = Duration::from_millis(ms);
+        }
+        if let Some(fuel) = self.fuel {
+            base.fuel = fuel;
+        }
+        if let Some(mb) = self.memory_mb {
+            base.memory = usize::try_from(mb)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(MIB);
+        }
+        if let Some(r) = self.recursion_limit {
+            base.recursion_limit = r;
+        }
+        base
+    }
+
+    /// `base` with every field that is set here lowering it (never raising).
+    pub fn lower(&self, mut base: Limits) -> Limits {
+        let lowered = self.replace(base.clone());
+        base.timeout = base.timeout.min(lowered.timeout);
+        base.fuel = base.fuel.min(lowered.fuel);
+        base.memory = base.memory.min(lowered.memory);
+        base.recursion_limit = base.recursion_limit.min(lowered.recursion_limit);
+        base
+    }
+
+    /// Fields set in `other` replace those of `self`.
+    pub fn merged_with(&self, other: &LimitOverrides) -> LimitOverrides {
+        LimitOverrides {
+            timeout_ms: other.timeout_ms.or(self.timeout_ms),
+            fuel: other.fuel.or(self.fuel),
+            memory_mb: other.memory_mb.or(self.memory_mb),
+            recursion_limit: other.recursion_limit.or(self.recursion_limit),
+        }
+    }
+}
+
+/// One `[graphs.<name>]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphOverrides {
+    /// Overrides the graph's `as_tool` declaration.
+    pub as_tool: Option<bool>,
+    /// Overrides the graph's `as_graph_tool` declaration.
+    pub as_graph_tool: Option<bool>,
+    /// Wall-clock budget of a run, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Fuel budget of a run.
+    pub fuel: Option<u64>,
+    /// Memory cap per instance, in MiB.
+    pub memory_mb: Option<u64>,
+    /// Superstep budget of a run.
+    pub recursion_limit: Option<u32>,
+}
+
+impl GraphOverrides {
+    /// The limit fields of this table, applied under the `[limits]` caps.
+    pub fn limits(&self) -> LimitOverrides {
+        LimitOverrides {
+            timeout_ms: self.timeout_ms,
+            fuel: self.fuel,
+            memory_mb: self.memory_mb,
+            recursion_limit: self.recursion_limit,
+        }
+    }
+}
+
+/// The operator's configuration (`sandgraph.toml`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorConfig {
+    /// Caps for every graph.
+    #[serde(default)]
+    pub limits: LimitOverrides,
+    /// Per-graph overrides, by graph name.
+    #[serde(default)]
+    pub graphs: BTreeMap<String, GraphOverrides>,
+    /// The file this was read from, for messages; `None` when built in code.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+impl OperatorConfig {
+    /// Reads and checks `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Config`] naming the file, and the line and column
+    /// for TOML and schema errors.
+    pub fn load(path: &Path) -> Result<Self, RegistryError> {
+        let text = std::fs::read_to_string(path).map_err(|e| RegistryError::Config {
+            path: path.to_path_buf(),
+            message: format!("cannot read the file: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and checks `text`, read from `path` (named in errors).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Config`] for TOML syntax, unknown keys, wrong types
+    /// and limits that cannot work.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, RegistryError> {
+        let mut config: OperatorConfig = toml::from_str(text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|span| {
+                    let (line, column) = line_column(text, span.start);
+                    format!(":{line}:{column}")
+                })
+                .unwrap_or_default();
+            RegistryError::Config {
+                path: PathBuf::from(format!("{}{at}", path.display())),
+                message: e.message().trim_end_matches('.').to_string(),
+            }
+        })?;
+        config.source = Some(path.to_path_buf());
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Rejects limits that cannot work (zero timeouts, fuel, memory or
+    /// steps; memory above the runtime's maximum), naming the table.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Config`] naming the table at fault.
+    pub fn check(&self) -> Result<(), RegistryError> {
+        let bad = |table: &str, message: String| RegistryError::Config {
+            path: self
+                .source
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("<operator config>")),
+            message: format!("{table}: {message}"),
+        };
+        check_overrides(&self.limits).map_err(|m| bad("[limits]", m))?;
+        for (name, graph) in &self.graphs {
+            check_overrides(&graph.limits()).map_err(|m| bad(&format!("[graphs.{name}]"), m))?;
+        }
+        Ok(())
+    }
+
+    /// The overrides of the graph `name`, if any.
+    pub fn graph(&self, name: &str) -> Option<&GraphOverrides> {
+        self.graphs.get(name)
+    }
+
+    /// The effective limits of the graph `name` on top of `defaults` (the
+    /// runtime's): `[limits]` replaces, `[graphs.<name>]` lowers.
+    pub fn limits_for(&self, name: &str, defaults: &Limits) -> Limits {
+        let base = self.limits.replace(defaults.clone());
+        match self.graph(name) {
+            None => base,
+            Some(g) => {
+                let g = g.limits();
+                // A per-graph value lowers a `[limits]` cap; where no cap is
+                // set it replaces the runtime default.
+                let capped = LimitOverrides {
+                    timeout_ms: g.timeout_ms.filter(|_| self.limits.timeout_ms.is_some()),
+                    fuel: g.fuel.filter(|_| self.limits.fuel.is_some()),
+                    memory_mb: g.memory_mb.filter(|_| self.limits.memory_mb.is_some()),
+                    recursion_limit: g
+                        .recursion_limit
+                        .filter(|_| self.limits.recursion_limit.is_some()),
+                };
+                let free = LimitOverrides {
+                    timeout_ms: g.timeout_ms.filter(|_| self.limits.timeout_ms.is_none()),
+                    fuel: g.fuel.filter(|_| self.limits.fuel.is_none()),
+                    memory_mb: g.memory_mb.filter(|_| self.limits.memory_mb.is_none()),
+                    recursion_limit: g
+                        .recursion_limit
+                        .filter(|_| self.limits.recursion_limit.is_none()),
+                };
+                capped.lower(free.replace(base))
+            }
+        }
+    }
+}
+
+fn check_overrides(o: &LimitOverrides) -> Result<(), String> {
+    if o.timeout_ms == Some(0) {
+        return Err("timeout_ms must be greater than zero".into());
+    }
+    if o.fuel == Some(0) {
+        return Err("fuel must be greater than zero".into());
+    }
+    if let Some(mb) = o.memory_mb
+        && !(1..=4096).contains(&mb)
+    {
+        return Err(format!("memory_mb must be between 1 and 4096, got {mb}"));
+    }
+    if o.recursion_limit == Some(0) {
+        return Err("recursion_limit must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<OperatorConfig, String> {
+        OperatorConfig::parse(text, Path::new("sandgraph.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_limits_and_graph_overrides() {
+        let c = parse(
+            "[limits]\ntimeout_ms = 20000\nfuel = 1000\n\n[graphs.greet_graph]\nas_tool = false\n\
+             timeout_ms = 5000\nmemory_mb = 64\n",
+        )
+        .unwrap();
+        assert_eq!(c.limits.timeout_ms, Some(20000));
+        let g = c.graph("greet_graph").unwrap();
+        assert_eq!(g.as_tool, Some(false));
+        assert_eq!(g.as_graph_tool, None);
+        assert_eq!(g.memory_mb, Some(64));
+        assert_eq!(c.source.as_deref(), Some(Path::new("sandgraph.toml")));
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_column() {
+        let e = parse("[limits]\ntimeout_ms = 1\nbogus = 3\n").unwrap_err();
+        assert!(e.starts_with("sandgraph.toml:3:1: "), "{e}");
+        assert!(e.contains("bogus"), "{e}");
+        let e = parse("[graphs.g]\nas_tool = \"yes\"\n").unwrap_err();
+        assert!(e.starts_with("sandgraph.toml:2:11: "), "{e}");
+        let e = parse("[limits\n").unwrap_err();
+        assert!(e.starts_with("sandgraph.toml:1:"), "{e}");
+        let e = parse("[graphs.g]\nfuel = 0\n").unwrap_err();
+        assert_eq!(
+            e,
+            "sandgraph.toml: [graphs.g]: fuel must be greater than zero"
+        );
+        let e = parse("[limits]\nmemory_mb = 5000\n").unwrap_err();
+        assert_eq!(
+            e,
+            "sandgraph.toml: [limits]: memory_mb must be between 1 and 4096, got 5000"
+        );
+        let e = parse("[limits]\ntimeout_ms = -1\n").unwrap_err();
+        assert!(e.starts_with("sandgraph.toml:2:14: "), "{e}");
+    }
+
+    #[test]
+    fn per_graph_limits_apply_under_the_operator_caps() {
+        let defaults = Limits::default();
+        let c = parse(
+            "[limits]\ntimeout_ms = 1000\n[graphs.a]\ntimeout_ms = 50\nrecursion_limit = 100\n\
+             [graphs.b]\ntimeout_ms = 5000\n",
+        )
+        .unwrap();
+        // Lowered under the cap.
+        assert_eq!(
+            c.limits_for("a", &defaults).timeout,
+            Duration::from_millis(50)
+        );
+        // Never raised above it.
+        assert_eq!(
+            c.limits_for("b", &defaults).timeout,
+            Duration::from_millis(1000)
+        );
+        // No cap on steps: the per-graph value replaces the default.
+        assert_eq!(c.limits_for("a", &defaults).recursion_limit, 100);
+        // Other graphs get the caps.
+        let other = c.limits_for("c", &defaults);
+        assert_eq!(other.timeout, Duration::from_millis(1000));
+        assert_eq!(other.fuel, defaults.fuel);
+        assert_eq!(other.recursion_limit, defaults.recursion_limit);
+    }
+}

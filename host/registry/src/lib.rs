@@ -1,0 +1,41 @@
+//! Graph tools: every `.wasm` graph component in a folder, mounted as a
+//! validated tool.
+//!
+//! A [`Registry`] mounts the components of the folders it is given (sorted
+//! paths, non-recursive). Each becomes a [`GraphTool`]: its name, its
+//! description (the graph's own or one synthesized from its structure), the
+//! JSON Schema of its arguments (compiled from the graph's `parameters`, or
+//! the fallback single `input` argument), its registration flags after the
+//! operator's overrides ([`OperatorConfig`], `sandgraph.toml`) and its
+//! limits. [`GraphTool::call`] is one tool call: the arguments are
+//! validated, the graph's own `validate` export runs, then the graph runs
+//! once and its final state comes back as JSON and as pretty JSON text.
+//!
+//! A graph that cannot be mounted (not loadable, invalid spec, duplicate
+//! name, the reserved name `run_code`, unsupported parameters) is reported
+//! in the [`MountReport`] and skipped; `strict` turns that into an error.
+//! [`Registry::watch`] follows the folders while the host runs.
+//!
+//! Registration compiles nothing when the compile cache (a redb
+//! [`sandgraph_store::Store`]) already holds the graph's spec and compiled
+//! artifact, keyed by the sha256 of the wasm bytes and the engine
+//! fingerprint: the artifact is deserialized, after its digest is checked,
+//! at the first call. A graph seen for the first time is compiled once at
+//! mount (its spec comes from running it) and the artifact is stored.
+
+#![warn(missing_docs)]
+
+mod compile;
+mod config;
+mod error;
+mod registry;
+mod tool;
+mod watch;
+
+pub use config::{DEFAULT_CONFIG_FILE, GraphOverrides, LimitOverrides, OperatorConfig};
+pub use error::{MountErrorKind, MountWarning, RegistryError};
+pub use registry::{
+    MountReport, MountedGraph, RESERVED_NAME, Registry, RegistryEvent, RegistryOptions, Scope,
+};
+pub use tool::{CallOptions, GraphTool, ToolOutput, ToolSource, synthesize_description};
+pub use watch::{DEBOUNCE, WatchHandle};

@@ -1,0 +1,844 @@
+//! The registry: mounted graph tools by name, globally and per scope, the
+//! files they came from, and change events.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use sandgraph_runtime::{Graph, Runtime};
+use sandgraph_store::{Store, sha256_hex};
+use tokio::sync::broadcast;
+
+use crate::compile::Cache;
+use crate::config::OperatorConfig;
+use crate::error::{MountErrorKind, MountWarning, RegistryError};
+use crate::tool::{Built, GraphTool, ToolSource};
+
+/// The name no graph tool may take: it belongs to the code-running tool.
+pub const RESERVED_NAME: &str = "run_code";
+
+/// Capacity of the event channel; a subscriber that falls further behind
+/// gets `RecvError::Lagged` and should re-list.
+const EVENT_CAPACITY: usize = 256;
+
+/// How to open a [`Registry`].
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// Folders whose `*.wasm` files are mounted (not recursively).
+    pub dirs: Vec<PathBuf>,
+    /// Fail [`Registry::open`] when any graph fails to mount, instead of
+    /// warning and skipping it.
+    pub strict: bool,
+    /// The operator's overrides and limits.
+    pub config: OperatorConfig,
+    /// The compile cache; `None` compiles every graph at every start.
+    pub cache: Option<Store>,
+    /// Log mount warnings and notices with `tracing::warn!` (default true).
+    /// The CLI turns this off and prints the [`MountReport`] itself.
+    pub log_warnings: bool,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            dirs: Vec::new(),
+            strict: false,
+            config: OperatorConfig::default(),
+            cache: None,
+            log_warnings: true,
+        }
+    }
+}
+
+/// A graph mounted from a folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountedGraph {
+    /// The tool name.
+    pub name: String,
+    /// The file.
+    pub path: PathBuf,
+}
+
+/// What [`Registry::open`] mounted and skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MountReport {
+    /// Mounted graphs, in mount (sorted path) order.
+    pub mounted: Vec<MountedGraph>,
+    /// Graphs skipped, with the reason, in path order.
+    pub warnings: Vec<MountWarning>,
+    /// Advice that did not stop a mount: a model-visible tool without
+    /// declared parameters, a `[graphs.<name>]` table that matches no
+    /// mounted graph.
+    pub notices: Vec<MountWarning>,
+}
+
+/// A change of the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryEvent {
+    /// A graph tool was added.
+    Mounted {
+        /// The tool name.
+        name: String,
+        /// The file, when mounted from one.
+        path: Option<PathBuf>,
+        /// The scope id, `None` for the global layer.
+        scope: Option<String>,
+    },
+    /// A watched file changed and its graph was replaced.
+    Remounted {
+        /// The tool name.
+        name: String,
+        /// The file.
+        path: PathBuf,
+    },
+    /// A graph tool was removed.
+    Unmounted {
+        /// The tool name.
+        name: String,
+        /// The file, when mounted from one.
+        path: Option<PathBuf>,
+        /// The scope id, `None` for the global layer.
+        scope: Option<String>,
+    },
+    /// A watched file could not be mounted.
+    Failed {
+        /// The file.
+        path: PathBuf,
+        /// Why, as in [`MountWarning::reason`].
+        reason: String,
+    },
+}
+
+/// A file of the watched folders as last seen.
+#[derive(Debug, Clone)]
+pub(crate) struct Tracked {
+    pub(crate) digest: String,
+    pub(crate) size: u64,
+    pub(crate) mtime: Option<SystemTime>,
+    pub(crate) status: FileStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileStatus {
+    Mounted(String),
+    Failed(MountErrorKind),
+}
+
+/// Entries of one layer, by name.
+type Layer = BTreeMap<String, Arc<GraphTool>>;
+
+#[derive(Default)]
+pub(crate) struct State {
+    global: Layer,
+    scopes: HashMap<u64, (String, Layer)>,
+    pub(crate) files: BTreeMap<PathBuf, Tracked>,
+    /// Files of the folders seen changing, for the watcher.
+    pub(crate) observations: HashMap<PathBuf, crate::watch::Observation>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) runtime: Runtime,
+    pub(crate) dirs: Vec<PathBuf>,
+    config: OperatorConfig,
+    cache: Cache,
+    pub(crate) log_warnings: bool,
+    state: Mutex<State>,
+    events: broadcast::Sender<RegistryEvent>,
+    next_scope: AtomicU64,
+    /// Serializes folder scans (the watcher's passes).
+    pub(crate) scan: tokio::sync::Mutex<()>,
+}
+
+/// The graph tools of a host. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Registry {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("dirs", &self.inner.dirs)
+            .field("tools", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `*.wasm` files of `dirs`, sorted, with their metadata.
+pub(crate) fn list_wasm(
+    dirs: &[PathBuf],
+) -> (Vec<(PathBuf, std::fs::Metadata)>, Vec<RegistryError>) {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for dir in dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                errors.push(RegistryError::Dir {
+                    path: dir.clone(),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|ext| ext != "wasm") {
+                continue;
+            }
+            // Follows symlinks; folders named *.wasm are skipped.
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => files.push((path, meta)),
+                _ => {}
+            }
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files.dedup_by(|a, b| a.0 == b.0);
+    (files, errors)
+}
+
+impl Registry {
+    /// Mounts every `*.wasm` of `options.dirs`, in sorted path order.
+    ///
+    /// A graph that fails to mount is logged (unless
+    /// [`RegistryOptions::log_warnings`] is off), listed in
+    /// [`MountReport::warnings`] and skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Dir`] when a folder cannot be read, and in strict
+    /// mode [`RegistryError::Strict`] listing every graph that failed.
+    pub async fn open(
+        runtime: Runtime,
+        options: RegistryOptions,
+    ) -> Result<(Registry, MountReport), RegistryError> {
+        let (files, mut errors) = list_wasm(&options.dirs);
+        if !errors.is_empty() {
+            return Err(errors.remove(0));
+        }
+        let registry = Registry::new(runtime, &options);
+        let mut report = MountReport::default();
+        for (path, meta) in files {
+            match registry.mount_tracked(&path, &meta).await {
+                Ok((tool, notice)) => {
+                    report.mounted.push(MountedGraph {
+                        name: tool.name().to_owned(),
+                        path: path.clone(),
+                    });
+                    report.notices.extend(notice);
+                }
+                Err(w) => report.warnings.push(w),
+            }
+        }
+        let config = &registry.inner.config;
+        for name in config.graphs.keys() {
+            if registry.get(name).is_none() {
+                let path = config
+                    .source
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("<operator config>"));
+                let notice = MountWarning::new(
+                    path,
+                    MountErrorKind::Advice,
+                    format!("[graphs.{name}] matches no mounted graph"),
+                );
+                registry.log(&notice);
+                report.notices.push(notice);
+            }
+        }
+        if options.strict && !report.warnings.is_empty() {
+            return Err(RegistryError::Strict(report.warnings));
+        }
+        Ok((registry, report))
+    }
+
+    /// An empty registry (no folders): for imperative mounts.
+    pub fn empty(runtime: Runtime, config: OperatorConfig, cache: Option<Store>) -> Registry {
+        Registry::new(
+            runtime,
+            &RegistryOptions {
+                config,
+                cache,
+                ..RegistryOptions::default()
+            },
+        )
+    }
+
+    fn new(runtime: Runtime, options: &RegistryOptions) -> Registry {
+        let fingerprint: Arc<str> = Arc::from(runtime.engine_fingerprint());
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        Registry {
+            inner: Arc::new(Inner {
+                cache: Cache {
+                    store: options.cache.as_ref().map(Store::compile_cache),
+                    fingerprint,
+                },
+                runtime,
+                dirs: options.dirs.clone(),
+                config: options.config.clone(),
+                log_warnings: options.log_warnings,
+                state: Mutex::new(State::default()),
+                events,
+                next_scope: AtomicU64::new(1),
+                scan: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the maps half-updated
+        // in a way that matters more than losing the registry.
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn emit(&self, event: RegistryEvent) {
+        // No subscriber is not an error.
+        let _ = self.inner.events.send(event);
+    }
+
+    pub(crate) fn log(&self, warning: &MountWarning) {
+        if self.inner.log_warnings {
+            tracing::warn!("{warning}");
+        }
+    }
+
+    /// The runtime graphs run on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    /// The operator configuration in force.
+    pub fn config(&self) -> &OperatorConfig {
+        &self.inner.config
+    }
+
+    /// The watched folders.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.inner.dirs
+    }
+
+    /// Change events from now on: mounts, remounts, unmounts and failures
+    /// (global and scoped).
+    pub fn subscribe(&self) -> broadcast::Receiver<RegistryEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Mounts a file of a folder and records it for the watcher.
+    async fn mount_tracked(
+        &self,
+        path: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
+        let bytes = read(path)?;
+        let digest = sha256_hex(&bytes);
+        let outcome = self
+            .mount_source(bytes, ToolSource::File(path.to_path_buf()), None)
+            .await;
+        let status = match &outcome {
+            Ok((tool, _)) => FileStatus::Mounted(tool.name().to_owned()),
+            Err(w) => FileStatus::Failed(w.kind),
+        };
+        self.state().files.insert(
+            path.to_path_buf(),
+            Tracked {
+                digest,
+                size: meta.len(),
+                mtime: meta.modified().ok(),
+                status,
+            },
+        );
+        outcome
+    }
+
+    /// Mounts the component file `path` in `scope` (global when `None`).
+    ///
+    /// # Errors
+    ///
+    /// The reason the graph was not mounted, as in [`MountReport`].
+    pub async fn mount_file(
+        &self,
+        path: &Path,
+        scope: Option<&Scope>,
+    ) -> Result<Arc<GraphTool>, MountWarning> {
+        let bytes = read(path)?;
+        self.mount_source(bytes, ToolSource::File(path.to_path_buf()), scope)
+            .await
+            .map(|(tool, _)| tool)
+    }
+
+    /// Mounts component bytes in `scope`; `origin` labels them in messages.
+    ///
+    /// # Errors
+    ///
+    /// The reason the graph was not mounted, as in [`MountReport`].
+    pub async fn mount_bytes(
+        &self,
+        bytes: Vec<u8>,
+        origin: &str,
+        scope: Option<&Scope>,
+    ) -> Result<Arc<GraphTool>, MountWarning> {
+        self.mount_source(bytes, ToolSource::Bytes(origin.to_owned()), scope)
+            .await
+            .map(|(tool, _)| tool)
+    }
+
+    /// Registers an already loaded graph in `scope`.
+    ///
+    /// # Errors
+    ///
+    /// Reserved or duplicate name, unsupported parameters.
+    pub fn register(
+        &self,
+        graph: Arc<Graph>,
+        scope: Option<&Scope>,
+    ) -> Result<Arc<GraphTool>, MountWarning> {
+        let built = self.create_built(graph)?;
+        let (tool, _) = self.insert(built, scope)?;
+        Ok(tool)
+    }
+
+    /// A one-off tool of a loaded graph, with the operator's overrides; it
+    /// is not registered.
+    ///
+    /// # Errors
+    ///
+    /// Reserved name, unsupported parameters.
+    pub fn create(&self, graph: Arc<Graph>) -> Result<GraphTool, MountWarning> {
+        self.create_built(graph).map(|b| b.tool)
+    }
+
+    fn create_built(&self, graph: Arc<Graph>) -> Result<Built, MountWarning> {
+        if !wasmtime::Engine::same(graph.component().engine(), self.inner.runtime.engine()) {
+            return Err(MountWarning::new(
+                ToolSource::Graph.label(graph.name()),
+                MountErrorKind::Load,
+                "the graph was loaded by another runtime than the registry's".to_owned(),
+            ));
+        }
+        GraphTool::build(
+            &self.inner.runtime,
+            &self.inner.config,
+            graph.spec().clone(),
+            ToolSource::Graph,
+            Some(graph),
+            None,
+        )
+    }
+
+    /// Builds the tool of `bytes` and registers it. The notice, if any,
+    /// is logged and handed back.
+    pub(crate) async fn mount_source(
+        &self,
+        bytes: Vec<u8>,
+        source: ToolSource,
+        scope: Option<&Scope>,
+    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
+        let outcome = match self.build(bytes, source).await {
+            Ok(built) => self.insert(built, scope),
+            Err(w) => Err(w),
+        };
+        match &outcome {
+            Ok((_, Some(notice))) => self.log(notice),
+            Err(w) => self.log(w),
+            Ok(_) => {}
+        }
+        outcome
+    }
+
+    /// Builds the tool of component bytes: from the cached spec without
+    /// compiling or running anything, else by compiling and describing.
+    pub(crate) async fn build(
+        &self,
+        bytes: Vec<u8>,
+        source: ToolSource,
+    ) -> Result<Built, MountWarning> {
+        let inner = &self.inner;
+        let label = match &source {
+            ToolSource::File(p) => p.clone(),
+            other => PathBuf::from(other.label("?")),
+        };
+        let digest = sha256_hex(&bytes);
+        let bytes: Arc<[u8]> = Arc::from(bytes);
+        if let Some(spec) = inner.cache.spec(&digest) {
+            return GraphTool::build(
+                &inner.runtime,
+                &inner.config,
+                spec,
+                source,
+                None,
+                Some((digest, bytes, inner.cache.clone())),
+            );
+        }
+        let load_err = |e: sandgraph_runtime::RunError| {
+            MountWarning::new(label.clone(), MountErrorKind::Load, e.message)
+        };
+        let component = inner
+            .cache
+            .component(&inner.runtime, &digest, &bytes)
+            .await
+            .map_err(load_err)?;
+        let graph = inner
+            .runtime
+            .load_component(component)
+            .await
+            .map_err(load_err)?;
+        inner.cache.put_spec(&digest, graph.spec());
+        GraphTool::build(
+            &inner.runtime,
+            &inner.config,
+            graph.spec().clone(),
+            source,
+            Some(graph),
+            Some((digest, bytes, inner.cache.clone())),
+        )
+    }
+
+    fn check_scope(&self, scope: Option<&Scope>, tool: &GraphTool) -> Result<(), MountWarning> {
+        match scope {
+            Some(s) if !Arc::ptr_eq(&s.registry.inner, &self.inner) => Err(MountWarning::new(
+                tool.source().label(tool.name()),
+                MountErrorKind::ForeignScope,
+                format!("scope \"{}\" belongs to another registry", s.id),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Adds a built tool to its layer, refusing a duplicate name.
+    pub(crate) fn insert(
+        &self,
+        built: Built,
+        scope: Option<&Scope>,
+    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
+        let Built { tool, notice } = built;
+        self.check_scope(scope, &tool)?;
+        let label = tool.source().label(tool.name());
+        let notice = notice.map(|n| MountWarning::new(label.clone(), MountErrorKind::Advice, n));
+        let tool = Arc::new(tool);
+        {
+            let mut state = self.state();
+            let layer = match scope {
+                None => &mut state.global,
+                Some(s) => match state.scopes.get_mut(&s.key) {
+                    Some((_, layer)) => layer,
+                    None => {
+                        return Err(MountWarning::new(
+                            label,
+                            MountErrorKind::ForeignScope,
+                            format!("scope \"{}\" is closed", s.id),
+                        ));
+                    }
+                },
+            };
+            if let Some(existing) = layer.get(tool.name()) {
+                return Err(MountWarning::new(
+                    label,
+                    MountErrorKind::Duplicate,
+                    format!(
+                        "duplicate graph name \"{}\" (already mounted from {})",
+                        tool.name(),
+                        existing.source().label(existing.name())
+                    ),
+                ));
+            }
+            layer.insert(tool.name().to_owned(), tool.clone());
+        }
+        self.emit(RegistryEvent::Mounted {
+            name: tool.name().to_owned(),
+            path: file_of(&tool),
+            scope: scope.map(|s| s.id.clone()),
+        });
+        Ok((tool, notice))
+    }
+
+    /// Swaps the global tool mounted from `path` for `built` (the watcher's
+    /// remount): the old one stays callable until the new one is in.
+    pub(crate) fn replace(
+        &self,
+        old_name: &str,
+        path: &Path,
+        built: Built,
+    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
+        let Built { tool, notice } = built;
+        let label = tool.source().label(tool.name());
+        let notice = notice.map(|n| MountWarning::new(label.clone(), MountErrorKind::Advice, n));
+        let tool = Arc::new(tool);
+        let removed_old = {
+            let mut state = self.state();
+            let removed = remove_if_from(&mut state.global, old_name, path);
+            if let Some(existing) = state.global.get(tool.name()) {
+                let reason = format!(
+                    "duplicate graph name \"{}\" (already mounted from {})",
+                    tool.name(),
+                    existing.source().label(existing.name())
+                );
+                drop(state);
+                if removed {
+                    self.emit(RegistryEvent::Unmounted {
+                        name: old_name.to_owned(),
+                        path: Some(path.to_path_buf()),
+                        scope: None,
+                    });
+                }
+                return Err(MountWarning::new(label, MountErrorKind::Duplicate, reason));
+            }
+            state.global.insert(tool.name().to_owned(), tool.clone());
+            removed
+        };
+        if removed_old && old_name == tool.name() {
+            self.emit(RegistryEvent::Remounted {
+                name: old_name.to_owned(),
+                path: path.to_path_buf(),
+            });
+        } else {
+            if removed_old {
+                self.emit(RegistryEvent::Unmounted {
+                    name: old_name.to_owned(),
+                    path: Some(path.to_path_buf()),
+                    scope: None,
+                });
+            }
+            self.emit(RegistryEvent::Mounted {
+                name: tool.name().to_owned(),
+                path: Some(path.to_path_buf()),
+                scope: None,
+            });
+        }
+        Ok((tool, notice))
+    }
+
+    /// Removes the global tool `name` if it was mounted from `path`.
+    pub(crate) fn unmount_file(&self, name: &str, path: &Path) -> bool {
+        let removed = remove_if_from(&mut self.state().global, name, path);
+        if removed {
+            self.emit(RegistryEvent::Unmounted {
+                name: name.to_owned(),
+                path: Some(path.to_path_buf()),
+                scope: None,
+            });
+        }
+        removed
+    }
+
+    /// The global tool `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<GraphTool>> {
+        self.state().global.get(name).cloned()
+    }
+
+    /// Every global tool, sorted by name.
+    pub fn list(&self) -> Vec<Arc<GraphTool>> {
+        self.state().global.values().cloned().collect()
+    }
+
+    /// The names of every global tool, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.state().global.keys().cloned().collect()
+    }
+
+    /// The global model-visible tools (`as_tool`), sorted by name.
+    pub fn tools(&self) -> Vec<Arc<GraphTool>> {
+        self.list().into_iter().filter(|t| t.as_tool()).collect()
+    }
+
+    /// The global tools listed for discovery and routing (`as_graph_tool`),
+    /// sorted by name.
+    pub fn graph_tools(&self) -> Vec<Arc<GraphTool>> {
+        self.list()
+            .into_iter()
+            .filter(|t| t.as_graph_tool())
+            .collect()
+    }
+
+    /// Removes the global tool `name`; `false` when there was none. A file
+    /// unregistered this way is mounted again when it changes.
+    pub fn unregister(&self, name: &str) -> bool {
+        let removed = self.state().global.remove(name);
+        match removed {
+            Some(tool) => {
+                self.emit(RegistryEvent::Unmounted {
+                    name: name.to_owned(),
+                    path: file_of(&tool),
+                    scope: None,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Opens a scope: a layer of tools that shadow global tools of the same
+    /// name in [`Scope::get`] and [`Scope::list`], and that leave the
+    /// registry when the returned [`Scope`] is dropped.
+    pub fn scope(&self, id: impl Into<String>) -> Scope {
+        let id = id.into();
+        let key = self.inner.next_scope.fetch_add(1, Ordering::Relaxed);
+        self.state().scopes.insert(key, (id.clone(), Layer::new()));
+        Scope {
+            registry: self.clone(),
+            key,
+            id,
+        }
+    }
+}
+
+fn remove_if_from(layer: &mut Layer, name: &str, path: &Path) -> bool {
+    let from_path = layer
+        .get(name)
+        .is_some_and(|t| matches!(t.source(), ToolSource::File(p) if p == path));
+    if from_path {
+        layer.remove(name);
+    }
+    from_path
+}
+
+fn file_of(tool: &GraphTool) -> Option<PathBuf> {
+    match tool.source() {
+        ToolSource::File(p) => Some(p.clone()),
+        _ => None,
+    }
+}
+
+/// Largest file read as a component: the runtime refuses larger
+/// components anyway (its `MAX_COMPONENT_BYTES`), and a huge file named
+/// `*.wasm` must not be read into memory first.
+pub(crate) const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads at most [`MAX_FILE_BYTES`] of `path`.
+pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "the file is larger than the {} MiB limit for a graph component",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, MountWarning> {
+    read_bounded(path).map_err(|e| {
+        MountWarning::new(
+            path,
+            MountErrorKind::Io,
+            format!("cannot read the file: {e}"),
+        )
+    })
+}
+
+/// A layer of tools owned by one consumer (an agent, a session). Its
+/// entries shadow global tools of the same name in its own view and leave
+/// the registry when it is dropped.
+pub struct Scope {
+    registry: Registry,
+    key: u64,
+    id: String,
+}
+
+impl std::fmt::Debug for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope").field("id", &self.id).finish()
+    }
+}
+
+impl Scope {
+    /// The id given to [`Registry::scope`].
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The scope's own tool `name`, else the global one.
+    pub fn get(&self, name: &str) -> Option<Arc<GraphTool>> {
+        let state = self.registry.state();
+        state
+            .scopes
+            .get(&self.key)
+            .and_then(|(_, layer)| layer.get(name))
+            .or_else(|| state.global.get(name))
+            .cloned()
+    }
+
+    /// The scope's own tools plus the global ones they do not shadow,
+    /// sorted by name.
+    pub fn list(&self) -> Vec<Arc<GraphTool>> {
+        let state = self.registry.state();
+        let mut merged = state.global.clone();
+        if let Some((_, layer)) = state.scopes.get(&self.key) {
+            merged.extend(layer.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        merged.into_values().collect()
+    }
+
+    /// [`Scope::list`] restricted to model-visible tools.
+    pub fn tools(&self) -> Vec<Arc<GraphTool>> {
+        self.list().into_iter().filter(|t| t.as_tool()).collect()
+    }
+
+    /// [`Scope::list`] restricted to tools listed for routing.
+    pub fn graph_tools(&self) -> Vec<Arc<GraphTool>> {
+        self.list()
+            .into_iter()
+            .filter(|t| t.as_graph_tool())
+            .collect()
+    }
+
+    /// Removes the scope's own tool `name`; `false` when there was none.
+    pub fn unregister(&self, name: &str) -> bool {
+        let removed = self
+            .registry
+            .state()
+            .scopes
+            .get_mut(&self.key)
+            .and_then(|(_, layer)| layer.remove(name));
+        match removed {
+            Some(tool) => {
+                self.registry.emit(RegistryEvent::Unmounted {
+                    name: name.to_owned(),
+                    path: file_of(&tool),
+                    scope: Some(self.id.clone()),
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Mounts a component file in this scope.
+    ///
+    /// # Errors
+    ///
+    /// As [`Registry::mount_file`].
+    pub async fn mount_file(&self, path: &Path) -> Result<Arc<GraphTool>, MountWarning> {
+        self.registry.mount_file(path, Some(self)).await
+    }
+
+    /// Registers a loaded graph in this scope.
+    ///
+    /// # Errors
+    ///
+    /// As [`Registry::register`].
+    pub fn register(&self, graph: Arc<Graph>) -> Result<Arc<GraphTool>, MountWarning> {
+        self.registry.register(graph, Some(self))
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let removed = self.registry.state().scopes.remove(&self.key);
+        if let Some((id, layer)) = removed {
+            for (name, tool) in layer {
+                self.registry.emit(RegistryEvent::Unmounted {
+                    name,
+                    path: file_of(&tool),
+                    scope: Some(id.clone()),
+                });
+            }
+        }
+    }
+}

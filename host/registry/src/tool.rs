@@ -1,0 +1,514 @@
+//! One graph as a tool: its definition (name, description, schemas, flags,
+//! limits) and [`GraphTool::call`], one graph run per call.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandgraph_core::{GraphSpec, NodeContext, Reducer, json};
+use sandgraph_runtime::{
+    CancellationToken, ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime,
+    StepEvent,
+};
+use sandgraph_schema::ParameterSchema;
+use serde_json::{Map, Value};
+use tokio::sync::OnceCell;
+
+use crate::compile::Cache;
+use crate::config::OperatorConfig;
+use crate::error::{MountErrorKind, MountWarning};
+use crate::registry::RESERVED_NAME;
+
+/// Where a tool's graph came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolSource {
+    /// A component file.
+    File(PathBuf),
+    /// Component bytes mounted with an origin label.
+    Bytes(String),
+    /// An already loaded graph ([`crate::Registry::register`] or
+    /// [`crate::Registry::create`]).
+    Graph,
+}
+
+impl ToolSource {
+    /// The file path, origin label, or `<graph "name">`, for messages.
+    pub fn label(&self, name: &str) -> String {
+        match self {
+            ToolSource::File(p) => p.display().to_string(),
+            ToolSource::Bytes(origin) => origin.clone(),
+            ToolSource::Graph => format!("<graph \"{name}\">"),
+        }
+    }
+}
+
+/// Options of one tool call beyond its arguments.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// The caller's cancellation, forwarded to the run unchanged.
+    pub cancel: CancellationToken,
+    /// The durable thread of the call, passed to the run as its thread id.
+    pub thread_id: Option<String>,
+    /// Extra configurable keys passed to every node. A `thread_id` key here
+    /// is dropped: only [`CallOptions::thread_id`] sets the thread.
+    pub configurable: Map<String, Value>,
+    /// The original request text when a model routed the call; `validate`
+    /// and the nodes see it.
+    pub request: Option<String>,
+}
+
+/// What a successful tool call returns.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ToolOutput {
+    /// The final state (lossless JSON), or for an interrupted run
+    /// `{"status": "interrupted", "thread_id": .., "interrupts": [..]}`.
+    pub value: Value,
+    /// `value` as pretty JSON, 2-space indent: the text shown to a model.
+    pub text: String,
+    /// The run stopped at an interrupt (`value` is the interrupt report).
+    pub interrupted: bool,
+}
+
+impl ToolOutput {
+    fn new(value: Value, interrupted: bool) -> Result<Self, RunError> {
+        let text = serde_json::to_string_pretty(&value).map_err(|e| {
+            RunError::new(
+                ErrorCode::InvalidOutput,
+                format!("cannot render the result: {e}"),
+            )
+        })?;
+        Ok(ToolOutput {
+            value,
+            text,
+            interrupted,
+        })
+    }
+}
+
+/// How the graph of a tool is loaded at first need.
+struct LazyLoad {
+    digest: String,
+    /// Released once the graph is loaded.
+    bytes: Mutex<Option<Arc<[u8]>>>,
+    cache: Cache,
+}
+
+/// A graph mounted as a tool.
+pub struct GraphTool {
+    name: String,
+    description: String,
+    parameters: ParameterSchema,
+    output_schema: Value,
+    as_tool: bool,
+    as_graph_tool: bool,
+    limits: Limits,
+    spec: GraphSpec,
+    source: ToolSource,
+    digest: Option<String>,
+    runtime: Runtime,
+    graph: OnceCell<Arc<Graph>>,
+    lazy: Option<LazyLoad>,
+}
+
+impl std::fmt::Debug for GraphTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphTool")
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .field("as_tool", &self.as_tool)
+            .field("as_graph_tool", &self.as_graph_tool)
+            .field("loaded", &self.is_loaded())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool ready to be registered, plus the advisory notice of its mount
+/// (a model-visible tool without declared parameters), if any.
+pub(crate) struct Built {
+    pub(crate) tool: GraphTool,
+    pub(crate) notice: Option<String>,
+}
+
+impl GraphTool {
+    /// Builds the tool of `spec`. The graph is `graph` when already loaded,
+    /// else loaded at the first call from `lazy`.
+    pub(crate) fn build(
+        runtime: &Runtime,
+        config: &OperatorConfig,
+        spec: GraphSpec,
+        source: ToolSource,
+        graph: Option<Arc<Graph>>,
+        lazy: Option<(String, Arc<[u8]>, Cache)>,
+    ) -> Result<Built, MountWarning> {
+        let label = || PathBuf::from(source.label(&spec.name));
+        if spec.name == RESERVED_NAME {
+            return Err(MountWarning::new(
+                label(),
+                MountErrorKind::Reserved,
+                format!("the name \"{RESERVED_NAME}\" is reserved"),
+            ));
+        }
+        let parameters = match &spec.parameters {
+            Some(p) => ParameterSchema::compile(p).map_err(|e| {
+                MountWarning::new(label(), MountErrorKind::UnsupportedSchema, e.to_string())
+            })?,
+            None => ParameterSchema::fallback_input(&state_keys(&spec)),
+        };
+        let overrides = config.graph(&spec.name);
+        let as_tool = overrides
+            .and_then(|o| o.as_tool)
+            .unwrap_or(spec.registration.as_tool);
+        let as_graph_tool = overrides
+            .and_then(|o| o.as_graph_tool)
+            .unwrap_or(spec.registration.as_graph_tool);
+        let notice = (as_tool && parameters.is_fallback()).then(|| {
+            format!(
+                "graph \"{}\" is a model-visible tool without declared parameters: models see one \
+                 opaque `input` argument; declare `parameters`",
+                spec.name
+            )
+        });
+        let mut limits = config.limits_for(&spec.name, &runtime.config().default_limits);
+        if let Some(ms) = spec.timeout_ms {
+            limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
+        }
+        let description = match spec.description.as_deref().map(str::trim) {
+            Some(d) if !d.is_empty() => d.to_owned(),
+            _ => synthesize_description(&spec),
+        };
+        let output_schema = serde_json::json!({
+            "type": "object",
+            "description": format!(
+                "The final state of the graph: {}.",
+                key_list(&spec, false)
+            ),
+        });
+        let cell = OnceCell::new();
+        if let Some(g) = graph {
+            // A fresh cell cannot be full.
+            let _ = cell.set(g);
+        }
+        let digest = lazy.as_ref().map(|(d, _, _)| d.clone());
+        Ok(Built {
+            tool: GraphTool {
+                name: spec.name.clone(),
+                description,
+                parameters,
+                output_schema,
+                as_tool,
+                as_graph_tool,
+                limits,
+                spec,
+                source,
+                digest,
+                runtime: runtime.clone(),
+                graph: cell,
+                lazy: lazy.map(|(digest, bytes, cache)| LazyLoad {
+                    digest,
+                    bytes: Mutex::new(Some(bytes)),
+                    cache,
+                }),
+            },
+            notice,
+        })
+    }
+
+    /// The tool name (the graph's name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The graph's own description, else one synthesized from its nodes
+    /// and state keys ([`synthesize_description`]).
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The compiled parameters: declared, or the fallback `input`.
+    pub fn parameters(&self) -> &ParameterSchema {
+        &self.parameters
+    }
+
+    /// The JSON Schema of the arguments.
+    pub fn input_schema(&self) -> &Value {
+        self.parameters.json_schema()
+    }
+
+    /// The JSON Schema of the result: an object (the final state).
+    pub fn output_schema(&self) -> Value {
+        self.output_schema.clone()
+    }
+
+    /// Listed as a model-visible tool (after the operator's override).
+    pub fn as_tool(&self) -> bool {
+        self.as_tool
+    }
+
+    /// Listed for discovery and routing (after the operator's override).
+    pub fn as_graph_tool(&self) -> bool {
+        self.as_graph_tool
+    }
+
+    /// The limits of every call: runtime defaults, operator caps, the
+    /// graph's overrides and its own `timeout_ms`.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The effective timeout of a call, in milliseconds.
+    pub fn timeout_ms(&self) -> u64 {
+        u64::try_from(self.limits.timeout.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The graph's spec.
+    pub fn spec(&self) -> &GraphSpec {
+        &self.spec
+    }
+
+    /// Where the graph came from.
+    pub fn source(&self) -> &ToolSource {
+        &self.source
+    }
+
+    /// The sha256 (hex) of the component bytes, when mounted from bytes.
+    pub fn digest(&self) -> Option<&str> {
+        self.digest.as_deref()
+    }
+
+    /// Whether the graph is loaded (compiled or deserialized) yet.
+    pub fn is_loaded(&self) -> bool {
+        self.graph.initialized()
+    }
+
+    /// The full definition, as `sandgraph tools list --json` prints it:
+    /// `{name, description, as_tool, as_graph_tool, timeout_ms,
+    /// input_schema, output_schema, source}`.
+    pub fn definition(&self) -> Value {
+        serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "as_tool": self.as_tool,
+            "as_graph_tool": self.as_graph_tool,
+            "timeout_ms": self.timeout_ms(),
+            "input_schema": self.input_schema(),
+            "output_schema": self.output_schema(),
+            "source": self.source.label(&self.name),
+        })
+    }
+
+    /// The loaded graph: loaded at the first need and memoized; concurrent
+    /// first callers wait for one load. From the compile cache when it has
+    /// this component's artifact for this engine, else compiled once (and
+    /// stored). A failed load is retried by the next call.
+    ///
+    /// # Errors
+    ///
+    /// A `load` error when the component cannot be compiled or linked.
+    pub async fn graph(&self) -> Result<Arc<Graph>, RunError> {
+        self.graph
+            .get_or_try_init(|| self.load())
+            .await
+            .map(Arc::clone)
+    }
+
+    async fn load(&self) -> Result<Arc<Graph>, RunError> {
+        let lazy = self.lazy.as_ref().ok_or_else(|| {
+            RunError::new(
+                ErrorCode::Load,
+                format!("graph \"{}\" has no component", self.name),
+            )
+        })?;
+        let bytes = lazy
+            .bytes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                RunError::new(
+                    ErrorCode::Load,
+                    format!("graph \"{}\" has no component", self.name),
+                )
+            })?;
+        let component = lazy
+            .cache
+            .component(&self.runtime, &lazy.digest, &bytes)
+            .await?;
+        let graph = self
+            .runtime
+            .load_described(component, self.spec.clone())
+            .map_err(|e| {
+                RunError::new(e.code, format!("graph \"{}\": {}", self.name, e.message))
+            })?;
+        *lazy.bytes.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(graph)
+    }
+
+    /// One tool call: checks `args` against the parameters, runs the
+    /// graph's `validate`, then runs the graph once.
+    ///
+    /// # Errors
+    ///
+    /// * `INVALID_ARGS`: `invalid arguments: <v1>; <v2>`, every violation,
+    ///   paths rooted at `arguments`;
+    /// * `validation`: the graph's `validate` refused, with its reason;
+    /// * any error of loading or running the graph, unchanged.
+    pub async fn call(&self, args: Value, opts: CallOptions) -> Result<ToolOutput, RunError> {
+        self.call_streaming(args, opts, &mut |_| {}).await
+    }
+
+    /// [`GraphTool::call`], streaming one event per superstep to `on_step`.
+    ///
+    /// # Errors
+    ///
+    /// As [`GraphTool::call`].
+    pub async fn call_streaming(
+        &self,
+        args: Value,
+        opts: CallOptions,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<ToolOutput, RunError> {
+        self.parameters
+            .validate(&args)
+            .map_err(|e| RunError::new(ErrorCode::InvalidArgs, e.to_string()))?;
+        let input = self.parameters.graph_input(args);
+        let graph = self.graph().await?;
+        let mut configurable = opts.configurable;
+        configurable.remove("thread_id");
+        let run_opts = RunOptions {
+            limits: Some(self.limits.clone()),
+            cancel: opts.cancel,
+            context: NodeContext {
+                tool: self.name.clone(),
+                request: opts.request,
+                thread_id: opts.thread_id.clone(),
+                configurable,
+                ..NodeContext::default()
+            },
+        };
+        if let Err(reason) = self
+            .runtime
+            .validate(&graph, &input, run_opts.clone())
+            .await?
+        {
+            return Err(RunError::new(ErrorCode::Validation, reason));
+        }
+        match self
+            .runtime
+            .run_streaming(&graph, input, run_opts, on_step)
+            .await?
+        {
+            RunOutcome::Completed(state) => {
+                let value = Value::Object(state);
+                json::check_lossless(&value).map_err(|e| {
+                    RunError::new(
+                        ErrorCode::InvalidOutput,
+                        format!("final state: value is not lossless JSON at {e}"),
+                    )
+                })?;
+                ToolOutput::new(value, false)
+            }
+            RunOutcome::Interrupted { interrupts, .. } => ToolOutput::new(
+                serde_json::json!({
+                    "status": "interrupted",
+                    "thread_id": opts.thread_id,
+                    "interrupts": interrupts,
+                }),
+                true,
+            ),
+        }
+    }
+}
+
+/// The state keys of `spec`, each with whether it accumulates (its reducer
+/// is not `last_value`).
+fn state_keys(spec: &GraphSpec) -> Vec<(String, bool)> {
+    spec.channels
+        .iter()
+        .map(|c| (c.name.clone(), c.reducer != Reducer::LastValue))
+        .collect()
+}
+
+/// `topic, log (accumulated)`, or `none`.
+fn key_list(spec: &GraphSpec, mark: bool) -> String {
+    if spec.channels.is_empty() {
+        return "none".to_owned();
+    }
+    state_keys(spec)
+        .into_iter()
+        .map(|(k, acc)| {
+            if acc && mark {
+                format!("{k} (accumulated)")
+            } else {
+                k
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The description of a graph that has none, from its structure:
+/// `Graph "x" with nodes a, b; state keys: topic, log (accumulated).`
+pub fn synthesize_description(spec: &GraphSpec) -> String {
+    let nodes: Vec<&str> = spec.nodes.iter().map(|n| n.name.as_str()).collect();
+    let nodes = match nodes.len() {
+        0 => "no nodes".to_owned(),
+        1 => format!("node {}", nodes[0]),
+        _ => format!("nodes {}", nodes.join(", ")),
+    };
+    format!(
+        "Graph \"{}\" with {nodes}; state keys: {}.",
+        spec.name,
+        key_list(spec, true)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandgraph_core::{ChannelSpec, NodeSpec};
+
+    fn spec(nodes: &[&str], channels: &[(&str, Reducer)]) -> GraphSpec {
+        GraphSpec {
+            name: "x".into(),
+            description: None,
+            registration: Default::default(),
+            parameters: None,
+            timeout_ms: None,
+            channels: channels
+                .iter()
+                .map(|(n, r)| ChannelSpec {
+                    name: (*n).into(),
+                    reducer: *r,
+                    default: None,
+                })
+                .collect(),
+            nodes: nodes
+                .iter()
+                .map(|n| NodeSpec {
+                    name: (*n).into(),
+                    description: None,
+                })
+                .collect(),
+            edges: vec![],
+            conditional_edges: vec![],
+            entry_points: vec![],
+            finish_points: vec![],
+        }
+    }
+
+    #[test]
+    fn synthesized_descriptions_are_structural_and_deterministic() {
+        let s = spec(
+            &["a", "b"],
+            &[("topic", Reducer::LastValue), ("log", Reducer::Append)],
+        );
+        assert_eq!(
+            synthesize_description(&s),
+            "Graph \"x\" with nodes a, b; state keys: topic, log (accumulated)."
+        );
+        assert_eq!(
+            synthesize_description(&spec(&["a"], &[])),
+            "Graph \"x\" with node a; state keys: none."
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! The compile cache: a warm start compiles nothing, bad artifacts are
+//! recompiled, and concurrent first calls load a graph once.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{folder, fresh_runtime, options};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use sandgraph_registry::{CallOptions, Registry, RegistryOptions};
+use sandgraph_runtime::Runtime;
+use sandgraph_store::Store;
+use sandgraph_tests::{ECHO, GREET};
+use serde_json::json;
+
+/// The store's artifact table (see `host/store/src/schema.rs`).
+const ARTIFACTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("artifacts");
+
+async fn open_cached(rt: &Runtime, dir: &Path, store: &Store) -> Registry {
+    let opts = RegistryOptions {
+        cache: Some(store.clone()),
+        ..options(&[dir])
+    };
+    let (registry, report) = Registry::open(rt.clone(), opts).await.unwrap();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    registry
+}
+
+fn greet_args() -> serde_json::Value {
+    json!({"name": "Ada", "style": "formal"})
+}
+
+/// Flips the last byte of every stored artifact (the store must be closed).
+fn corrupt_artifacts(db_path: &Path) -> usize {
+    let db = redb::Database::open(db_path).unwrap();
+    let records: Vec<((String, String), Vec<u8>)> = {
+        let tx = db.begin_read().unwrap();
+        let t = tx.open_table(ARTIFACTS).unwrap();
+        t.iter()
+            .unwrap()
+            .map(|r| {
+                let (k, v) = r.unwrap();
+                let (a, b) = k.value();
+                ((a.to_owned(), b.to_owned()), v.value().to_vec())
+            })
+            .collect()
+    };
+    let tx = db.begin_write().unwrap();
+    {
+        let mut t = tx.open_table(ARTIFACTS).unwrap();
+        for ((a, b), mut v) in records.clone() {
+            let last = v.len() - 1;
+            v[last] ^= 0xff;
+            t.insert((a.as_str(), b.as_str()), v.as_slice()).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    records.len()
+}
+
+#[tokio::test]
+async fn a_second_start_with_a_warm_cache_compiles_nothing() {
+    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+
+    // Cold: each graph compiled once, at mount; the first call compiles
+    // nothing more.
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    assert_eq!(rt.compile_count(), 2);
+    let greet = registry.get("greet_graph").unwrap();
+    assert!(greet.is_loaded());
+    greet
+        .call(greet_args(), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rt.compile_count(), 2);
+    assert_eq!(store.compile_cache().artifact_count().unwrap(), 2);
+    drop(registry);
+
+    // Warm: a new runtime (a new process) compiles nothing at mount, and
+    // loads nothing until a call.
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    assert_eq!(rt.compile_count(), 0, "mounting compiled");
+    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+    let greet = registry.get("greet_graph").unwrap();
+    assert!(!greet.is_loaded(), "registration is only registration");
+    assert_eq!(greet.description(), "Greet someone, formally or casually.");
+    // Invalid arguments do not load the graph either.
+    greet
+        .call(json!({"name": 1}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(!greet.is_loaded());
+    let out = greet
+        .call(greet_args(), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value["greeting"], json!("Good day, Ada."));
+    assert!(greet.is_loaded());
+    assert_eq!(rt.compile_count(), 0, "the first call compiled");
+    let echo = registry.get("echo_graph").unwrap();
+    echo.call(json!({"input": {"topic": "t"}}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rt.compile_count(), 0);
+}
+
+#[tokio::test]
+async fn without_a_cache_every_start_compiles_once_per_graph() {
+    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    for _ in 0..2 {
+        let rt = fresh_runtime();
+        let (registry, _) = Registry::open(rt.clone(), options(&[dir.path()]))
+            .await
+            .unwrap();
+        assert_eq!(rt.compile_count(), 2);
+        let greet = registry.get("greet_graph").unwrap();
+        greet
+            .call(greet_args(), CallOptions::default())
+            .await
+            .unwrap();
+        greet
+            .call(greet_args(), CallOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(rt.compile_count(), 2, "memoized");
+    }
+}
+
+#[tokio::test]
+async fn a_corrupt_artifact_is_recompiled_and_replaced() {
+    let dir = folder(&[("greet.wasm", GREET)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let db_path = cache_dir.path().join("cache.redb");
+    {
+        let store = Store::open(&db_path).unwrap();
+        let rt = fresh_runtime();
+        open_cached(&rt, dir.path(), &store).await;
+        assert_eq!(rt.compile_count(), 1);
+    }
+    assert_eq!(corrupt_artifacts(&db_path), 1);
+
+    let store = Store::open(&db_path).unwrap();
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    assert_eq!(rt.compile_count(), 0, "the spec is still good");
+    let greet = registry.get("greet_graph").unwrap();
+    let out = greet
+        .call(greet_args(), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value["greeting"], json!("Good day, Ada."));
+    assert_eq!(rt.compile_count(), 1, "the bad artifact was not used");
+    drop(registry);
+
+    // The recompiled artifact was stored: the next start is warm again.
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    registry
+        .get("greet_graph")
+        .unwrap()
+        .call(greet_args(), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rt.compile_count(), 0);
+}
+
+#[tokio::test]
+async fn an_artifact_that_does_not_deserialize_is_recompiled() {
+    let dir = folder(&[("greet.wasm", GREET)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    let digest = registry
+        .get("greet_graph")
+        .unwrap()
+        .digest()
+        .unwrap()
+        .to_owned();
+    drop(registry);
+    // Bytes that match their recorded digest but are no compiled component.
+    store
+        .compile_cache()
+        .put_artifact(&digest, &rt.engine_fingerprint(), b"\x7fELF not really")
+        .unwrap();
+
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    let out = registry
+        .get("greet_graph")
+        .unwrap()
+        .call(greet_args(), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value["greeting"], json!("Good day, Ada."));
+    assert_eq!(rt.compile_count(), 1);
+}
+
+#[tokio::test]
+async fn a_bad_cached_spec_is_a_miss() {
+    let dir = folder(&[("greet.wasm", GREET)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let digest = sandgraph_store::sha256_hex(&std::fs::read(GREET).unwrap());
+    store
+        .compile_cache()
+        .put_spec(&digest, r#"{"name": "greet_graph", "channels": "nope"}"#)
+        .unwrap();
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    assert_eq!(rt.compile_count(), 1, "described again");
+    assert!(registry.get("greet_graph").unwrap().is_loaded());
+    // And the good spec replaced the bad one.
+    let text = store.compile_cache().spec(&digest).unwrap().unwrap();
+    assert!(text.contains("\"greet_graph\""), "{text}");
+    assert!(!text.contains("nope"), "{text}");
+}
+
+async fn concurrent_first_calls(registry: &Registry, n: usize) {
+    let greet = registry.get("greet_graph").unwrap();
+    assert!(!greet.is_loaded());
+    let calls = (0..n).map(|i| {
+        let greet = Arc::clone(&greet);
+        async move {
+            greet
+                .call(
+                    json!({"name": format!("n{i}"), "style": "casual"}),
+                    CallOptions::default(),
+                )
+                .await
+        }
+    });
+    for (i, out) in futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(out.unwrap().value["greeting"], json!(format!("Hey n{i}!")));
+    }
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_on_a_cold_graph_compile_it_once() {
+    let dir = folder(&[("greet.wasm", GREET)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let db_path = cache_dir.path().join("cache.redb");
+    {
+        let store = Store::open(&db_path).unwrap();
+        open_cached(&fresh_runtime(), dir.path(), &store).await;
+    }
+    // The spec is cached, the artifact is not usable: the graph is mounted
+    // without compiling and compiled at first need.
+    corrupt_artifacts(&db_path);
+    let store = Store::open(&db_path).unwrap();
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    assert_eq!(rt.compile_count(), 0);
+    concurrent_first_calls(&registry, 8).await;
+    assert_eq!(rt.compile_count(), 1, "8 concurrent first calls");
+    drop(registry);
+
+    // With a good artifact, concurrent first calls compile nothing.
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    concurrent_first_calls(&registry, 8).await;
+    assert_eq!(rt.compile_count(), 0);
+}

@@ -1,0 +1,295 @@
+//! One tool call: argument validation, the graph's validate export, the
+//! fallback `input`, pass-through of the call context and cancellation,
+//! and the result rendering.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{folder, open};
+use sandgraph_registry::{CallOptions, Registry};
+use sandgraph_runtime::{CancellationToken, ErrorCode};
+use sandgraph_tests::{
+    ECHO, GRAPH_CONTEXT, GRAPH_INTERRUPT, GREET, HOSTILE_COOPERATIVE, HOSTILE_NAN_OUTPUT,
+    HOSTILE_PANIC,
+};
+use serde_json::{Value, json};
+
+async fn registry() -> (Registry, tempfile::TempDir) {
+    let dir = folder(&[
+        ("echo.wasm", ECHO),
+        ("greet.wasm", GREET),
+        ("ctx.wasm", GRAPH_CONTEXT),
+        ("interrupt.wasm", GRAPH_INTERRUPT),
+        ("coop.wasm", HOSTILE_COOPERATIVE),
+        ("panic.wasm", HOSTILE_PANIC),
+        ("nan.wasm", HOSTILE_NAN_OUTPUT),
+    ]);
+    let (registry, report) = open(dir.path()).await;
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    (registry, dir)
+}
+
+#[tokio::test]
+async fn every_argument_violation_is_listed_with_paths_rooted_at_arguments() {
+    let (registry, _dir) = registry().await;
+    let greet = registry.get("greet_graph").unwrap();
+    let err = greet
+        .call(
+            json!({"style": "loud", "times": 1.5, "tags": [1]}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgs);
+    assert_eq!(err.code.as_str(), "INVALID_ARGS");
+    assert_eq!(
+        err.message,
+        "invalid arguments: missing required property \"arguments.name\"; \
+         \"arguments.style\" must be one of [\"formal\",\"casual\"]; \
+         \"arguments.times\" must be an integer; \
+         \"arguments.tags[0]\" must be a string"
+    );
+    // Not an object at all.
+    let err = greet
+        .call(json!([1, 2]), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgs);
+    assert_eq!(
+        err.message,
+        "invalid arguments: \"arguments\" must be an object"
+    );
+}
+
+#[tokio::test]
+async fn a_call_returns_the_final_state_and_its_pretty_json() {
+    let (registry, _dir) = registry().await;
+    let greet = registry.get("greet_graph").unwrap();
+    let out = greet
+        .call(
+            json!({"name": "Ada", "style": "formal", "times": 2, "tags": ["x"]}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(!out.interrupted);
+    assert_eq!(
+        out.value,
+        json!({
+            "name": "Ada", "style": "formal", "times": 2, "tags": ["x"],
+            "greeting": "Good day, Ada. Good day, Ada."
+        })
+    );
+    assert_eq!(
+        out.text,
+        "{\n  \"name\": \"Ada\",\n  \"style\": \"formal\",\n  \"times\": 2,\n  \"tags\": [\n    \"x\"\n  ],\n  \
+         \"greeting\": \"Good day, Ada. Good day, Ada.\"\n}"
+    );
+    // Errors of the graph itself come back unchanged.
+    let err = registry
+        .get("hostile_panic")
+        .unwrap()
+        .call(json!({"input": {}}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Trap);
+    // A state that is not lossless JSON is an explicit error, never a
+    // result.
+    let nan = registry.get("hostile_nan_output").unwrap();
+    let err = nan
+        .call(
+            json!({"input": {"mode": "neg_zero"}}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidOutput);
+    assert!(err.message.contains("at $.x"), "{}", err.message);
+    let out = nan
+        .call(json!({"input": {"mode": "fine"}}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value["x"], json!(1));
+}
+
+#[tokio::test]
+async fn the_graph_validate_export_rejects_with_its_reason() {
+    let (registry, _dir) = registry().await;
+    let greet = registry.get("greet_graph").unwrap();
+    let err = greet
+        .call(
+            json!({"name": "Ada", "style": "formal", "times": 11}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Validation);
+    assert_eq!(err.code.as_str(), "validation");
+    assert_eq!(err.message, "times must be at most 10");
+    // The request text reaches validate (with the tool name).
+    let ctx = registry.get("graph_context").unwrap();
+    let opts = CallOptions {
+        request: Some("this one is not mine".into()),
+        ..CallOptions::default()
+    };
+    let err = ctx.call(json!({"input": {}}), opts).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Validation);
+    assert_eq!(
+        err.message,
+        "\"graph_context\" does not handle: this one is not mine"
+    );
+}
+
+#[tokio::test]
+async fn without_parameters_the_tool_takes_one_input_describing_the_state_keys() {
+    let (registry, _dir) = registry().await;
+    let echo = registry.get("echo_graph").unwrap();
+    assert!(echo.parameters().is_fallback());
+    assert_eq!(
+        echo.input_schema(),
+        &json!({
+            "type": "object",
+            "properties": {
+                "input": {"description": "Expected state keys: topic, log (accumulated)."}
+            },
+            "required": ["input"]
+        })
+    );
+    // The graph input is `args.input`.
+    let out = echo
+        .call(json!({"input": {"topic": "hi"}}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value, json!({"topic": "hi", "log": ["seen:hi"]}));
+    // The state itself is not the argument object.
+    let err = echo
+        .call(json!({"topic": "hi"}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgs);
+    assert_eq!(
+        err.message,
+        "invalid arguments: missing required property \"arguments.input\""
+    );
+}
+
+#[tokio::test]
+async fn descriptions_are_the_graphs_own_or_synthesized_from_its_structure() {
+    let (registry, _dir) = registry().await;
+    assert_eq!(
+        registry.get("greet_graph").unwrap().description(),
+        "Greet someone, formally or casually."
+    );
+    let ctx = registry.get("graph_context").unwrap();
+    assert_eq!(
+        ctx.description(),
+        "Graph \"graph_context\" with node echo; state keys: topic, context."
+    );
+    let def = ctx.definition();
+    assert_eq!(
+        def,
+        json!({
+            "name": "graph_context",
+            "description": "Graph \"graph_context\" with node echo; state keys: topic, context.",
+            "as_tool": false,
+            "as_graph_tool": true,
+            "timeout_ms": 5000,
+            "input_schema": {
+                "type": "object",
+                "properties": {"input": {"description": "Expected state keys: topic, context."}},
+                "required": ["input"]
+            },
+            "output_schema": {
+                "type": "object",
+                "description": "The final state of the graph: topic, context."
+            },
+            "source": ctx.source().label(ctx.name()),
+        })
+    );
+}
+
+#[tokio::test]
+async fn thread_id_configurable_and_request_pass_through_to_the_run() {
+    let (registry, _dir) = registry().await;
+    let ctx = registry.get("graph_context").unwrap();
+    let mut configurable = serde_json::Map::new();
+    configurable.insert("user".into(), json!("ada"));
+    configurable.insert("depth".into(), json!(2));
+    // Only `thread_id` sets the thread.
+    configurable.insert("thread_id".into(), json!("spoofed"));
+    let opts = CallOptions {
+        thread_id: Some("thread-7".into()),
+        configurable,
+        request: Some("echo my context".into()),
+        ..CallOptions::default()
+    };
+    let out = ctx
+        .call(json!({"input": {"topic": "t"}}), opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        out.value,
+        json!({
+            "topic": "t",
+            "context": {
+                "tool": "graph_context",
+                "request": "echo my context",
+                "thread_id": "thread-7",
+                "configurable": {"user": "ada", "depth": 2}
+            }
+        })
+    );
+    // Nothing set: nothing passed.
+    let out = ctx
+        .call(json!({"input": {}}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.value["context"],
+        json!({"tool": "graph_context", "request": null, "thread_id": null, "configurable": {}})
+    );
+}
+
+#[tokio::test]
+async fn the_callers_cancellation_is_forwarded() {
+    let (registry, _dir) = registry().await;
+    let coop = registry.get("hostile_cooperative").unwrap();
+    let cancel = CancellationToken::new();
+    let opts = CallOptions {
+        cancel: cancel.clone(),
+        ..CallOptions::default()
+    };
+    let start = Instant::now();
+    let call = tokio::spawn(async move { coop.call(json!({"input": {}}), opts).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    cancel.cancel();
+    // The graph watches the signal and settles; without the forwarded
+    // cancellation it would spin until its fuel runs out (an error).
+    let out = tokio::time::timeout(Duration::from_secs(20), call)
+        .await
+        .expect("the cancelled call settles")
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.value["stopped_early"], json!(true));
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test]
+async fn an_interrupted_run_reports_its_interrupts() {
+    let (registry, _dir) = registry().await;
+    let tool = registry.get("graph_interrupt").unwrap();
+    let opts = CallOptions {
+        thread_id: Some("t-1".into()),
+        ..CallOptions::default()
+    };
+    let out = tool.call(json!({"input": {}}), opts).await.unwrap();
+    assert!(out.interrupted);
+    assert_eq!(out.value["status"], json!("interrupted"));
+    assert_eq!(out.value["thread_id"], json!("t-1"));
+    let interrupts = out.value["interrupts"].as_array().unwrap();
+    assert_eq!(interrupts.len(), 1);
+    assert_eq!(interrupts[0]["node"], json!("ask"));
+    assert_eq!(interrupts[0]["value"], json!({"question": "approve?"}));
+    assert_eq!(serde_json::from_str::<Value>(&out.text).unwrap(), out.value);
+}

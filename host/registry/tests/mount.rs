@@ -1,0 +1,571 @@
+//! Mounting folders: good graphs survive bad neighbours, strict mode,
+//! ordering, declarations, operator overrides, and the imperative API
+//! (scopes, register, create, unregister).
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{at, config, folder, open, options, runtime};
+use sandgraph_registry::{
+    CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryError, RegistryEvent,
+    RegistryOptions, ToolSource,
+};
+use sandgraph_runtime::ErrorCode;
+use sandgraph_tests::{
+    ECHO, GRAPH_BAD_PARAMS, GRAPH_CONTEXT, GRAPH_INVALID_SPEC, GRAPH_RESERVED_NAME, GREET,
+    HOSTILE_INFINITE_LOOP,
+};
+use serde_json::json;
+
+fn messy_folder() -> tempfile::TempDir {
+    let dir = folder(&[
+        ("a_echo.wasm", ECHO),
+        ("c_echo_again.wasm", ECHO),
+        ("d_greet.wasm", GREET),
+        ("e_reserved.wasm", GRAPH_RESERVED_NAME),
+        ("f_bad_params.wasm", GRAPH_BAD_PARAMS),
+        ("g_invalid_spec.wasm", GRAPH_INVALID_SPEC),
+    ]);
+    std::fs::write(
+        at(dir.path(), "b_broken.wasm"),
+        "this is a text file, not wasm",
+    )
+    .unwrap();
+    // Not `.wasm`: ignored. Sub-folders: not searched.
+    std::fs::copy(GREET, at(dir.path(), "notes.wasm.txt")).unwrap();
+    std::fs::create_dir(at(dir.path(), "sub")).unwrap();
+    std::fs::copy(ECHO, dir.path().join("sub/h.wasm")).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn broken_duplicate_reserved_and_unsupported_graphs_do_not_block_the_good_ones() {
+    let dir = messy_folder();
+    let d = dir.path();
+    let (registry, report) = open(d).await;
+
+    let mounted: Vec<(&str, &Path)> = report
+        .mounted
+        .iter()
+        .map(|m| (m.name.as_str(), m.path.as_path()))
+        .collect();
+    assert_eq!(
+        mounted,
+        [
+            ("echo_graph", at(d, "a_echo.wasm").as_path()),
+            ("greet_graph", at(d, "d_greet.wasm").as_path()),
+        ]
+    );
+    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+
+    let warnings: Vec<(&Path, MountErrorKind, &str)> = report
+        .warnings
+        .iter()
+        .map(|w| (w.path.as_path(), w.kind, w.reason.as_str()))
+        .collect();
+    assert_eq!(warnings.len(), 5, "{warnings:#?}");
+    assert_eq!(warnings[0].0, at(d, "b_broken.wasm"));
+    assert_eq!(warnings[0].1, MountErrorKind::Load);
+    assert!(
+        warnings[0].2.contains("not a wasm file"),
+        "{}",
+        warnings[0].2
+    );
+    assert_eq!(
+        warnings[1],
+        (
+            at(d, "c_echo_again.wasm").as_path(),
+            MountErrorKind::Duplicate,
+            format!(
+                "duplicate graph name \"echo_graph\" (already mounted from {})",
+                at(d, "a_echo.wasm").display()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        warnings[2],
+        (
+            at(d, "e_reserved.wasm").as_path(),
+            MountErrorKind::Reserved,
+            "the name \"run_code\" is reserved"
+        )
+    );
+    assert_eq!(
+        warnings[3],
+        (
+            at(d, "f_bad_params.wasm").as_path(),
+            MountErrorKind::UnsupportedSchema,
+            "unsupported JSON schema: parameters.x.required must be true when present"
+        )
+    );
+    assert_eq!(warnings[4].0, at(d, "g_invalid_spec.wasm"));
+    assert_eq!(warnings[4].1, MountErrorKind::Load);
+    assert!(
+        warnings[4]
+            .2
+            .contains(r#"edge "a" -> "b": unknown target node "b""#),
+        "{}",
+        warnings[4].2
+    );
+    // Displayed as `<path>: <reason>`.
+    assert_eq!(
+        report.warnings[2].to_string(),
+        format!(
+            "{}: the name \"run_code\" is reserved",
+            at(d, "e_reserved.wasm").display()
+        )
+    );
+
+    // The good graphs work.
+    let out = registry
+        .get("greet_graph")
+        .unwrap()
+        .call(
+            json!({"name": "Ada", "style": "casual"}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.value["greeting"], json!("Hey Ada!"));
+}
+
+#[tokio::test]
+async fn strict_mode_turns_the_warnings_into_a_failure() {
+    let dir = messy_folder();
+    let opts = RegistryOptions {
+        strict: true,
+        ..options(&[dir.path()])
+    };
+    let err = Registry::open(runtime(), opts).await.unwrap_err();
+    let RegistryError::Strict(warnings) = &err else {
+        panic!("expected a strict failure, got {err}");
+    };
+    assert_eq!(warnings.len(), 5);
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("5 graphs failed to mount (strict): "),
+        "{msg}"
+    );
+    assert!(msg.contains("the name \"run_code\" is reserved"), "{msg}");
+
+    // A clean folder passes strict mode.
+    let clean = folder(&[("greet.wasm", GREET)]);
+    let opts = RegistryOptions {
+        strict: true,
+        ..options(&[clean.path()])
+    };
+    let (registry, report) = Registry::open(runtime(), opts).await.unwrap();
+    assert!(report.warnings.is_empty());
+    assert_eq!(registry.names(), ["greet_graph"]);
+}
+
+#[tokio::test]
+async fn folders_are_mounted_in_sorted_path_order_whatever_order_they_are_given() {
+    let root = tempfile::tempdir().unwrap();
+    let d1 = root.path().join("d1");
+    let d2 = root.path().join("d2");
+    std::fs::create_dir_all(&d1).unwrap();
+    std::fs::create_dir_all(&d2).unwrap();
+    std::fs::copy(ECHO, d1.join("z.wasm")).unwrap();
+    std::fs::copy(ECHO, d2.join("a.wasm")).unwrap();
+    for dirs in [[&d1, &d2], [&d2, &d1]] {
+        let (registry, report) =
+            Registry::open(runtime(), options(&[dirs[0].as_path(), dirs[1].as_path()]))
+                .await
+                .unwrap();
+        let tool = registry.get("echo_graph").unwrap();
+        assert_eq!(tool.source(), &ToolSource::File(d1.join("z.wasm")));
+        assert_eq!(report.warnings.len(), 1);
+        assert_eq!(report.warnings[0].path, d2.join("a.wasm"));
+        assert_eq!(report.warnings[0].kind, MountErrorKind::Duplicate);
+    }
+}
+
+#[tokio::test]
+async fn a_missing_folder_is_an_error_naming_it() {
+    let root = tempfile::tempdir().unwrap();
+    let missing = root.path().join("nope");
+    let err = Registry::open(runtime(), options(&[&missing]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Dir { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("cannot read graph folder {}: ", missing.display())),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn declarations_come_from_the_spec_and_a_tool_without_parameters_gets_a_notice() {
+    let dir = folder(&[
+        ("echo.wasm", ECHO),
+        ("greet.wasm", GREET),
+        ("loop.wasm", HOSTILE_INFINITE_LOOP),
+    ]);
+    let (registry, report) = open(dir.path()).await;
+    let flags: Vec<(String, bool, bool)> = registry
+        .list()
+        .iter()
+        .map(|t| (t.name().to_owned(), t.as_tool(), t.as_graph_tool()))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            ("echo_graph".to_owned(), true, true),
+            ("greet_graph".to_owned(), true, true),
+            // Defaults: not a model-visible tool, listed for routing.
+            ("hostile_infinite_loop".to_owned(), false, true),
+        ]
+    );
+    let names = |tools: Vec<std::sync::Arc<sandgraph_registry::GraphTool>>| {
+        tools
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(registry.tools()), ["echo_graph", "greet_graph"]);
+    assert_eq!(
+        names(registry.graph_tools()),
+        ["echo_graph", "greet_graph", "hostile_infinite_loop"]
+    );
+    // echo_graph is `as_tool` without parameters: advice, not a failure.
+    assert!(report.warnings.is_empty());
+    assert_eq!(report.notices.len(), 1, "{:?}", report.notices);
+    assert_eq!(report.notices[0].path, at(dir.path(), "echo.wasm"));
+    assert_eq!(report.notices[0].kind, MountErrorKind::Advice);
+    assert!(
+        report.notices[0].reason.starts_with(
+            "graph \"echo_graph\" is a model-visible tool without declared parameters"
+        ),
+        "{}",
+        report.notices[0].reason
+    );
+}
+
+#[tokio::test]
+async fn the_operator_config_overrides_declarations_and_sets_limits_per_graph() {
+    let dir = folder(&[
+        ("echo.wasm", ECHO),
+        ("greet.wasm", GREET),
+        ("loop.wasm", HOSTILE_INFINITE_LOOP),
+    ]);
+    let cfg = config(
+        "[graphs.greet_graph]\nas_tool = false\nas_graph_tool = false\n\n\
+         [graphs.echo_graph]\nas_graph_tool = false\n\n\
+         [graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = 200\n\n\
+         [graphs.not_here]\nas_tool = true\n",
+    );
+    let opts = RegistryOptions {
+        config: cfg,
+        ..options(&[dir.path()])
+    };
+    let (registry, report) = Registry::open(runtime(), opts).await.unwrap();
+    let names = |tools: Vec<std::sync::Arc<sandgraph_registry::GraphTool>>| {
+        tools
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(registry.tools()),
+        ["echo_graph", "hostile_infinite_loop"]
+    );
+    assert_eq!(names(registry.graph_tools()), ["hostile_infinite_loop"]);
+    // All still mounted and callable by name.
+    assert_eq!(registry.names().len(), 3);
+    // A table naming no graph is reported.
+    assert!(
+        report
+            .notices
+            .iter()
+            .any(|n| n.reason == "[graphs.not_here] matches no mounted graph"
+                && n.path == Path::new("sandgraph.toml")),
+        "{:?}",
+        report.notices
+    );
+
+    // The per-graph timeout stops the spinning graph.
+    let tool = registry.get("hostile_infinite_loop").unwrap();
+    assert_eq!(tool.timeout_ms(), 200);
+    let start = Instant::now();
+    let err = tool
+        .call(json!({"input": {}}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Timeout);
+    assert!(err.message.contains("timeout of 200 ms"), "{}", err.message);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    // Others keep the defaults.
+    assert_eq!(registry.get("echo_graph").unwrap().timeout_ms(), 30_000);
+}
+
+#[tokio::test]
+async fn per_graph_limits_stay_under_the_operator_caps_and_the_graph_timeout_under_both() {
+    let dir = folder(&[("ctx.wasm", GRAPH_CONTEXT), ("greet.wasm", GREET)]);
+    let open_with = |text: &str| {
+        let opts = RegistryOptions {
+            config: config(text),
+            ..options(&[dir.path()])
+        };
+        async move { Registry::open(runtime(), opts).await.unwrap().0 }
+    };
+    // graph_context declares 5000 ms.
+    let r = open_with("").await;
+    assert_eq!(r.get("graph_context").unwrap().timeout_ms(), 5000);
+    assert_eq!(r.get("greet_graph").unwrap().timeout_ms(), 30_000);
+    let r = open_with("[limits]\ntimeout_ms = 1000\nfuel = 1000000\n").await;
+    assert_eq!(r.get("graph_context").unwrap().timeout_ms(), 1000);
+    assert_eq!(r.get("greet_graph").unwrap().limits().fuel, 1_000_000);
+    let r = open_with(
+        "[limits]\ntimeout_ms = 1000\n[graphs.greet_graph]\ntimeout_ms = 9000\nrecursion_limit = 3\n\
+         [graphs.graph_context]\ntimeout_ms = 700\n",
+    )
+    .await;
+    let greet = r.get("greet_graph").unwrap();
+    assert_eq!(greet.timeout_ms(), 1000, "never raised above the cap");
+    assert_eq!(greet.limits().recursion_limit, 3);
+    assert_eq!(r.get("graph_context").unwrap().timeout_ms(), 700);
+    assert_eq!(
+        r.get("graph_context").unwrap().definition()["timeout_ms"],
+        json!(700)
+    );
+}
+
+#[tokio::test]
+async fn config_files_are_read_and_their_errors_name_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandgraph.toml");
+    std::fs::write(&path, "[graphs.greet_graph]\nas_tool = true\n").unwrap();
+    let cfg = OperatorConfig::load(&path).unwrap();
+    assert_eq!(cfg.graph("greet_graph").unwrap().as_tool, Some(true));
+    std::fs::write(&path, "[graphs.greet_graph]\nas_tol = true\n").unwrap();
+    let err = OperatorConfig::load(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:2:1: unknown field `as_tol`", path.display())),
+        "{err}"
+    );
+    let err = OperatorConfig::load(&dir.path().join("missing.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("missing.toml: cannot read the file: "),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
+    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    let (registry, _) = open(dir.path()).await;
+    let mut events = registry.subscribe();
+    let scope = registry.scope("agent-1");
+    // Another component under a global name: echo's bytes, scoped.
+    let other = folder(&[("echo_v2.wasm", ECHO), ("ctx.wasm", GRAPH_CONTEXT)]);
+    let shadow = scope
+        .mount_file(&at(other.path(), "echo_v2.wasm"))
+        .await
+        .unwrap();
+    let own = registry
+        .mount_file(&at(other.path(), "ctx.wasm"), Some(&scope))
+        .await
+        .unwrap();
+    assert_eq!(own.name(), "graph_context");
+    assert_eq!(
+        common::next_event(&mut events).await,
+        RegistryEvent::Mounted {
+            name: "echo_graph".into(),
+            path: Some(at(other.path(), "echo_v2.wasm")),
+            scope: Some("agent-1".into()),
+        }
+    );
+    common::next_event(&mut events).await;
+
+    // The scope sees its own echo_graph; the global view is unchanged.
+    let seen = scope.get("echo_graph").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&seen, &shadow));
+    assert_eq!(
+        registry.get("echo_graph").unwrap().source(),
+        &ToolSource::File(at(dir.path(), "echo.wasm"))
+    );
+    let listed: Vec<String> = scope
+        .list()
+        .iter()
+        .map(|t| format!("{}@{}", t.name(), t.source().label(t.name())))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            format!("echo_graph@{}", at(other.path(), "echo_v2.wasm").display()),
+            format!("graph_context@{}", at(other.path(), "ctx.wasm").display()),
+            format!("greet_graph@{}", at(dir.path(), "greet.wasm").display()),
+        ]
+    );
+    assert!(registry.get("graph_context").is_none(), "scoped only");
+    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+    // Names are unique within a scope.
+    let dup = scope
+        .mount_file(&at(other.path(), "echo_v2.wasm"))
+        .await
+        .unwrap_err();
+    assert_eq!(dup.kind, MountErrorKind::Duplicate);
+
+    // Another scope does not see them.
+    let scope2 = registry.scope("agent-2");
+    assert_eq!(
+        scope2.get("echo_graph").unwrap().source(),
+        &ToolSource::File(at(dir.path(), "echo.wasm"))
+    );
+    assert!(scope2.get("graph_context").is_none());
+
+    // Dropping the scope removes its entries, with events.
+    drop(scope);
+    let mut gone = vec![
+        common::next_event(&mut events).await,
+        common::next_event(&mut events).await,
+    ];
+    gone.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        gone,
+        [
+            RegistryEvent::Unmounted {
+                name: "echo_graph".into(),
+                path: Some(at(other.path(), "echo_v2.wasm")),
+                scope: Some("agent-1".into()),
+            },
+            RegistryEvent::Unmounted {
+                name: "graph_context".into(),
+                path: Some(at(other.path(), "ctx.wasm")),
+                scope: Some("agent-1".into()),
+            },
+        ]
+    );
+    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+    assert!(scope2.get("graph_context").is_none());
+    // A scope of another registry is refused.
+    let (other_registry, _) = open(dir.path()).await;
+    let foreign = other_registry.scope("x");
+    let err = registry
+        .mount_file(&at(other.path(), "ctx.wasm"), Some(&foreign))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, MountErrorKind::ForeignScope);
+}
+
+#[tokio::test]
+async fn register_create_get_and_an_idempotent_unregister() {
+    let registry = Registry::empty(runtime(), OperatorConfig::default(), None);
+    let mut events = registry.subscribe();
+    let greet = sandgraph_tests::load(GREET).await;
+    let tool = registry.register(greet.clone(), None).unwrap();
+    assert_eq!(tool.source(), &ToolSource::Graph);
+    assert!(tool.is_loaded());
+    assert_eq!(
+        common::next_event(&mut events).await,
+        RegistryEvent::Mounted {
+            name: "greet_graph".into(),
+            path: None,
+            scope: None
+        }
+    );
+    assert_eq!(registry.names(), ["greet_graph"]);
+    // Registering the same name again is a duplicate.
+    let err = registry.register(greet.clone(), None).unwrap_err();
+    assert_eq!(err.kind, MountErrorKind::Duplicate);
+    assert_eq!(
+        err.reason,
+        "duplicate graph name \"greet_graph\" (already mounted from <graph \"greet_graph\">)"
+    );
+    // The reserved name is refused by register and create alike.
+    let reserved = sandgraph_tests::load(GRAPH_RESERVED_NAME).await;
+    assert_eq!(reserved.name(), "run_code");
+    assert_eq!(
+        registry.register(reserved.clone(), None).unwrap_err().kind,
+        MountErrorKind::Reserved
+    );
+    assert_eq!(
+        registry.create(reserved).unwrap_err().kind,
+        MountErrorKind::Reserved
+    );
+
+    // create: a tool, not registered.
+    let echo = sandgraph_tests::load(ECHO).await;
+    let one_off = registry.create(echo).unwrap();
+    assert_eq!(one_off.name(), "echo_graph");
+    assert!(registry.get("echo_graph").is_none());
+    let out = one_off
+        .call(json!({"input": {"topic": "x"}}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value, json!({"topic": "x", "log": ["seen:x"]}));
+
+    // mount_bytes labels the origin.
+    let bytes = std::fs::read(ECHO).unwrap();
+    let mounted = registry
+        .mount_bytes(bytes, "upload #1", None)
+        .await
+        .unwrap();
+    assert_eq!(mounted.source(), &ToolSource::Bytes("upload #1".into()));
+    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+    let err = registry
+        .mount_bytes(b"junk".to_vec(), "upload #2", None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.path, Path::new("upload #2"));
+    assert_eq!(err.kind, MountErrorKind::Load);
+
+    // unregister is idempotent.
+    assert!(registry.unregister("greet_graph"));
+    assert!(!registry.unregister("greet_graph"));
+    assert!(!registry.unregister("never_was"));
+    assert!(registry.get("greet_graph").is_none());
+    assert_eq!(registry.names(), ["echo_graph"]);
+    // One Mounted (echo via bytes) and one Unmounted (greet) since.
+    assert_eq!(
+        common::next_event(&mut events).await,
+        RegistryEvent::Mounted {
+            name: "echo_graph".into(),
+            path: None,
+            scope: None
+        }
+    );
+    assert_eq!(
+        common::next_event(&mut events).await,
+        RegistryEvent::Unmounted {
+            name: "greet_graph".into(),
+            path: None,
+            scope: None
+        }
+    );
+    // After unregistering, the name is free again.
+    registry.register(greet, None).unwrap();
+    // Scoped unregister is idempotent too.
+    let scope = registry.scope("s");
+    scope.register(sandgraph_tests::load(GREET).await).unwrap();
+    assert!(scope.unregister("greet_graph"));
+    assert!(!scope.unregister("greet_graph"));
+    assert!(
+        scope.get("greet_graph").is_some(),
+        "the global one shows again"
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_file_is_refused_without_reading_it_whole() {
+    let dir = folder(&[("greet.wasm", GREET)]);
+    let big = std::fs::File::create(at(dir.path(), "big.wasm")).unwrap();
+    // Sparse: instant to create.
+    big.set_len((64 << 20) + 1).unwrap();
+    drop(big);
+    let (registry, report) = open(dir.path()).await;
+    assert_eq!(registry.names(), ["greet_graph"]);
+    assert_eq!(report.warnings.len(), 1);
+    assert_eq!(report.warnings[0].kind, MountErrorKind::Io);
+    assert_eq!(
+        report.warnings[0].reason,
+        "cannot read the file: the file is larger than the 64 MiB limit for a graph component"
+    );
+}

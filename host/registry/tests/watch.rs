@@ -1,0 +1,255 @@
+//! `--watch`: files added, replaced and removed while the host runs are
+//! mounted, remounted and unmounted, with events; half-written files are
+//! not mounted; failures are retried on change.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::{at, events_within, folder, next_event, open};
+use sandgraph_registry::{CallOptions, DEBOUNCE, RegistryEvent};
+use sandgraph_tests::{ECHO, GREET};
+use serde_json::json;
+
+/// `bytes` with a custom section appended: another file, the same graph.
+fn with_custom_section(bytes: &[u8], payload: &[u8]) -> Vec<u8> {
+    let name = b"sandgraph-test";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(payload);
+    assert!(section.len() < 128, "one-byte LEB128 size");
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section id
+    out.push(section.len() as u8);
+    out.extend_from_slice(&section);
+    out
+}
+
+/// Writes `bytes` to `path` in one go (through a temporary name and a
+/// rename, as a deploy would).
+fn deploy(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn mounted(name: &str, path: &Path) -> RegistryEvent {
+    RegistryEvent::Mounted {
+        name: name.into(),
+        path: Some(path.to_path_buf()),
+        scope: None,
+    }
+}
+
+fn unmounted(name: &str, path: &Path) -> RegistryEvent {
+    RegistryEvent::Unmounted {
+        name: name.into(),
+        path: Some(path.to_path_buf()),
+        scope: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() {
+    let dir = folder(&[("echo.wasm", ECHO)]);
+    let d = dir.path();
+    let (registry, _) = open(d).await;
+    let mut events = registry.subscribe();
+    let _watch = registry.watch().unwrap();
+
+    // Add.
+    let greet_path = at(d, "greet.wasm");
+    deploy(&greet_path, &std::fs::read(GREET).unwrap());
+    assert_eq!(
+        next_event(&mut events).await,
+        mounted("greet_graph", &greet_path)
+    );
+    let out = registry
+        .get("greet_graph")
+        .unwrap()
+        .call(
+            json!({"name": "Ada", "style": "casual"}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.value["greeting"], json!("Hey Ada!"));
+
+    // Replace with another build of the same graph: remounted.
+    let echo_path = at(d, "echo.wasm");
+    let before = registry.get("echo_graph").unwrap();
+    let v2 = with_custom_section(&std::fs::read(ECHO).unwrap(), b"v2");
+    deploy(&echo_path, &v2);
+    assert_eq!(
+        next_event(&mut events).await,
+        RegistryEvent::Remounted {
+            name: "echo_graph".into(),
+            path: echo_path.clone(),
+        }
+    );
+    let after = registry.get("echo_graph").unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&before, &after));
+    assert_eq!(
+        after.digest(),
+        Some(sandgraph_store::sha256_hex(&v2).as_str())
+    );
+
+    // Replace with another graph: the old name leaves, the new one comes.
+    deploy(&echo_path, &std::fs::read(GREET).unwrap());
+    // greet_graph is already mounted from greet.wasm: a duplicate.
+    assert_eq!(
+        next_event(&mut events).await,
+        unmounted("echo_graph", &echo_path)
+    );
+    match next_event(&mut events).await {
+        RegistryEvent::Failed { path, reason } => {
+            assert_eq!(path, echo_path);
+            assert_eq!(
+                reason,
+                format!(
+                    "duplicate graph name \"greet_graph\" (already mounted from {})",
+                    greet_path.display()
+                )
+            );
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    assert_eq!(registry.names(), ["greet_graph"]);
+
+    // Remove greet.wasm: unmounted, which frees the name for echo.wasm
+    // (now holding greet_graph too).
+    std::fs::remove_file(&greet_path).unwrap();
+    assert_eq!(
+        next_event(&mut events).await,
+        unmounted("greet_graph", &greet_path)
+    );
+    assert_eq!(
+        next_event(&mut events).await,
+        mounted("greet_graph", &echo_path)
+    );
+    assert_eq!(registry.names(), ["greet_graph"]);
+
+    // Remove the last one.
+    std::fs::remove_file(&echo_path).unwrap();
+    assert_eq!(
+        next_event(&mut events).await,
+        unmounted("greet_graph", &echo_path)
+    );
+    assert!(registry.names().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_being_written_is_not_mounted_half_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (registry, _) = open(d).await;
+    let mut events = registry.subscribe();
+    let _watch = registry.watch().unwrap();
+
+    let bytes = std::fs::read(GREET).unwrap();
+    let (first, second) = bytes.split_at(bytes.len() / 2);
+    let path = at(d, "greet.wasm");
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(first).unwrap();
+    file.flush().unwrap();
+    // A pause shorter than the debounce, then the rest.
+    tokio::time::sleep(DEBOUNCE / 4).await;
+    file.write_all(second).unwrap();
+    file.flush().unwrap();
+    drop(file);
+
+    assert_eq!(next_event(&mut events).await, mounted("greet_graph", &path));
+    let rest = events_within(&mut events, DEBOUNCE * 5).await;
+    assert!(rest.is_empty(), "one mount and nothing else: {rest:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_written_slowly_for_longer_than_a_pass_can_wait_is_postponed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (registry, _) = open(d).await;
+    let mut events = registry.subscribe();
+    let _watch = registry.watch().unwrap();
+
+    // Writes keep coming for ~3 s, each within the debounce of the last:
+    // a pass runs anyway after at most 2 s and must leave the file alone.
+    let bytes = std::fs::read(GREET).unwrap();
+    let path = at(d, "greet.wasm");
+    let mut file = std::fs::File::create(&path).unwrap();
+    for chunk in bytes.chunks(bytes.len().div_ceil(60)) {
+        file.write_all(chunk).unwrap();
+        file.flush().unwrap();
+        tokio::time::sleep(DEBOUNCE / 4).await;
+    }
+    drop(file);
+
+    assert_eq!(next_event(&mut events).await, mounted("greet_graph", &path));
+    let rest = events_within(&mut events, DEBOUNCE * 5).await;
+    assert!(rest.is_empty(), "one mount and nothing else: {rest:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_file_fails_and_is_retried_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (registry, _) = open(d).await;
+    let mut events = registry.subscribe();
+    let _watch = registry.watch().unwrap();
+
+    let path = at(d, "g.wasm");
+    deploy(&path, b"not wasm yet");
+    match next_event(&mut events).await {
+        RegistryEvent::Failed { path: p, reason } => {
+            assert_eq!(p, path);
+            assert!(reason.contains("not a wasm file"), "{reason}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    // Touching it without changing it does not retry.
+    deploy(&path, b"not wasm yet");
+    let quiet = events_within(&mut events, DEBOUNCE * 4).await;
+    assert!(quiet.is_empty(), "{quiet:?}");
+    // A real change does.
+    deploy(&path, &std::fs::read(ECHO).unwrap());
+    assert_eq!(next_event(&mut events).await, mounted("echo_graph", &path));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_handle_stops_watching() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (registry, _) = open(d).await;
+    let mut events = registry.subscribe();
+    let watch = registry.watch().unwrap();
+    deploy(&at(d, "echo.wasm"), &std::fs::read(ECHO).unwrap());
+    assert_eq!(
+        next_event(&mut events).await,
+        mounted("echo_graph", &at(d, "echo.wasm"))
+    );
+    drop(watch);
+    deploy(&at(d, "greet.wasm"), &std::fs::read(GREET).unwrap());
+    let after = events_within(&mut events, DEBOUNCE * 5).await;
+    assert!(after.is_empty(), "{after:?}");
+    assert_eq!(registry.names(), ["echo_graph"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_between_open_and_watch_are_picked_up() {
+    let dir = folder(&[("echo.wasm", ECHO)]);
+    let d = dir.path();
+    let (registry, _) = open(d).await;
+    let mut events = registry.subscribe();
+    std::fs::remove_file(at(d, "echo.wasm")).unwrap();
+    deploy(&at(d, "greet.wasm"), &std::fs::read(GREET).unwrap());
+    let _watch = registry.watch().unwrap();
+    let mut got = vec![next_event(&mut events).await, next_event(&mut events).await];
+    got.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        got,
+        [
+            mounted("greet_graph", &at(d, "greet.wasm")),
+            unmounted("echo_graph", &at(d, "echo.wasm")),
+        ]
+    );
+}

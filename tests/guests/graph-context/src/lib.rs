@@ -1,0 +1,74 @@
+//! Echoes the call context into the state, so a host can check what it
+//! passes through: `tool`, `request`, `thread_id` and `configurable` of the
+//! node's context. `validate` refuses a call whose request text contains
+//! `not mine`, with the reason `"<tool>" does not handle: <request>`.
+//! Declares no parameters, so its tool takes one `input` argument, no
+//! description, so its tool gets a synthesized one, and a 5 s timeout.
+
+use sandgraph_sdk::serde_json::{Value, json};
+use sandgraph_sdk::{Context, END, Graph, Reducer, START, Update, ValidateContext};
+
+fn echo(_: Value, ctx: &Context) -> Update {
+    Update::new().set(
+        "context",
+        json!({
+            "tool": ctx.tool(),
+            "request": ctx.request(),
+            "thread_id": ctx.thread_id(),
+            "configurable": ctx.configurable(),
+        }),
+    )
+}
+
+fn check(_: Value, ctx: &ValidateContext) -> Result<(), String> {
+    match ctx.request() {
+        Some(request) if request.contains("not mine") => {
+            Err(format!("\"{}\" does not handle: {request}", ctx.tool()))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn graph() -> Graph {
+    Graph::new("graph_context")
+        .timeout_ms(5000)
+        .channel("topic", Reducer::LastValue)
+        .channel("context", Reducer::LastValue)
+        .node_with_context("echo", echo)
+        .edge(START, "echo")
+        .edge("echo", END)
+        .validate(check)
+}
+
+sandgraph_sdk::export_graph!(graph);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_is_valid() {
+        graph().check().unwrap();
+    }
+
+    #[test]
+    fn echoes_the_context_and_refuses_foreign_requests() {
+        let ctx = Context::default()
+            .with_tool("t")
+            .with_thread_id("th")
+            .with_request("r");
+        let update = echo(json!({}), &ctx);
+        assert_eq!(
+            update.get("context"),
+            Some(&json!({"tool": "t", "request": "r", "thread_id": "th", "configurable": {}}))
+        );
+        let vctx = ValidateContext::default()
+            .with_tool("t")
+            .with_request("this is not mine");
+        assert_eq!(
+            check(json!({}), &vctx),
+            Err("\"t\" does not handle: this is not mine".to_owned())
+        );
+        assert!(check(json!({}), &ValidateContext::default()).is_ok());
+    }
+}

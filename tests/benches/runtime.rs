@@ -59,6 +59,10 @@ fn main() {
     throughput(&mut group, &tokio);
     group.finish();
 
+    let mut group = criterion.benchmark_group("durability");
+    durability(&mut group, &tokio);
+    group.finish();
+
     criterion.final_summary();
 }
 
@@ -262,4 +266,49 @@ fn throughput(group: &mut BenchmarkGroup<'_, WallTime>, tokio: &Tokio) {
             }
         });
     });
+}
+
+// ---- durable threads: echo with a checkpointer in each mode ----
+
+fn durability(group: &mut BenchmarkGroup<'_, WallTime>, tokio: &Tokio) {
+    use sandgraph_runtime::Start;
+    use sandgraph_store::{Durability, Store};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let graph = tokio.block_on(load(sandgraph_tests::ECHO));
+    let input = json!({"topic": "hi"});
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = Store::open(&dir.path().join("bench.redb"))
+        .expect("a thread store")
+        .threads();
+    let next = AtomicU64::new(0);
+    group.sample_size(50);
+    group.bench_function("echo_without_checkpointer", |b| {
+        b.to_async(tokio)
+            .iter(|| async { black_box(run_once(&graph, input.clone(), None).await) });
+    });
+    for mode in Durability::ALL {
+        group.bench_function(format!("echo_{}", mode.as_str()), |b| {
+            b.to_async(tokio).iter(|| async {
+                // A new thread per run, so every run writes its input and
+                // loop checkpoints and one task record.
+                let id = format!("bench-{}", next.fetch_add(1, Ordering::Relaxed));
+                let writer = store.begin(&id, graph.name(), mode).expect("a free thread");
+                let out = runtime()
+                    .run_thread(
+                        &graph,
+                        None,
+                        Start::Input(input.clone()),
+                        RunOptions::default(),
+                        &writer,
+                        &mut |_| {},
+                    )
+                    .await;
+                match out {
+                    Ok(RunOutcome::Completed(state)) => black_box(state),
+                    other => panic!("echo on a thread: {other:?}"),
+                }
+            });
+        });
+    }
 }

@@ -278,10 +278,11 @@ fn rejected() -> Vec<(&'static str, Value, Vec<String>)> {
             "enum members of the wrong type",
             json!({"s": {"type": "string", "enum": ["a", 1, null]}, "i": {"type": "integer", "enum": [1.5, 1e20]}}),
             vec![
-                s("parameters.i.enum[0] must be an integer"),
-                s("parameters.i.enum[1] must be an integer"),
+                // Declaration order: `s` is declared before `i`.
                 s("parameters.s.enum[1] must be a string"),
                 s("parameters.s.enum[2] must be a string"),
+                s("parameters.i.enum[0] must be an integer"),
+                s("parameters.i.enum[1] must be an integer"),
             ],
         ),
         (
@@ -299,10 +300,10 @@ fn rejected() -> Vec<(&'static str, Value, Vec<String>)> {
             json!({"n": {"type": "number", "enum": [-0.0]}, "i": {"type": "integer", "const": 9007199254740992u64}}),
             vec![
                 s(
-                    "parameters.i.const must be lossless JSON ($: integer 9007199254740992 is outside the safe range ±(2^53-1))",
+                    "parameters.n.enum[0] must be lossless JSON ($: negative zero (-0) is not allowed)",
                 ),
                 s(
-                    "parameters.n.enum[0] must be lossless JSON ($: negative zero (-0) is not allowed)",
+                    "parameters.i.const must be lossless JSON ($: integer 9007199254740992 is outside the safe range ±(2^53-1))",
                 ),
             ],
         ),
@@ -310,10 +311,10 @@ fn rejected() -> Vec<(&'static str, Value, Vec<String>)> {
             "annotation shapes",
             json!({"a": {"type": "string", "description": 1, "title": null, "examples": "x"}}),
             vec![
-                // Key order.
+                // Declaration order of the keys.
                 s("parameters.a.description must be a string"),
-                s("parameters.a.examples must be an array"),
                 s("parameters.a.title must be a string"),
+                s("parameters.a.examples must be an array"),
             ],
         ),
         (
@@ -331,8 +332,8 @@ fn rejected() -> Vec<(&'static str, Value, Vec<String>)> {
                 "c": {"type": "object", "properties": {"d": {"type": "wat"}}},
             }),
             vec![
-                s("parameters.a.pattern is not supported by the value schema DSL"),
                 s("parameters.a.required must be true when present"),
+                s("parameters.a.pattern is not supported by the value schema DSL"),
                 s("parameters.b must be a value schema object"),
                 s("parameters.c.additionalProperties must be explicitly true or false"),
                 format!("parameters.c.properties.d.{TYPE_SET}"),
@@ -435,8 +436,8 @@ fn greet_arguments() {
             vec![
                 r#"missing required property "arguments.name""#,
                 r#""arguments.style" must be one of ["formal","casual"]"#,
-                r#""arguments.tags[0]" must be a string"#,
                 r#""arguments.times" must be an integer"#,
+                r#""arguments.tags[0]" must be a string"#,
             ],
         ),
         (
@@ -593,15 +594,16 @@ fn nested_arguments() {
             json!({"obj": {"id": "1", "zzz": 1, "items": [{"c": 1}, {}, {"c": "ok", "d": -0.0}, 5], "aaa": null}}),
             vec![
                 // An object's missing properties come before its members' violations.
+                // Then the members in the order the arguments give them.
                 r#"missing required property "arguments.obj.name""#,
-                r#""arguments.obj.aaa" is not a declared property (additionalProperties: false)"#,
                 r#""arguments.obj.id" must be an integer"#,
+                r#""arguments.obj.zzz" is not a declared property (additionalProperties: false)"#,
                 r#""arguments.obj.items[0].c" must be a string"#,
                 r#"missing required property "arguments.obj.items[1].c""#,
                 // Undeclared wins over not lossless; nothing is said about -0 there.
                 r#""arguments.obj.items[2].d" is not a declared property (additionalProperties: false)"#,
                 r#""arguments.obj.items[3]" must be an object"#,
-                r#""arguments.obj.zzz" is not a declared property (additionalProperties: false)"#,
+                r#""arguments.obj.aaa" is not a declared property (additionalProperties: false)"#,
             ],
         ),
         // Nothing is reported below a value of the wrong type.
@@ -622,19 +624,20 @@ fn nested_arguments() {
 
 #[test]
 fn missing_required_properties_follow_required_order() {
-    // BTreeMap order makes `a` < `b` < `c`; the required array is the same.
+    // Declaration order (serde_json preserve_order): the required array
+    // keeps `c`, `a`, `b` as declared, and missing properties follow it.
     let schema = ParameterSchema::compile(&json!({
         "c": {"type": "string", "required": true},
         "a": {"type": "string", "required": true},
         "b": {"type": "string", "required": true},
     }))
     .expect("compiles");
-    assert_eq!(schema.json_schema()["required"], json!(["a", "b", "c"]));
+    assert_eq!(schema.json_schema()["required"], json!(["c", "a", "b"]));
     assert_eq!(
         violations(&schema, &json!({"b": 1})),
         vec![
-            r#"missing required property "arguments.a""#,
             r#"missing required property "arguments.c""#,
+            r#"missing required property "arguments.a""#,
             r#""arguments.b" must be a string"#,
         ]
     );

@@ -285,6 +285,27 @@ impl Runtime {
         Ok(limits)
     }
 
+    /// The run's executor config and its sandbox (one `RunControl` shared by
+    /// all of the run's instances).
+    fn sandbox(
+        &self,
+        graph: &Arc<Graph>,
+        opts: &RunOptions,
+    ) -> Result<(RunConfig, Arc<Sandbox>), RunError> {
+        let limits = self.limits_for(graph, opts)?;
+        let config = RunConfig {
+            recursion_limit: limits.recursion_limit,
+            context: opts.context.clone(),
+        };
+        let control = RunControl::new(limits, opts.cancel.clone());
+        let backend = Arc::new(Sandbox {
+            shared: self.shared.clone(),
+            graph: graph.clone(),
+            control,
+        });
+        Ok((config, backend))
+    }
+
     /// Runs `graph` on `input` to completion (or interrupt), streaming one
     /// event per superstep to `on_step`.
     pub async fn run_streaming(
@@ -294,22 +315,12 @@ impl Runtime {
         opts: RunOptions,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<RunOutcome, RunError> {
-        let limits = self.limits_for(graph, &opts)?;
-        let config = RunConfig {
-            recursion_limit: limits.recursion_limit,
-            context: opts.context.clone(),
-        };
-        let control = RunControl::new(limits, opts.cancel.clone());
-        let backend = Arc::new(Sandbox {
-            shared: self.shared.clone(),
-            graph: graph.clone(),
-            control: control.clone(),
-        });
+        let (config, backend) = self.sandbox(graph, &opts)?;
         let outcome = sandgraph_core::run(&graph.compiled, &backend, input, &config, on_step).await;
         tracing::debug!(
             graph = graph.name(),
-            elapsed_us = control.elapsed().as_micros() as u64,
-            fuel = control.fuel_used(),
+            elapsed_us = backend.control.elapsed().as_micros() as u64,
+            fuel = backend.control.fuel_used(),
             ok = outcome.is_ok(),
             "run finished"
         );
@@ -328,17 +339,7 @@ impl Runtime {
         saver: &dyn Checkpointer,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<RunOutcome, RunError> {
-        let limits = self.limits_for(graph, &opts)?;
-        let config = RunConfig {
-            recursion_limit: limits.recursion_limit,
-            context: opts.context.clone(),
-        };
-        let control = RunControl::new(limits, opts.cancel.clone());
-        let backend = Arc::new(Sandbox {
-            shared: self.shared.clone(),
-            graph: graph.clone(),
-            control,
-        });
+        let (config, backend) = self.sandbox(graph, &opts)?;
         sandgraph_core::run_thread(
             &graph.compiled,
             &backend,

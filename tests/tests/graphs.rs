@@ -70,6 +70,24 @@ async fn echo() {
 }
 
 #[tokio::test]
+async fn graph_fallback() {
+    let state = completed(run(sandgraph_tests::GRAPH_FALLBACK, json!({})).await);
+    assert_eq!(state, json!({"handled": "fallback", "request": null}));
+    let graph = load(sandgraph_tests::GRAPH_FALLBACK).await;
+    assert_eq!(graph.name(), "graph_fallback");
+    // Every parameter is optional: `{}` is valid arguments.
+    let params = graph
+        .spec()
+        .parameters
+        .clone()
+        .expect("declares parameters");
+    assert_eq!(
+        params,
+        json!({"note": {"type": "string", "description": "Optional note."}})
+    );
+}
+
+#[tokio::test]
 async fn greet() {
     let state = completed(
         run(

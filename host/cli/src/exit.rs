@@ -11,6 +11,13 @@ pub const INTERRUPTED: u8 = 20;
 pub const BUILD_FAILED: u8 = 12;
 /// A bug or an environment failure in the host itself.
 pub const INTERNAL: u8 = 70;
+/// The model provider failed: missing or rejected key, rate limits or
+/// server errors past the retries, timeouts, malformed answers.
+pub const MODEL: u8 = 17;
+/// Every routing attempt was rejected; the message has the last reason.
+pub const ROUTING_EXHAUSTED: u8 = 18;
+/// A routing hook (a listener of the operator's policy) failed.
+pub const HOOK: u8 = 19;
 
 /// The exit code of each error code.
 pub fn exit_code(code: ErrorCode) -> u8 {
@@ -57,6 +64,15 @@ impl Failure {
         }
     }
 
+    /// A failure with its own code and exit number.
+    pub fn new(code: &'static str, exit: u8, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            exit,
+            message: message.into(),
+        }
+    }
+
     pub fn report(self) -> ExitCode {
         eprintln!("error[{}]: {}", self.code, self.message);
         ExitCode::from(self.exit)
@@ -82,7 +98,18 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for c in ErrorCode::ALL {
             let e = exit_code(c);
-            assert!(e != 0 && e != INTERRUPTED && e != BUILD_FAILED && e != INTERNAL);
+            assert!(
+                ![
+                    0,
+                    INTERRUPTED,
+                    BUILD_FAILED,
+                    INTERNAL,
+                    MODEL,
+                    ROUTING_EXHAUSTED,
+                    HOOK
+                ]
+                .contains(&e)
+            );
             assert!(seen.insert(e), "duplicate exit code {e}");
         }
     }

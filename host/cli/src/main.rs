@@ -2,6 +2,7 @@
 
 mod build;
 mod exit;
+mod route;
 mod serve;
 mod threads;
 mod tools;
@@ -75,6 +76,10 @@ enum Command {
     Call(tools::CallArgs),
     /// Serve the graph tools of folders over MCP: stdio, or Streamable HTTP with --http
     Serve(serve::ServeArgs),
+    /// Ask a model to pick a graph tool for a request, check its choice (retrying with the reason), run it and print {tool, args, result, attempts}
+    Route(route::RouteArgs),
+    /// Print the routing audit journal: every attempt with its decision, reason and timings
+    Journal(route::JournalArgs),
 }
 
 /// Per-run limits; unset ones keep the defaults documented in
@@ -166,6 +171,8 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
         Command::Tools { command } => tools::tools(command).await,
         Command::Call(args) => tools::call(args).await,
         Command::Serve(args) => serve::serve(args).await,
+        Command::Route(args) => route::route(args).await,
+        Command::Journal(args) => route::journal(args).await,
     }
 }
 

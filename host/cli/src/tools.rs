@@ -37,13 +37,13 @@ pub enum ToolsCommand {
 pub struct MountArgs {
     /// Folder of graph components (*.wasm, not searched recursively); repeatable
     #[arg(long = "graphs", value_name = "DIR", required = true)]
-    graphs: Vec<PathBuf>,
+    pub(crate) graphs: Vec<PathBuf>,
     /// Fail when any graph fails to mount instead of warning and skipping it
     #[arg(long)]
     strict: bool,
     /// Operator config [default: ./sandgraph.toml when present]
     #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Compile cache [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/cache.redb, else ~/.cache/sandgraph/cache.redb]
     #[arg(long, value_name = "FILE", conflicts_with = "no_cache")]
     cache: Option<PathBuf>,
@@ -83,7 +83,7 @@ pub(crate) fn registry_failure(e: RegistryError) -> Failure {
 }
 
 /// The config file: `--config`, else `./sandgraph.toml` when present.
-fn load_config(arg: Option<&Path>) -> Result<OperatorConfig, Failure> {
+pub(crate) fn load_operator_config(arg: Option<&Path>) -> Result<OperatorConfig, Failure> {
     let path = match arg {
         Some(p) => p.to_path_buf(),
         None => {
@@ -135,7 +135,7 @@ pub(crate) async fn open(
     args: &MountArgs,
     caps: LimitOverrides,
 ) -> Result<(Registry, MountReport), Failure> {
-    let mut config = load_config(args.config.as_deref())?;
+    let mut config = load_operator_config(args.config.as_deref())?;
     config.limits = config.limits.merged_with(&caps);
     config.check().map_err(registry_failure)?;
     let runtime = Runtime::new()?;

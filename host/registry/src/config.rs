@@ -122,7 +122,7 @@ impl GraphOverrides {
 }
 
 /// The operator's configuration (`sandgraph.toml`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorConfig {
     /// Caps for every graph.
@@ -131,6 +131,23 @@ pub struct OperatorConfig {
     /// Per-graph overrides, by graph name.
     #[serde(default)]
     pub graphs: BTreeMap<String, GraphOverrides>,
+    /// `[llm]`: the model provider. Checked by `sandgraph-agent`.
+    #[serde(default)]
+    pub llm: toml::Table,
+    /// `[routing]`: the routing agent. Checked by `sandgraph-agent`.
+    #[serde(default)]
+    pub routing: toml::Table,
+    /// `[policy]`: built-in routing hooks. Checked by `sandgraph-agent`.
+    #[serde(default)]
+    pub policy: toml::Table,
+    /// `[agents.<id>]`: routing-agent profiles of the controller. Checked by
+    /// `sandgraph-agent`.
+    #[serde(default)]
+    pub agents: toml::Table,
+    /// `[controller]`: the agent-graph controller. Checked by
+    /// `sandgraph-controller`.
+    #[serde(default)]
+    pub controller: toml::Table,
     /// The file this was read from, for messages; `None` when built in code.
     #[serde(skip)]
     pub source: Option<PathBuf>,

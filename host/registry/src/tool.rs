@@ -367,34 +367,96 @@ impl GraphTool {
         opts: CallOptions,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<ToolOutput, RunError> {
-        self.parameters
-            .validate(&args)
-            .map_err(|e| RunError::new(ErrorCode::InvalidArgs, e.to_string()))?;
+        self.check_args(&args)?;
         let input = self.parameters.graph_input(args);
         let graph = self.graph().await?;
+        let run_opts = self.run_options(opts);
+        self.run_validate(&graph, &input, &run_opts).await?;
+        self.run_graph(&graph, input, run_opts, on_step).await
+    }
+
+    /// The checks of [`GraphTool::call`] without the run: the arguments
+    /// against the parameters, then the graph's `validate` export (which
+    /// sees `opts.request`). A router checks a model's choice with this
+    /// before its hooks, then runs it with [`GraphTool::execute`].
+    ///
+    /// # Errors
+    ///
+    /// `INVALID_ARGS` and `validation` as [`GraphTool::call`], and errors
+    /// of loading the graph or running `validate`.
+    pub async fn check(&self, args: &Value, opts: &CallOptions) -> Result<(), RunError> {
+        self.check_args(args)?;
+        let input = self.parameters.graph_input(args.clone());
+        let graph = self.graph().await?;
+        let run_opts = self.run_options(opts.clone());
+        self.run_validate(&graph, &input, &run_opts).await
+    }
+
+    /// Runs the graph once without its `validate` export, for arguments
+    /// that already passed [`GraphTool::check`]. The arguments are checked
+    /// against the parameters again (cheap; the graph input is derived
+    /// from them).
+    ///
+    /// # Errors
+    ///
+    /// `INVALID_ARGS`, and any error of loading or running the graph.
+    pub async fn execute(&self, args: Value, opts: CallOptions) -> Result<ToolOutput, RunError> {
+        self.check_args(&args)?;
+        let input = self.parameters.graph_input(args);
+        let graph = self.graph().await?;
+        let run_opts = self.run_options(opts);
+        self.run_graph(&graph, input, run_opts, &mut |_| {}).await
+    }
+
+    fn check_args(&self, args: &Value) -> Result<(), RunError> {
+        self.parameters
+            .validate(args)
+            .map_err(|e| RunError::new(ErrorCode::InvalidArgs, e.to_string()))
+    }
+
+    fn run_options(&self, opts: CallOptions) -> RunOptions {
         let mut configurable = opts.configurable;
         configurable.remove("thread_id");
-        let run_opts = RunOptions {
+        RunOptions {
             limits: Some(self.limits.clone()),
             cancel: opts.cancel,
             context: NodeContext {
                 tool: self.name.clone(),
                 request: opts.request,
-                thread_id: opts.thread_id.clone(),
+                thread_id: opts.thread_id,
                 configurable,
                 ..NodeContext::default()
             },
-        };
-        if let Err(reason) = self
-            .runtime
-            .validate(&graph, &input, run_opts.clone())
-            .await?
-        {
-            return Err(RunError::new(ErrorCode::Validation, reason));
         }
+    }
+
+    async fn run_validate(
+        &self,
+        graph: &Arc<Graph>,
+        input: &Value,
+        run_opts: &RunOptions,
+    ) -> Result<(), RunError> {
         match self
             .runtime
-            .run_streaming(&graph, input, run_opts, on_step)
+            .validate(graph, input, run_opts.clone())
+            .await?
+        {
+            Ok(()) => Ok(()),
+            Err(reason) => Err(RunError::new(ErrorCode::Validation, reason)),
+        }
+    }
+
+    async fn run_graph(
+        &self,
+        graph: &Arc<Graph>,
+        input: Value,
+        run_opts: RunOptions,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<ToolOutput, RunError> {
+        let thread_id = run_opts.context.thread_id.clone();
+        match self
+            .runtime
+            .run_streaming(graph, input, run_opts, on_step)
             .await?
         {
             RunOutcome::Completed(state) => {
@@ -410,7 +472,7 @@ impl GraphTool {
             RunOutcome::Interrupted { interrupts, .. } => ToolOutput::new(
                 serde_json::json!({
                     "status": "interrupted",
-                    "thread_id": opts.thread_id,
+                    "thread_id": thread_id,
                     "interrupts": interrupts,
                 }),
                 true,

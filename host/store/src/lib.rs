@@ -1,17 +1,32 @@
-//! Everything sandgraph keeps on disk, in one redb file: the compile cache
-//! and durable threads (checkpoints, channel values, pending writes). No wasm
+//! Everything sandgraph keeps on disk, in one redb file: the compile cache,
+//! durable threads (checkpoints, channel values, pending writes) and the
+//! agent-graph controller's state (schedule, claims, operators, records,
+//! supervisor wakes). No wasm
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
 //! See `DESIGN.md` at the crate root for keys, encodings and invariants.
 
+pub mod agent_graph;
 mod cache;
 mod error;
+mod journal;
 mod schema;
+mod supervisor;
 mod threads;
 
+pub use agent_graph::{
+    AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptOutcome,
+    AttemptStatus, ClaimOutcome, CommitOutcome, ControlError, ControlErrorCode, GraphFinish,
+    GraphRecord, IntentClaim, IntentClaimRequest, Provision, ProvisionOutcome, ProvisionRequest,
+    RecordFacet, RecordOutcome, RecordSource, ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork,
+    SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
+    WakeStatus, WorkStop, WorkTarget,
+};
 pub use cache::{CachedArtifact, CompileCache};
 pub use error::StoreError;
+pub use journal::{Journal, JournalEntry};
 pub use schema::SCHEMA_VERSION;
+pub use supervisor::{SupervisorRun, SupervisorRuns};
 pub use threads::{Durability, MAX_THREAD_ID_LEN, ThreadInfo, ThreadStore, ThreadWriter};
 
 use std::path::Path;
@@ -94,11 +109,28 @@ impl Store {
         CompileCache::new(self.db.clone())
     }
 
+    /// The routing audit journal.
+    pub fn journal(&self) -> Journal {
+        Journal::new(self.db.clone())
+    }
+
+    /// The supervised agent graphs (goal, root session, turn counter).
+    pub fn supervisor_runs(&self) -> SupervisorRuns {
+        SupervisorRuns::new(self.db.clone())
+    }
+
     /// Durable threads. Every `ThreadStore` made from this store or its
     /// clones shares one set of leases, so two runs of one thread exclude
     /// each other.
     pub fn threads(&self) -> ThreadStore {
         ThreadStore::new(self.db.clone(), self.leases.clone())
+    }
+
+    /// The agent-graph controller's durable state (schedule log, intent
+    /// claims, operators, records, supervisor wakes). Shares this store's
+    /// database; every mutation is one fsynced transaction.
+    pub fn agent_graphs(&self) -> AgentGraphStore {
+        AgentGraphStore::new(self.db.clone())
     }
 }
 

@@ -1,0 +1,32 @@
+//! The routing agent (seed: `GraphRoutingAgent`): a model picks one of the
+//! graph tools of a [`sandgraph_registry::Registry`], the choice is checked
+//! and retried with the reason when it is wrong, and the graph runs between
+//! `pre-execute` and `post-execute` hooks. An operator's `[policy]` adds
+//! built-in hooks; every attempt can be recorded in the redb audit journal.
+//!
+//! ```text
+//! request ─▶ model ─▶ tool call? ──no──▶ fallback({}) ─▶ outcome {fallback: true}
+//!                        │yes
+//!                        ▼
+//!   candidate? ▶ JSON? ▶ schema? ▶ validate(request)? ▶ pre-execute ▶ run ▶ post-execute
+//!        └──────────┴────────┴───────────┴─────────────────┴────────────────┘
+//!                 rejection: reason back to the model (at most max_retries times)
+//! ```
+
+#![warn(missing_docs)]
+
+mod config;
+mod hooks;
+mod policy;
+mod router;
+
+pub use config::{AgentConfig, AgentProfile, ConfigError, RoutingConfig};
+pub use hooks::{
+    Execution, HookError, Hooks, PostDecision, PostNext, PreDecision, PreNext, Settled,
+};
+pub use policy::{ArgLimit, PolicyConfig};
+pub use router::{
+    DEFAULT_MAX_RETRIES, DEFAULT_SYSTEM_PROMPT, FALLBACK_TOOL, Fallback, GraphRoutingAgent,
+    MAX_JOURNAL_OUTCOME_BYTES, RouteError, RouteOptions, RouteOutcome, RouterOptions, ToolFilter,
+    feedback,
+};

@@ -1,0 +1,304 @@
+//! `sandgraph route` and `sandgraph journal` end to end, against a real
+//! OpenAI-compatible server on loopback.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use sandgraph_test_llm::{Reply, ScriptedLlm};
+use serde_json::{Value, json};
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("graphs")).unwrap();
+        for (name, component) in [
+            ("echo.wasm", sandgraph_tests::ECHO),
+            ("greet.wasm", sandgraph_tests::GREET),
+        ] {
+            std::fs::copy(component, dir.path().join("graphs").join(name)).unwrap();
+        }
+        Env { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `sandgraph route REQUEST --graphs graphs --base-url URL ...extra`,
+    /// run off the async runtime so the scripted server keeps serving.
+    async fn route(&self, server: &ScriptedLlm, request: &str, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "route".to_owned(),
+            request.to_owned(),
+            "--graphs".to_owned(),
+            "graphs".to_owned(),
+            "--base-url".to_owned(),
+            server.base_url(),
+            "--model".to_owned(),
+            "test-model".to_owned(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        self.run(args, &[]).await
+    }
+
+    async fn run(&self, args: Vec<String>, env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+        cmd.args(&args)
+            .current_dir(self.dir.path())
+            .env("SANDGRAPH_LOG", "debug")
+            .env("SANDGRAPH_CACHE", self.path("cache.redb"))
+            .env("SANDGRAPH_DB", self.path("data.redb"))
+            .env_remove("DEEPSEEK_API_KEY");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        tokio::task::spawn_blocking(move || cmd.output().expect("the sandgraph binary runs"))
+            .await
+            .unwrap()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn route_prints_the_choice_and_the_journal_records_it() {
+    let env = Env::new();
+    let server = ScriptedLlm::start([
+        Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"loud"}"#),
+        Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"casual"}"#),
+    ])
+    .await;
+    let out = env.route(&server, "greet Ada casually", &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        printed,
+        json!({
+            "tool": "greet_graph",
+            "args": {"name": "Ada", "style": "casual"},
+            "result": {"name": "Ada", "style": "casual", "tags": [], "greeting": "Hey Ada!"},
+            "attempts": 2,
+        })
+    );
+    // No local server needs a key: none was sent.
+    assert_eq!(server.requests()[0].header("authorization"), None);
+
+    let journal = env.run(vec!["journal".into(), "--json".into()], &[]).await;
+    assert!(journal.status.success(), "{}", stderr(&journal));
+    let rows: Vec<Value> = stdout(&journal)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["decision"], "rejected");
+    assert_eq!(rows[0]["stage"], "invalid_args");
+    assert_eq!(rows[0]["request"], "greet Ada casually");
+    assert_eq!(rows[1]["decision"], "accepted");
+    assert_eq!(rows[1]["outcome"]["greeting"], "Hey Ada!");
+    assert_eq!(rows[0]["route_id"], rows[1]["route_id"]);
+
+    let text = env.run(vec!["journal".into()], &[]).await;
+    let text = stdout(&text);
+    assert!(
+        text.starts_with("request: greet Ada casually\n#1 route-"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            " attempt 1 rejected (invalid_args) greet_graph {\"name\":\"Ada\",\"style\":\"loud\"}"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("    reason: invalid arguments: \"arguments.style\" must be one of [\"formal\",\"casual\"]"), "{text}");
+    assert!(text.contains(" attempt 2 accepted greet_graph "), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plain_text_prints_fallback_true() {
+    let env = Env::new();
+    let server = ScriptedLlm::start([Reply::text("no tool fits")]).await;
+    let out = env
+        .route(&server, "what time is it", &["--no-journal"])
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        printed,
+        json!({"tool": "graph_routing_fallback", "args": {}, "result": {}, "attempts": 1, "fallback": true})
+    );
+    assert!(
+        !env.path("data.redb").exists(),
+        "--no-journal opened no database"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_key_is_sent_but_never_printed() {
+    let env = Env::new();
+    let key = "sk-test-3f9a1c-very-secret";
+    let server = ScriptedLlm::start([
+        Reply::status(
+            401,
+            &format!(r#"{{"error":{{"message":"Incorrect API key provided: {key}","type":"invalid_request_error","code":"invalid_api_key"}}}}"#),
+        ),
+    ])
+    .await;
+    let out = env
+        .run(
+            vec![
+                "route".into(),
+                "echo hi".into(),
+                "--graphs".into(),
+                "graphs".into(),
+                "--base-url".into(),
+                server.base_url(),
+                "--api-key-env".into(),
+                "SANDGRAPH_CLI_TEST_KEY".into(),
+            ],
+            &[("SANDGRAPH_CLI_TEST_KEY", key)],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(17), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error[auth]: model call failed: authentication failed (401)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("SANDGRAPH_CLI_TEST_KEY"),
+        "the message names the variable: {err}"
+    );
+    assert!(
+        !err.contains(key) && !stdout(&out).contains(key),
+        "the key leaked: {err}"
+    );
+    // The key did reach the server.
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some(format!("Bearer {key}").as_str())
+    );
+    // Nor is it in the journal.
+    let journal = env.run(vec!["journal".into(), "--json".into()], &[]).await;
+    assert!(!stdout(&journal).contains(key));
+    assert!(
+        stdout(&journal).contains("\"decision\":\"error\""),
+        "{}",
+        stdout(&journal)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_key_for_a_remote_provider_fails_before_any_call() {
+    let env = Env::new();
+    let out = env
+        .run(
+            vec![
+                "route".into(),
+                "echo hi".into(),
+                "--graphs".into(),
+                "graphs".into(),
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(17), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("error[missing_key]"), "{err}");
+    assert!(err.contains("DEEPSEEK_API_KEY"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limit_is_retried_after_retry_after() {
+    let env = Env::new();
+    let server = ScriptedLlm::start([
+        Reply::status(429, r#"{"error":{"message":"slow down"}}"#).with_header("Retry-After", "1"),
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"hi"}}"#),
+    ])
+    .await;
+    let out = env.route(&server, "echo hi", &["--no-journal"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        printed["result"],
+        json!({"topic": "hi", "log": ["seen:hi"]})
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exhausted_retries_and_bad_filters_have_their_exit_codes() {
+    let env = Env::new();
+    let server = ScriptedLlm::start([
+        Reply::tool_call("nope", "{}"),
+        Reply::tool_call("nope", "{}"),
+    ])
+    .await;
+    let out = env
+        .route(&server, "x", &["--max-retries", "1", "--no-journal"])
+        .await;
+    assert_eq!(out.status.code(), Some(18), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("error[routing_exhausted]: routing failed after 2 attempts: unknown tool \"nope\"; choose one of: echo_graph, greet_graph"),
+        "{}",
+        stderr(&out)
+    );
+
+    let server = ScriptedLlm::start([]).await;
+    let out = env
+        .route(&server, "x", &["--allow", "echo_graph,ghost"])
+        .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("error[routing_config]: routing configuration: filter allow names unknown graph tool \"ghost\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_config_file_sets_the_model_and_the_policy() {
+    let env = Env::new();
+    let server = ScriptedLlm::start([
+        Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"casual"}"#),
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"hi"}}"#),
+    ])
+    .await;
+    std::fs::write(
+        env.path("sandgraph.toml"),
+        format!(
+            "[llm]\nbase_url = \"{}\"\nmodel = \"from-config\"\n\n[policy]\ndeny_tools = [\"greet_graph\"]\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let out = env
+        .run(
+            vec![
+                "route".into(),
+                "hi".into(),
+                "--graphs".into(),
+                "graphs".into(),
+                "--no-journal".into(),
+            ],
+            &[],
+        )
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = server.requests();
+    assert_eq!(requests[0].body["model"], "from-config");
+    assert_eq!(
+        requests[1].messages().last().unwrap()["content"],
+        "rejected: \"greet_graph\" is denied by policy\nChoose a tool again and call it with corrected arguments."
+    );
+}

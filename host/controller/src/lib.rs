@@ -1,0 +1,52 @@
+//! The agent-graph supervisor tools: `view_agent_graph`,
+//! `update_agent_graph` and `yield_agent_graph`, and the
+//! `orchestration:graph` prompt section (seed-contracts §2).
+//!
+//! The tools are root-only and direct: only the graph's root session may
+//! call them, and they address graphs by id. Every model-visible list is
+//! bounded with explicit `omitted` counts; every update is cleaned by the
+//! discriminator-tolerant preprocessors, checked against every bound and
+//! against the live projection, and committed to the durable store
+//! ([`sandgraph_store::agent_graph`]) once: a replayed call, or a retry with
+//! the same `idempotencyKey` in a later turn, returns the stored row.
+//!
+//! Entry points: [`AgentGraphTools`] (one per graph root session),
+//! [`tool_defs`] and [`prompt_section`]. [`AgentGraphTools::snapshot`] gives
+//! the [`Projection`] the coordinator drives from.
+//!
+//! Where this differs from the original, on purpose:
+//!
+//! * an update on a finished graph fails with `graph_closed` before it is
+//!   committed (the original committed it, and every later view failed);
+//! * a work id that exists in the graph, or repeats within the update, is
+//!   refused with `invalid_input`;
+//! * `finish` needs `resultIds`, and `replacementMode: "replace"` needs
+//!   `replaces`;
+//! * work ends: a terminal record for a work item (in the store) makes it
+//!   `completed` or `failed`;
+//! * the text rule refuses every control character but tab, LF and CR (the
+//!   original's pattern let U+0001..U+0007 through).
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod ids;
+mod projection;
+mod prompt;
+pub mod rules;
+mod tools;
+mod update;
+mod view;
+
+pub use error::{
+    AGENT_GRAPH_UNAVAILABLE, CONFIGURATION, GRAPH_CLOSED, INVALID_INPUT, NOT_ROOT_SESSION,
+    NOTHING_TO_YIELD, ToolFailure, UNKNOWN_GRAPH,
+};
+pub use projection::{FinishEntry, Projection, StoppedTarget, WorkEntry, WorkStatus};
+pub use prompt::{
+    GRAPH_MODE_PROMPT, PROMPT_SECTION_NAME, PROMPT_SECTION_ORDER, PromptSection, prompt_section,
+};
+pub use tools::{
+    AgentGraphTools, CallIdentity, ToolDef, ToolResult, UPDATE_TOOL, VIEW_TOOL, YIELD_TOOL,
+    tool_defs,
+};

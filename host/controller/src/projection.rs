@@ -1,0 +1,348 @@
+//! The live projection of one agent graph: the schedule log folded into work
+//! items with statuses, plus the graph's claims and records (seed-contracts
+//! §2.6, "Schedule projection", with the terminal states of work added).
+
+use std::collections::{HashMap, HashSet};
+
+use sandgraph_store::agent_graph::{
+    AdmissionStatus, GraphRecord, IntentClaim, RecordFacet, RecordOutcome, ScheduleUpdate,
+    ScheduledWork,
+};
+
+use crate::error::ToolFailure;
+use crate::ids::{cmp_utf16, scheduled_work_intent_id};
+
+/// Where a work item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkStatus {
+    /// Scheduled and not ended: waiting, claimed or running.
+    Requested,
+    /// A stop names it (wins over every other state).
+    Stopped,
+    /// A later work item replaces it.
+    Superseded,
+    /// A terminal record with outcome `completed` exists for it.
+    Completed,
+    /// A terminal record with outcome `failed` exists for it.
+    Failed,
+}
+
+impl WorkStatus {
+    /// `requested`, `stopped`, `superseded`, `completed` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkStatus::Requested => "requested",
+            WorkStatus::Stopped => "stopped",
+            WorkStatus::Superseded => "superseded",
+            WorkStatus::Completed => "completed",
+            WorkStatus::Failed => "failed",
+        }
+    }
+
+    /// Everything but `requested`.
+    pub fn is_terminal(self) -> bool {
+        self != WorkStatus::Requested
+    }
+}
+
+/// One work item of the projection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkEntry {
+    work: ScheduledWork,
+    status: WorkStatus,
+    update_id: String,
+    revision: u64,
+    committed_at: u64,
+    intent_id: String,
+}
+
+impl WorkEntry {
+    /// The work item as committed.
+    pub fn work(&self) -> &ScheduledWork {
+        &self.work
+    }
+
+    /// Its id.
+    pub fn work_id(&self) -> &str {
+        &self.work.work_id
+    }
+
+    /// Where it is.
+    pub fn status(&self) -> WorkStatus {
+        self.status
+    }
+
+    /// The update that added it.
+    pub fn update_id(&self) -> &str {
+        &self.update_id
+    }
+
+    /// The revision of that update.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// When that update was committed (Unix milliseconds).
+    pub fn committed_at(&self) -> u64 {
+        self.committed_at
+    }
+
+    /// Its intent id ([`scheduled_work_intent_id`]), which its claim carries.
+    pub fn intent_id(&self) -> &str {
+        &self.intent_id
+    }
+}
+
+/// The last stop of one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoppedTarget {
+    /// The work stopped.
+    pub target_id: String,
+    /// Why.
+    pub reason: String,
+    /// The update that stopped it.
+    pub update_id: String,
+    /// The revision of that update.
+    pub revision: u64,
+    /// When that update was committed (Unix milliseconds).
+    pub committed_at: u64,
+}
+
+/// The finish of a graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishEntry {
+    /// The record ids selected as the result.
+    pub result_ids: Vec<String>,
+    /// Why the graph finished.
+    pub reason: String,
+    /// The update that finished it.
+    pub update_id: String,
+    /// The revision of that update.
+    pub revision: u64,
+    /// When that update was committed (Unix milliseconds).
+    pub committed_at: u64,
+}
+
+/// The live state of one graph. An unknown graph projects as empty: open,
+/// revision 0, nothing in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projection {
+    graph_id: String,
+    updates: Vec<ScheduleUpdate>,
+    work: Vec<WorkEntry>,
+    stopped_targets: Vec<StoppedTarget>,
+    finish: Option<FinishEntry>,
+    claims: Vec<IntentClaim>,
+    records: Vec<GraphRecord>,
+}
+
+impl Projection {
+    /// Folds a graph's schedule log, claims and records (records in the
+    /// store's order: emittedAt, operatorId, runId, seq, recordId).
+    ///
+    /// # Errors
+    ///
+    /// A plain failure (no code, as the original's projection errors) for an
+    /// update of another graph, revisions that are not 1, 2, 3, …, an update
+    /// after the finish, and a work id added twice.
+    pub fn fold(
+        graph_id: &str,
+        updates: Vec<ScheduleUpdate>,
+        claims: Vec<IntentClaim>,
+        records: Vec<GraphRecord>,
+    ) -> Result<Self, ToolFailure> {
+        let mut updates = updates;
+        updates.sort_by(|a, b| {
+            a.revision
+                .cmp(&b.revision)
+                .then_with(|| cmp_utf16(&a.request.update_id, &b.request.update_id))
+        });
+        let mut work: Vec<WorkEntry> = Vec::new();
+        let mut work_ids: HashSet<String> = HashSet::new();
+        let mut superseded: HashSet<String> = HashSet::new();
+        let mut stopped: Vec<StoppedTarget> = Vec::new();
+        let mut finish: Option<FinishEntry> = None;
+        for (index, update) in updates.iter().enumerate() {
+            let request = &update.request;
+            if request.graph_id != graph_id {
+                return Err(ToolFailure::plain(format!(
+                    "agent graph {graph_id}: update {} belongs to {}",
+                    request.update_id, request.graph_id
+                )));
+            }
+            if update.revision != index as u64 + 1 {
+                return Err(ToolFailure::plain(format!(
+                    "agent graph {graph_id}: non-contiguous revision {}",
+                    update.revision
+                )));
+            }
+            if finish.is_some() {
+                return Err(ToolFailure::plain(format!(
+                    "agent graph {graph_id}: update {} after finish",
+                    request.update_id
+                )));
+            }
+            for item in &request.add_work {
+                if !work_ids.insert(item.work_id.clone()) {
+                    return Err(ToolFailure::plain(format!(
+                        "agent graph {graph_id}: update repeats work {}",
+                        item.work_id
+                    )));
+                }
+                if let Some(replaces) = &item.replaces {
+                    superseded.insert(replaces.clone());
+                }
+                work.push(WorkEntry {
+                    intent_id: scheduled_work_intent_id(graph_id, &item.work_id),
+                    work: item.clone(),
+                    status: WorkStatus::Requested,
+                    update_id: request.update_id.clone(),
+                    revision: update.revision,
+                    committed_at: update.committed_at,
+                });
+            }
+            for stop in &request.stop {
+                let entry = StoppedTarget {
+                    target_id: stop.target_id.clone(),
+                    reason: stop.reason.clone(),
+                    update_id: request.update_id.clone(),
+                    revision: update.revision,
+                    committed_at: update.committed_at,
+                };
+                match stopped.iter_mut().find(|s| s.target_id == stop.target_id) {
+                    Some(existing) => *existing = entry,
+                    None => stopped.push(entry),
+                }
+            }
+            if let Some(f) = &request.finish {
+                finish = Some(FinishEntry {
+                    result_ids: f.result_ids.clone(),
+                    reason: f.reason.clone(),
+                    update_id: request.update_id.clone(),
+                    revision: update.revision,
+                    committed_at: update.committed_at,
+                });
+            }
+        }
+        stopped.sort_by(|a, b| {
+            a.revision
+                .cmp(&b.revision)
+                .then_with(|| cmp_utf16(&a.target_id, &b.target_id))
+        });
+
+        // The last terminal record of each work item decides how it ended.
+        let mut ended: HashMap<&str, RecordOutcome> = HashMap::new();
+        for record in &records {
+            if let (Some(work_id), Some(outcome)) = (&record.work_id, record.outcome)
+                && record.facets.contains(&RecordFacet::Terminal)
+            {
+                ended.insert(work_id, outcome);
+            }
+        }
+        let stopped_ids: HashSet<&str> = stopped.iter().map(|s| s.target_id.as_str()).collect();
+        for entry in &mut work {
+            let id = entry.work.work_id.as_str();
+            entry.status = if stopped_ids.contains(id) {
+                WorkStatus::Stopped
+            } else if superseded.contains(id) {
+                WorkStatus::Superseded
+            } else {
+                match ended.get(id) {
+                    Some(RecordOutcome::Completed) => WorkStatus::Completed,
+                    Some(RecordOutcome::Failed) => WorkStatus::Failed,
+                    None => WorkStatus::Requested,
+                }
+            };
+        }
+
+        Ok(Projection {
+            graph_id: graph_id.to_owned(),
+            updates,
+            work,
+            stopped_targets: stopped,
+            finish,
+            claims,
+            records,
+        })
+    }
+
+    /// The graph.
+    pub fn graph_id(&self) -> &str {
+        &self.graph_id
+    }
+
+    /// Whether a finish is committed.
+    pub fn closed(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// The last revision, 0 for an empty graph.
+    pub fn revision(&self) -> u64 {
+        self.updates.last().map_or(0, |u| u.revision)
+    }
+
+    /// How many updates are committed.
+    pub fn update_count(&self) -> usize {
+        self.updates.len()
+    }
+
+    /// The committed updates, by ascending revision.
+    pub fn updates(&self) -> &[ScheduleUpdate] {
+        &self.updates
+    }
+
+    /// Every work item, in commit order.
+    pub fn work(&self) -> &[WorkEntry] {
+        &self.work
+    }
+
+    /// One work item.
+    pub fn work_item(&self, work_id: &str) -> Option<&WorkEntry> {
+        self.work.iter().find(|w| w.work.work_id == work_id)
+    }
+
+    /// The work items still `requested`, in commit order.
+    pub fn requested(&self) -> impl Iterator<Item = &WorkEntry> {
+        self.work
+            .iter()
+            .filter(|w| w.status == WorkStatus::Requested)
+    }
+
+    /// The last stop of each stopped target, by revision then target id.
+    pub fn stopped_targets(&self) -> &[StoppedTarget] {
+        &self.stopped_targets
+    }
+
+    /// The finish, when the graph is closed.
+    pub fn finish(&self) -> Option<&FinishEntry> {
+        self.finish.as_ref()
+    }
+
+    /// The intent claims of the graph, in the store's order.
+    pub fn claims(&self) -> &[IntentClaim] {
+        &self.claims
+    }
+
+    /// The claim of a work item, if it has one.
+    pub fn claim_of(&self, work_id: &str) -> Option<&IntentClaim> {
+        let intent = self.work_item(work_id)?.intent_id();
+        self.claims.iter().find(|c| c.request.intent_id == intent)
+    }
+
+    /// The committed records, ordered by emittedAt, operatorId, runId, seq,
+    /// recordId.
+    pub fn records(&self) -> &[GraphRecord] {
+        &self.records
+    }
+
+    /// Claims `claimed` or `executing` whose work is still `requested`.
+    pub fn live_claims(&self) -> impl Iterator<Item = &IntentClaim> {
+        let requested: HashSet<&str> = self.requested().map(|w| w.intent_id()).collect();
+        self.claims.iter().filter(move |c| {
+            matches!(
+                c.admission_status,
+                AdmissionStatus::Claimed | AdmissionStatus::Executing
+            ) && requested.contains(c.request.intent_id.as_str())
+        })
+    }
+}

@@ -1,0 +1,299 @@
+//! The schedule log: committed updates, one revision each.
+
+use std::collections::BTreeSet;
+
+use redb::{ReadableTable, TableHandle};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use super::{
+    AgentGraphStore, CommitOutcome, ControlError, ControlErrorCode, ScheduleUpdate,
+    ScheduleUpdateRequest, decode, encode, malformed, successor,
+};
+use crate::schema;
+
+type ScheduleKey = (&'static str, u64);
+
+/// Where a graph is: its current revision (0 before its first update) and
+/// whether it is finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct GraphHead {
+    pub(super) revision: u64,
+    pub(super) closed: bool,
+}
+
+/// The part of a schedule row [`graph_head`] needs; the rest is skipped
+/// without being built.
+#[derive(Deserialize)]
+struct HeadRow {
+    revision: u64,
+    #[serde(default)]
+    finish: Option<IgnoredAny>,
+}
+
+/// The graph's head, from its last schedule row. No update is committed
+/// after a finish, so the graph is closed exactly when its last update
+/// finishes it.
+pub(super) fn graph_head(
+    schedule: &impl ReadableTable<ScheduleKey, &'static str>,
+    graph: &str,
+) -> Result<GraphHead, ControlError> {
+    let Some(last) = schedule.range((graph, 0)..=(graph, u64::MAX))?.next_back() else {
+        return Ok(GraphHead {
+            revision: 0,
+            closed: false,
+        });
+    };
+    let (key, value) = last?;
+    let key = key.value();
+    let row: HeadRow = decode(schema::AG_SCHEDULE.name(), &key, value.value())?;
+    if row.revision != key.1 {
+        return Err(malformed(
+            schema::AG_SCHEDULE.name(),
+            &key,
+            format!("it holds revision {}", row.revision),
+        ));
+    }
+    Ok(GraphHead {
+        revision: key.1,
+        closed: row.finish.is_some(),
+    })
+}
+
+fn read_update(
+    schedule: &impl ReadableTable<ScheduleKey, &'static str>,
+    graph: &str,
+    revision: u64,
+) -> Result<Option<ScheduleUpdate>, ControlError> {
+    let Some(value) = schedule.get((graph, revision))? else {
+        return Ok(None);
+    };
+    let key = (graph, revision);
+    let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, value.value())?;
+    check_update_key(&key, &update)?;
+    Ok(Some(update))
+}
+
+fn check_update_key(key: &(&str, u64), update: &ScheduleUpdate) -> Result<(), ControlError> {
+    if update.request.graph_id != key.0 || update.revision != key.1 {
+        return Err(malformed(
+            schema::AG_SCHEDULE.name(),
+            key,
+            format!(
+                "it holds revision {} of agent graph {}",
+                update.revision, update.request.graph_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn conflict(message: String) -> ControlError {
+    ControlError::new(ControlErrorCode::ScheduleUpdateConflict, message)
+}
+
+impl AgentGraphStore {
+    /// Commits a schedule update as the graph's next revision, exactly once.
+    ///
+    /// In order: `finish` with `addWork` is refused; an update id already
+    /// committed returns the stored row (`created: false`) when the
+    /// fingerprint matches and is refused otherwise; a source (graph,
+    /// session, run, tool call; not the turn) that committed another update
+    /// is refused; a finished graph refuses the update (`schedule-closed`);
+    /// a work id repeated inside the update or added by an earlier update is
+    /// refused. Otherwise the update gets `revision = last + 1` (from 1).
+    pub fn commit_schedule_update(
+        &self,
+        req: ScheduleUpdateRequest,
+    ) -> Result<CommitOutcome, ControlError> {
+        let graph = req.graph_id.as_str();
+        let id = req.update_id.as_str();
+        if req.finish.is_some() && !req.add_work.is_empty() {
+            return Err(conflict(format!(
+                "agent graph {graph}: update {id} cannot both finish the graph and add work"
+            )));
+        }
+        self.write(|tx| {
+            let mut ids = tx.open_table(schema::AG_UPDATE_IDS)?;
+            let mut schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let known = ids.get(id)?.map(|v| {
+                let (g, rev) = v.value();
+                (g.to_owned(), rev)
+            });
+            if let Some((owner, revision)) = known {
+                if owner != graph {
+                    return Err(conflict(format!(
+                        "agent graph {graph}: update id {id} is already used by agent graph {owner}"
+                    )));
+                }
+                let Some(existing) = read_update(&schedule, graph, revision)? else {
+                    return Err(malformed(
+                        schema::AG_UPDATE_IDS.name(),
+                        &id,
+                        format!("revision {revision} of agent graph {graph} is missing"),
+                    ));
+                };
+                if existing.request.update_fingerprint != req.update_fingerprint {
+                    return Err(conflict(format!(
+                        "agent graph {graph}: update {id} replayed with a different payload"
+                    )));
+                }
+                return Ok((
+                    CommitOutcome {
+                        update: existing,
+                        created: false,
+                    },
+                    false,
+                ));
+            }
+
+            let src = &req.source;
+            let source_key = (
+                graph,
+                src.session_id.as_str(),
+                src.run_id.as_str(),
+                src.tool_call_id.as_str(),
+            );
+            let mut sources = tx.open_table(schema::AG_UPDATE_SOURCES)?;
+            if let Some(other) = sources.get(source_key)? {
+                return Err(conflict(format!(
+                    "agent graph {graph}: source {}:{}:{} already committed update {}, not {id}",
+                    src.session_id,
+                    src.run_id,
+                    src.tool_call_id,
+                    other.value()
+                )));
+            }
+
+            let head = graph_head(&schedule, graph)?;
+            if head.closed {
+                return Err(ControlError::new(
+                    ControlErrorCode::ScheduleClosed,
+                    format!("agent graph {graph} is finished; update {id} was not committed"),
+                ));
+            }
+
+            let mut work_ids = tx.open_table(schema::AG_WORK_IDS)?;
+            let mut seen = BTreeSet::new();
+            for work in &req.add_work {
+                let w = work.work_id.as_str();
+                if !seen.insert(w) {
+                    return Err(conflict(format!(
+                        "agent graph {graph}: update {id} adds work {w} twice"
+                    )));
+                }
+                if let Some(rev) = work_ids.get((graph, w))? {
+                    return Err(conflict(format!(
+                        "agent graph {graph}: update {id} adds work {w}, which revision {} already added",
+                        rev.value()
+                    )));
+                }
+            }
+
+            let revision = head.revision + 1;
+            let update = ScheduleUpdate {
+                revision,
+                committed_at: self.now(),
+                request: req.clone(),
+            };
+            let text = encode(schema::AG_SCHEDULE.name(), &update)?;
+            schedule.insert((graph, revision), text.as_str())?;
+            ids.insert(id, (graph, revision))?;
+            sources.insert(source_key, id)?;
+            for work in &req.add_work {
+                work_ids.insert((graph, work.work_id.as_str()), revision)?;
+            }
+            Ok((
+                CommitOutcome {
+                    update,
+                    created: true,
+                },
+                true,
+            ))
+        })
+    }
+
+    /// The graph's committed updates, by ascending revision.
+    pub fn list_schedule_updates(
+        &self,
+        graph_id: &str,
+    ) -> Result<Vec<ScheduleUpdate>, ControlError> {
+        let tx = self.read()?;
+        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+        let mut out = Vec::new();
+        for entry in schedule.range((graph_id, 0)..=(graph_id, u64::MAX))? {
+            let (key, value) = entry?;
+            let key = key.value();
+            let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, value.value())?;
+            check_update_key(&key, &update)?;
+            out.push(update);
+        }
+        Ok(out)
+    }
+
+    /// One committed update of the graph; `None` when the graph has no
+    /// update of that id.
+    pub fn read_schedule_update(
+        &self,
+        graph_id: &str,
+        update_id: &str,
+    ) -> Result<Option<ScheduleUpdate>, ControlError> {
+        let tx = self.read()?;
+        let ids = tx.open_table(schema::AG_UPDATE_IDS)?;
+        let Some(found) = ids.get(update_id)? else {
+            return Ok(None);
+        };
+        let (owner, revision) = found.value();
+        if owner != graph_id {
+            return Ok(None);
+        }
+        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+        match read_update(&schedule, graph_id, revision)? {
+            Some(update) => Ok(Some(update)),
+            None => Err(malformed(
+                schema::AG_UPDATE_IDS.name(),
+                &update_id,
+                format!("revision {revision} of agent graph {graph_id} is missing"),
+            )),
+        }
+    }
+
+    /// The graph's current revision: that of its last update, 0 when none.
+    pub fn current_revision(&self, graph_id: &str) -> Result<u64, ControlError> {
+        let tx = self.read()?;
+        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+        let last = schedule
+            .range((graph_id, 0)..=(graph_id, u64::MAX))?
+            .next_back();
+        match last {
+            Some(entry) => Ok(entry?.0.value().1),
+            None => Ok(0),
+        }
+    }
+
+    /// Whether a committed update of the graph has a `finish`.
+    pub fn is_closed(&self, graph_id: &str) -> Result<bool, ControlError> {
+        let tx = self.read()?;
+        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+        Ok(graph_head(&schedule, graph_id)?.closed)
+    }
+
+    /// The ids of the graphs with at least one committed update, in byte
+    /// order.
+    pub fn list_graphs(&self) -> Result<Vec<String>, ControlError> {
+        let tx = self.read()?;
+        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+        let mut out: Vec<String> = Vec::new();
+        // Skip from graph to graph: one range lookup per graph.
+        let mut from = String::new();
+        loop {
+            let next = schedule.range((from.as_str(), 0)..)?.next();
+            let Some(entry) = next else {
+                return Ok(out);
+            };
+            let graph = entry?.0.value().0.to_owned();
+            from = successor(&graph);
+            out.push(graph);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The routing audit journal: one row per attempt of a routed request
+//! (request, tool, arguments, decision, reason, outcome, timings), in the
+//! order they were written. Rows are only ever appended.
+
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::StoreError;
+use crate::schema::JOURNAL;
+
+/// One attempt of a routed request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// Position in the journal, from 1; set by [`Journal::append`].
+    #[serde(default)]
+    pub seq: u64,
+    /// The routed request this attempt belongs to.
+    pub route_id: String,
+    /// 1 for the first model answer, 2 after the first re-ask, ...
+    pub attempt: u32,
+    /// Unix milliseconds when the attempt began.
+    pub at_ms: u64,
+    /// The request text.
+    pub request: String,
+    /// The tool the model chose, if it chose one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The arguments: JSON, or the raw text when it was not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// `accepted`, `rejected`, `failed` (the graph's error propagated),
+    /// `fallback` or `error` (the model call or a hook failed).
+    pub decision: String,
+    /// Which check rejected the attempt (`unknown_tool`, `invalid_json`,
+    /// `invalid_args`, `validate`, `pre_execute`, `post_execute`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// The reason fed back to the model, or the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The value returned, or `{"error": {"code", "message"}}`; bounded by
+    /// the writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Value>,
+    /// Time waiting for the model, in milliseconds.
+    pub model_ms: u64,
+    /// Time in the checks and hooks before the run, in milliseconds.
+    pub check_ms: u64,
+    /// Time running the graph, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_ms: Option<u64>,
+}
+
+/// The journal of a [`crate::Store`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Journal {
+    db: Arc<Database>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal").finish_non_exhaustive()
+    }
+}
+
+impl Journal {
+    pub(crate) fn new(db: Arc<Database>) -> Self {
+        Journal { db }
+    }
+
+    /// Appends `entry` durably and returns its sequence number.
+    ///
+    /// # Errors
+    ///
+    /// Database errors.
+    pub fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
+        let tx = self.db.begin_write()?;
+        let seq = {
+            let mut table = tx.open_table(JOURNAL)?;
+            let seq = table.last()?.map(|(k, _)| k.value()).unwrap_or(0) + 1;
+            let mut row = entry.clone();
+            row.seq = seq;
+            let text = serde_json::to_string(&row).map_err(|e| StoreError::Corrupt {
+                table: "journal",
+                message: format!("cannot encode entry: {e}"),
+            })?;
+            table.insert(seq, text.as_str())?;
+            seq
+        };
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// Entries in order, optionally only those of `route_id`, keeping the
+    /// last `limit` when one is given.
+    ///
+    /// # Errors
+    ///
+    /// Database errors, and [`StoreError::Corrupt`] for a row that does not
+    /// decode.
+    pub fn entries(
+        &self,
+        route_id: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let table = tx.open_table(JOURNAL)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            let entry: JournalEntry =
+                serde_json::from_str(v.value()).map_err(|e| StoreError::Corrupt {
+                    table: "journal",
+                    message: format!("row {}: {e}", k.value()),
+                })?;
+            if route_id.is_none_or(|id| entry.route_id == id) {
+                out.push(entry);
+            }
+        }
+        if let Some(limit) = limit {
+            let skip = out.len().saturating_sub(limit);
+            out.drain(..skip);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,1596 @@
+//! The conformance battery of the agent-graph control store
+//! (seed-contracts §3 item 12, plus this store's fixes), each point on a
+//! real redb file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use sandgraph_store::{
+    AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptStatus, ControlError,
+    ControlErrorCode, GraphFinish, GraphRecord, IntentClaimRequest, ProvisionRequest, RecordFacet,
+    RecordOutcome, RecordSource, ScheduleUpdateRequest, ScheduledWork, Store, TargetKind,
+    UpdateSource, WakeStatus, WorkStop, WorkTarget,
+};
+
+const G: &str = "graph_a";
+const ROOT: &str = "root-1";
+
+/// A database file in a temp dir, reopenable, with a settable clock.
+struct Db {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    store: Option<Store>,
+    time: Arc<AtomicU64>,
+}
+
+impl Db {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sandgraph.redb");
+        let store = Store::open(&path).unwrap();
+        Db {
+            _dir: dir,
+            path,
+            store: Some(store),
+            time: Arc::new(AtomicU64::new(1_000)),
+        }
+    }
+
+    fn ag(&self) -> AgentGraphStore {
+        let time = self.time.clone();
+        self.store
+            .as_ref()
+            .unwrap()
+            .agent_graphs()
+            .with_clock(move || time.load(Ordering::SeqCst))
+    }
+
+    fn set_time(&self, ms: u64) {
+        self.time.store(ms, Ordering::SeqCst);
+    }
+
+    fn close(&mut self) {
+        self.store = None;
+    }
+
+    fn reopen(&mut self) {
+        self.store = None;
+        self.store = Some(Store::open(&self.path).unwrap());
+    }
+
+    /// Rows per `agent_graph_*` table, read from the file itself (the store
+    /// is closed for the count and reopened).
+    fn raw_counts(&mut self) -> BTreeMap<String, u64> {
+        self.close();
+        let counts = raw_counts(&self.path);
+        self.reopen();
+        counts
+    }
+}
+
+fn raw_counts(path: &Path) -> BTreeMap<String, u64> {
+    let db = redb::Database::open(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let mut out = BTreeMap::new();
+    for handle in tx.list_tables().unwrap() {
+        let name = redb::TableHandle::name(&handle).to_owned();
+        if name.starts_with("agent_graph_") {
+            let len = tx.open_untyped_table(handle).unwrap().len().unwrap();
+            out.insert(name, len);
+        }
+    }
+    out
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, ControlError>) -> (ControlErrorCode, String) {
+    let e = r.expect_err("expected an error");
+    assert_eq!(e.to_string(), e.message);
+    (e.code, e.message)
+}
+
+fn work(id: &str) -> ScheduledWork {
+    ScheduledWork {
+        work_id: id.to_owned(),
+        target: WorkTarget {
+            kind: TargetKind::Agent,
+            id: "researcher".to_owned(),
+        },
+        instruction: format!("do {id}"),
+        input_ids: vec![],
+        selected_result_inputs: vec![],
+        replaces: None,
+    }
+}
+
+/// Update `seq` of `graph`: its own update id, fingerprint, tool call and
+/// one work item `graph:work-<seq>`.
+fn update(graph: &str, seq: u32) -> ScheduleUpdateRequest {
+    ScheduleUpdateRequest {
+        schema_version: 1,
+        update_id: format!("graph_update_{graph}_{seq}"),
+        update_fingerprint: format!("sha256:fp-{seq}"),
+        graph_id: graph.to_owned(),
+        source: UpdateSource {
+            session_id: ROOT.to_owned(),
+            run_id: "graph_run_1".to_owned(),
+            turn_id: "graph_turn_1".to_owned(),
+            tool_call_id: format!("call-{seq}"),
+            orchestration_mode: Some("graph".to_owned()),
+        },
+        add_work: vec![work(&format!("{graph}:work-{seq}"))],
+        stop: vec![],
+        finish: None,
+    }
+}
+
+fn finish(graph: &str, seq: u32) -> ScheduleUpdateRequest {
+    ScheduleUpdateRequest {
+        add_work: vec![],
+        finish: Some(GraphFinish {
+            result_ids: vec!["graph_record_1".to_owned()],
+            reason: "done".to_owned(),
+        }),
+        ..update(graph, seq)
+    }
+}
+
+fn claim(graph: &str, seq: u32) -> IntentClaimRequest {
+    IntentClaimRequest {
+        schema_version: 1,
+        claim_id: format!("graph_claim_{seq}"),
+        graph_id: graph.to_owned(),
+        intent_id: format!("graph_intent_{seq}"),
+        intent_fingerprint: format!("intent-fp-{seq}"),
+        readiness_context_fingerprint: format!("ctx-fp-{seq}"),
+        target_operator_id: format!("graph_operator_{seq}"),
+        target_session_id: format!("child-{seq}"),
+        target_turn_id: format!("turn-{seq}"),
+        target_run_id: format!("run-{seq}"),
+    }
+}
+
+fn provision(graph: &str, seq: u32, revision: u64) -> ProvisionRequest {
+    ProvisionRequest {
+        provision_id: format!("graph_provision_{seq}"),
+        graph_id: graph.to_owned(),
+        work_id: format!("{graph}:work-{seq}"),
+        operator_id: format!("graph_operator_{seq}"),
+        target: WorkTarget {
+            kind: TargetKind::Preset,
+            id: "summarize".to_owned(),
+        },
+        target_session_id: format!("child-{seq}"),
+        initial_turn_id: format!("turn-{seq}"),
+        initial_run_id: format!("run-{seq}"),
+        provision_fingerprint: format!("provision-fp-{seq}"),
+        expected_schedule_revision: revision,
+    }
+}
+
+fn record(
+    graph: &str,
+    id: &str,
+    emitted_at: u64,
+    operator: &str,
+    run: &str,
+    seq: u64,
+) -> GraphRecord {
+    GraphRecord {
+        record_id: id.to_owned(),
+        graph_id: graph.to_owned(),
+        operator_id: operator.to_owned(),
+        work_id: Some("work-1".to_owned()),
+        source: RecordSource {
+            session_id: "child-1".to_owned(),
+            run_id: run.to_owned(),
+            turn_id: Some("turn-1".to_owned()),
+            runtime_event_id: None,
+            seq,
+        },
+        summary: format!("summary of {id}"),
+        facets: vec![RecordFacet::Terminal],
+        outcome: Some(RecordOutcome::Completed),
+        evidence_refs: vec![],
+        emitted_at,
+    }
+}
+
+fn revisions(ag: &AgentGraphStore, graph: &str) -> Vec<u64> {
+    ag.list_schedule_updates(graph)
+        .unwrap()
+        .iter()
+        .map(|u| u.revision)
+        .collect()
+}
+
+fn change(state: AdmissionStatus, previous: AdmissionStatus, changed: bool) -> AdmissionChange {
+    AdmissionChange {
+        state,
+        previous_state: previous,
+        changed,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Schedule
+
+#[test]
+fn revisions_are_monotonic_from_one_per_graph_without_gaps() {
+    let db = Db::new();
+    let ag = db.ag();
+    assert_eq!(ag.current_revision(G).unwrap(), 0);
+    assert!(ag.list_graphs().unwrap().is_empty());
+    // Interleaved graphs, one id a prefix of the other.
+    let mut got = Vec::new();
+    for (graph, seq) in [(G, 1), ("graph_ab", 1), (G, 2), (G, 3), ("graph_ab", 2)] {
+        db.set_time(5_000 + u64::from(seq));
+        let out = ag.commit_schedule_update(update(graph, seq)).unwrap();
+        assert!(out.created);
+        assert_eq!(out.update.committed_at, 5_000 + u64::from(seq));
+        got.push((graph, out.update.revision));
+    }
+    assert_eq!(
+        got,
+        vec![(G, 1), ("graph_ab", 1), (G, 2), (G, 3), ("graph_ab", 2)]
+    );
+    assert_eq!(revisions(&ag, G), vec![1, 2, 3]);
+    assert_eq!(revisions(&ag, "graph_ab"), vec![1, 2]);
+    assert_eq!(ag.current_revision(G).unwrap(), 3);
+    assert_eq!(ag.current_revision("graph_ab").unwrap(), 2);
+    assert_eq!(ag.current_revision("graph").unwrap(), 0);
+    assert_eq!(ag.list_graphs().unwrap(), vec![G, "graph_ab"]);
+    let listed = ag.list_schedule_updates(G).unwrap();
+    assert_eq!(listed[1].request, update(G, 2));
+    assert_eq!(
+        ag.read_schedule_update(G, &update(G, 2).update_id).unwrap(),
+        Some(listed[1].clone())
+    );
+    // An update is read only through its own graph.
+    assert_eq!(
+        ag.read_schedule_update("graph_ab", &update(G, 2).update_id)
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        ag.read_schedule_update(G, "graph_update_none").unwrap(),
+        None
+    );
+}
+
+#[test]
+fn a_replayed_update_with_the_same_payload_returns_the_stored_row() {
+    let db = Db::new();
+    let ag = db.ag();
+    let first = ag.commit_schedule_update(update(G, 1)).unwrap();
+    db.set_time(9_999);
+    let second = ag.commit_schedule_update(update(G, 1)).unwrap();
+    assert!(first.created);
+    assert!(!second.created);
+    assert_eq!(second.update, first.update);
+    assert_eq!(second.update.committed_at, 1_000);
+    assert_eq!(revisions(&ag, G), vec![1]);
+    // The replay did not consume a revision.
+    let third = ag.commit_schedule_update(update(G, 2)).unwrap();
+    assert_eq!(third.update.revision, 2);
+}
+
+#[test]
+fn the_same_update_id_with_another_payload_conflicts() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    let mut other = update(G, 1);
+    other.update_fingerprint = "sha256:other".to_owned();
+    other.add_work = vec![work("w-other")];
+    let (c, m) = code(ag.commit_schedule_update(other));
+    assert_eq!(c, ControlErrorCode::ScheduleUpdateConflict);
+    assert!(m.contains("replayed with a different payload"), "{m}");
+    assert!(m.contains(&update(G, 1).update_id), "{m}");
+    assert_eq!(
+        ag.list_schedule_updates(G).unwrap()[0].request,
+        update(G, 1)
+    );
+    // The same id in another graph is refused too: update ids are global.
+    let mut elsewhere = update(G, 1);
+    elsewhere.graph_id = "graph_b".to_owned();
+    let (c, m) = code(ag.commit_schedule_update(elsewhere));
+    assert_eq!(c, ControlErrorCode::ScheduleUpdateConflict);
+    assert!(m.contains("already used by agent graph graph_a"), "{m}");
+    assert_eq!(ag.current_revision("graph_b").unwrap(), 0);
+}
+
+#[test]
+fn the_same_source_with_another_update_conflicts_whatever_the_turn() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    // Another update id from the same session, run and tool call, but
+    // another turn: the source key leaves the turn out (§3 item 1).
+    let mut other = update(G, 2);
+    other.source = update(G, 1).source;
+    other.source.turn_id = "graph_turn_2".to_owned();
+    let (c, m) = code(ag.commit_schedule_update(other.clone()));
+    assert_eq!(c, ControlErrorCode::ScheduleUpdateConflict);
+    assert!(m.contains("already committed update"), "{m}");
+    assert_eq!(revisions(&ag, G), vec![1]);
+    // Another session, or another tool call, is another source.
+    other.source.session_id = "root-2".to_owned();
+    assert!(ag.commit_schedule_update(other).unwrap().created);
+    let mut call = update(G, 3);
+    call.source.tool_call_id = "call-99".to_owned();
+    assert!(ag.commit_schedule_update(call).unwrap().created);
+    // And the same source in another graph is another source.
+    let mut graph_b = update("graph_b", 1);
+    graph_b.source = update(G, 1).source;
+    assert!(ag.commit_schedule_update(graph_b).unwrap().created);
+}
+
+#[test]
+fn finish_with_add_work_is_rejected() {
+    let db = Db::new();
+    let ag = db.ag();
+    let mut both = finish(G, 1);
+    both.add_work = vec![work("w1")];
+    let (c, m) = code(ag.commit_schedule_update(both));
+    assert_eq!(c, ControlErrorCode::ScheduleUpdateConflict);
+    assert!(
+        m.contains("cannot both finish the graph and add work"),
+        "{m}"
+    );
+    assert_eq!(ag.current_revision(G).unwrap(), 0);
+    assert!(!ag.is_closed(G).unwrap());
+    // Finish alone commits and closes the graph.
+    assert!(ag.commit_schedule_update(finish(G, 1)).unwrap().created);
+    assert!(ag.is_closed(G).unwrap());
+}
+
+#[test]
+fn an_update_after_finish_is_refused_and_writes_nothing() {
+    let mut db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    let fin = ag.commit_schedule_update(finish(G, 2)).unwrap();
+    assert_eq!(fin.update.revision, 2);
+    assert!(ag.is_closed(G).unwrap());
+    drop(ag);
+    let before = db.raw_counts();
+    let ag = db.ag();
+    let mut stop = update(G, 3);
+    stop.add_work = vec![];
+    stop.stop = vec![WorkStop {
+        target_id: format!("{G}:work-1"),
+        reason: "late".to_owned(),
+    }];
+    for late in [update(G, 3), stop, finish(G, 4)] {
+        let id = late.update_id.clone();
+        let (c, m) = code(ag.commit_schedule_update(late));
+        assert_eq!(c, ControlErrorCode::ScheduleClosed);
+        assert_eq!(
+            m,
+            format!("agent graph {G} is finished; update {id} was not committed")
+        );
+    }
+    assert_eq!(revisions(&ag, G), vec![1, 2]);
+    // Replays of committed updates still answer, before the closure check.
+    assert!(!ag.commit_schedule_update(finish(G, 2)).unwrap().created);
+    assert!(!ag.commit_schedule_update(update(G, 1)).unwrap().created);
+    // Other graphs are not affected.
+    assert!(
+        ag.commit_schedule_update(update("graph_b", 1))
+            .unwrap()
+            .created
+    );
+    drop(ag);
+    let mut after = db.raw_counts();
+    after.insert(
+        "agent_graph_schedule".to_owned(),
+        after["agent_graph_schedule"] - 1,
+    );
+    for table in [
+        "agent_graph_update_ids",
+        "agent_graph_update_sources",
+        "agent_graph_work_ids",
+    ] {
+        *after.get_mut(table).unwrap() -= 1;
+    }
+    assert_eq!(after, before);
+}
+
+#[test]
+fn a_repeated_work_id_is_rejected_across_updates_and_within_one() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    // Repeats a work id of revision 1.
+    let mut again = update(G, 2);
+    again.add_work = vec![work("fresh"), work(&format!("{G}:work-1"))];
+    let (c, m) = code(ag.commit_schedule_update(again));
+    assert_eq!(c, ControlErrorCode::ScheduleUpdateConflict);
+    assert!(
+        m.contains(&format!(
+            "adds work {G}:work-1, which revision 1 already added"
+        )),
+        "{m}"
+    );
+    // Repeats a work id inside the update.
+    let mut twice = update(G, 3);
+    twice.add_work = vec![work("dup"), work("other"), work("dup")];
+    let (c, m) = code(ag.commit_schedule_update(twice));
+    assert_eq!(c, ControlErrorCode::ScheduleUpdateConflict);
+    assert!(m.contains("adds work dup twice"), "{m}");
+    // Nothing of either was written: "fresh" and "dup" are still free.
+    assert_eq!(revisions(&ag, G), vec![1]);
+    let mut ok = update(G, 4);
+    ok.add_work = vec![work("fresh"), work("dup")];
+    assert_eq!(ag.commit_schedule_update(ok).unwrap().update.revision, 2);
+    // The same work id in another graph is another work item.
+    let mut b = update("graph_b", 1);
+    b.add_work = vec![work("fresh")];
+    assert!(ag.commit_schedule_update(b).unwrap().created);
+}
+
+// ---------------------------------------------------------------------------
+// Claims
+
+#[test]
+fn an_intent_is_claimed_exactly_once() {
+    let db = Db::new();
+    let ag = db.ag();
+    let rev = ag
+        .commit_schedule_update(update(G, 1))
+        .unwrap()
+        .update
+        .revision;
+    let first = ag.claim_intent_at_revision(claim(G, 1), rev).unwrap();
+    assert!(first.created);
+    assert_eq!(first.claim.admission_status, AdmissionStatus::Claimed);
+    assert_eq!(first.claim.request, claim(G, 1));
+    assert_eq!(first.claim.claimed_at, 1_000);
+    db.set_time(2_000);
+    let second = ag.claim_intent_at_revision(claim(G, 1), rev).unwrap();
+    assert!(!second.created);
+    assert_eq!(second.claim, first.claim);
+    let third = ag.claim_intent(claim(G, 1)).unwrap();
+    assert!(!third.created);
+    assert_eq!(ag.list_claims(G).unwrap(), vec![first.claim.clone()]);
+    assert_eq!(
+        ag.read_claim(G, "graph_intent_1").unwrap(),
+        Some(first.claim)
+    );
+    assert_eq!(ag.read_claim("graph_b", "graph_intent_1").unwrap(), None);
+}
+
+#[test]
+fn a_claim_of_the_same_intent_by_another_activation_conflicts() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    let stored = ag.claim_intent(claim(G, 1)).unwrap().claim;
+    let variants: Vec<fn(&mut IntentClaimRequest)> = vec![
+        |c| c.claim_id = "graph_claim_other".to_owned(),
+        |c| c.intent_fingerprint = "intent-fp-other".to_owned(),
+        |c| c.readiness_context_fingerprint = "ctx-other".to_owned(),
+        |c| c.target_session_id = "child-other".to_owned(),
+        |c| c.target_run_id = "run-other".to_owned(),
+    ];
+    for vary in variants {
+        let mut req = claim(G, 1);
+        vary(&mut req);
+        let (c, m) = code(ag.claim_intent(req));
+        assert_eq!(c, ControlErrorCode::IntentClaimConflict);
+        assert!(
+            m.contains("already claimed by a different activation"),
+            "{m}"
+        );
+    }
+    assert_eq!(ag.list_claims(G).unwrap(), vec![stored]);
+}
+
+#[test]
+fn a_claim_reusing_an_activation_identity_conflicts() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    ag.claim_intent(claim(G, 1)).unwrap();
+    // Another intent on the same session and turn.
+    let mut turn = claim(G, 2);
+    turn.target_session_id = "child-1".to_owned();
+    turn.target_turn_id = "turn-1".to_owned();
+    let (c, m) = code(ag.claim_intent(turn));
+    assert_eq!(c, ControlErrorCode::IntentClaimConflict);
+    assert!(m.contains("reuses turn turn-1 of session child-1"), "{m}");
+    assert!(m.contains("held by intent graph_intent_1"), "{m}");
+    // Another intent on the same session and run.
+    let mut run = claim(G, 3);
+    run.target_session_id = "child-1".to_owned();
+    run.target_run_id = "run-1".to_owned();
+    let (c, m) = code(ag.claim_intent(run));
+    assert_eq!(c, ControlErrorCode::IntentClaimConflict);
+    assert!(m.contains("reuses run run-1 of session child-1"), "{m}");
+    // Identities are global: another graph cannot take them either.
+    let mut other_graph = claim("graph_b", 4);
+    other_graph.target_session_id = "child-1".to_owned();
+    other_graph.target_run_id = "run-1".to_owned();
+    let (c, _) = code(ag.claim_intent(other_graph));
+    assert_eq!(c, ControlErrorCode::IntentClaimConflict);
+    assert_eq!(ag.list_claims(G).unwrap().len(), 1);
+    assert!(ag.list_claims("graph_b").unwrap().is_empty());
+    // The same turn and run ids in another session are another identity.
+    let mut fine = claim(G, 5);
+    fine.target_turn_id = "turn-1".to_owned();
+    fine.target_run_id = "run-1".to_owned();
+    assert!(ag.claim_intent(fine).unwrap().created);
+}
+
+#[test]
+fn a_stale_revision_writes_nothing() {
+    let mut db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    ag.claim_intent_at_revision(claim(G, 1), 1).unwrap();
+    ag.commit_schedule_update(update(G, 2)).unwrap();
+    drop(ag);
+    let before = db.raw_counts();
+    let ag = db.ag();
+    let (c, m) = code(ag.claim_intent_at_revision(claim(G, 2), 1));
+    assert_eq!(c, ControlErrorCode::ScheduleRevisionConflict);
+    assert_eq!(
+        m,
+        format!("agent graph schedule {G} revision changed from 1 to 2")
+    );
+    // Even a replay of an existing claim checks the revision first.
+    let (c, _) = code(ag.claim_intent_at_revision(claim(G, 1), 1));
+    assert_eq!(c, ControlErrorCode::ScheduleRevisionConflict);
+    let (c, _) = code(ag.claim_intent_at_revision(claim(G, 2), 3));
+    assert_eq!(c, ControlErrorCode::ScheduleRevisionConflict);
+    let (c, _) = code(ag.begin_intent_execution_at_revision(G, "graph_intent_1", 1));
+    assert_eq!(c, ControlErrorCode::ScheduleRevisionConflict);
+    let (c, m) = code(ag.provision_operator(provision(G, 1, 1)));
+    assert_eq!(c, ControlErrorCode::ScheduleRevisionConflict);
+    assert!(m.contains("changed from 1 to 2"), "{m}");
+    assert_eq!(ag.read_claim(G, "graph_intent_2").unwrap(), None);
+    assert_eq!(
+        ag.read_claim(G, "graph_intent_1")
+            .unwrap()
+            .unwrap()
+            .admission_status,
+        AdmissionStatus::Claimed
+    );
+    assert!(ag.list_provisions(G).unwrap().is_empty());
+    drop(ag);
+    assert_eq!(db.raw_counts(), before);
+    // At the current revision it goes through.
+    assert!(
+        db.ag()
+            .claim_intent_at_revision(claim(G, 2), 2)
+            .unwrap()
+            .created
+    );
+}
+
+#[test]
+fn a_claim_on_a_finished_graph_is_refused_but_an_existing_claim_answers() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    let stored = ag.claim_intent(claim(G, 1)).unwrap().claim;
+    ag.commit_schedule_update(finish(G, 2)).unwrap();
+    let (c, m) = code(ag.claim_intent_at_revision(claim(G, 2), 2));
+    assert_eq!(c, ControlErrorCode::ScheduleClosed);
+    assert_eq!(
+        m,
+        format!("agent graph {G} is finished; intent graph_intent_2 was not claimed")
+    );
+    let (c, _) = code(ag.claim_intent(claim(G, 2)));
+    assert_eq!(c, ControlErrorCode::ScheduleClosed);
+    assert_eq!(ag.read_claim(G, "graph_intent_2").unwrap(), None);
+    // The claim made before the finish is still recoverable.
+    let replay = ag.claim_intent(claim(G, 1)).unwrap();
+    assert!(!replay.created);
+    assert_eq!(replay.claim, stored);
+    // And it can still be started and cancelled.
+    assert!(
+        ag.begin_intent_execution(G, "graph_intent_1")
+            .unwrap()
+            .changed
+    );
+    assert!(
+        ag.cancel_intent_execution(G, "graph_intent_1", "graph finished")
+            .unwrap()
+            .changed
+    );
+}
+
+#[test]
+fn admission_goes_claimed_executing_cancelled() {
+    use AdmissionStatus::{Cancelled, Claimed, Executing};
+    let db = Db::new();
+    let ag = db.ag();
+    let rev = ag
+        .commit_schedule_update(update(G, 1))
+        .unwrap()
+        .update
+        .revision;
+    ag.claim_intent(claim(G, 1)).unwrap();
+    let i = "graph_intent_1";
+    assert_eq!(
+        ag.begin_intent_execution_at_revision(G, i, rev).unwrap(),
+        change(Executing, Claimed, true)
+    );
+    assert_eq!(
+        ag.begin_intent_execution_at_revision(G, i, rev).unwrap(),
+        change(Executing, Executing, false)
+    );
+    assert_eq!(
+        ag.begin_intent_execution(G, i).unwrap(),
+        change(Executing, Executing, false)
+    );
+    assert_eq!(
+        ag.cancel_intent_execution(G, i, "superseded").unwrap(),
+        change(Cancelled, Executing, true)
+    );
+    // Idempotent: the first reason stays.
+    assert_eq!(
+        ag.cancel_intent_execution(G, i, "again").unwrap(),
+        change(Cancelled, Cancelled, false)
+    );
+    assert_eq!(
+        ag.begin_intent_execution(G, i).unwrap(),
+        change(Cancelled, Cancelled, false)
+    );
+    let stored = ag.read_claim(G, i).unwrap().unwrap();
+    assert_eq!(stored.admission_status, Cancelled);
+    assert_eq!(stored.cancellation_reason.as_deref(), Some("superseded"));
+    // A claimed intent can be cancelled directly.
+    ag.claim_intent(claim(G, 2)).unwrap();
+    assert_eq!(
+        ag.cancel_intent_execution(G, "graph_intent_2", "stopped")
+            .unwrap(),
+        change(Cancelled, Claimed, true)
+    );
+    // Missing claims.
+    for r in [
+        ag.begin_intent_execution(G, "graph_intent_9"),
+        ag.begin_intent_execution_at_revision(G, "graph_intent_9", rev),
+        ag.cancel_intent_execution(G, "graph_intent_9", "x"),
+        ag.rearm_intent_for_replay(G, "graph_intent_9"),
+        ag.begin_intent_execution("graph_b", i),
+    ] {
+        let (c, m) = code(r);
+        assert_eq!(c, ControlErrorCode::IntentNotFound);
+        assert!(m.contains("has no durable claim"), "{m}");
+    }
+}
+
+#[test]
+fn rearm_moves_executing_back_to_claimed_only() {
+    use AdmissionStatus::{Cancelled, Claimed, Executing};
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    ag.claim_intent(claim(G, 1)).unwrap();
+    let i = "graph_intent_1";
+    assert_eq!(
+        ag.rearm_intent_for_replay(G, i).unwrap(),
+        change(Claimed, Claimed, false)
+    );
+    ag.begin_intent_execution(G, i).unwrap();
+    assert_eq!(
+        ag.rearm_intent_for_replay(G, i).unwrap(),
+        change(Claimed, Executing, true)
+    );
+    assert_eq!(
+        ag.read_claim(G, i).unwrap().unwrap().admission_status,
+        Claimed
+    );
+    // Re-armed work can begin again.
+    assert!(ag.begin_intent_execution(G, i).unwrap().changed);
+    ag.cancel_intent_execution(G, i, "stopped by supervisor")
+        .unwrap();
+    assert_eq!(
+        ag.rearm_intent_for_replay(G, i).unwrap(),
+        change(Cancelled, Cancelled, false)
+    );
+    assert_eq!(
+        ag.read_claim(G, i).unwrap().unwrap().admission_status,
+        Cancelled
+    );
+}
+
+#[test]
+fn claims_are_listed_by_intent_id_in_byte_order() {
+    let db = Db::new();
+    let ag = db.ag();
+    for (n, intent) in ["b", "a", "B", "a\u{e9}", "ab"].iter().enumerate() {
+        let mut req = claim(G, n as u32);
+        req.intent_id = (*intent).to_owned();
+        ag.claim_intent(req).unwrap();
+    }
+    // A graph whose id extends G's must not leak into G's range.
+    ag.claim_intent(claim(&format!("{G}x"), 10)).unwrap();
+    let ids: Vec<String> = ag
+        .list_claims(G)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.request.intent_id)
+        .collect();
+    assert_eq!(ids, vec!["B", "a", "ab", "a\u{e9}", "b"]);
+}
+
+// ---------------------------------------------------------------------------
+// Provisions
+
+#[test]
+fn a_provision_is_adopted_on_retry_and_conflicts_on_a_mismatch() {
+    let db = Db::new();
+    let ag = db.ag();
+    let rev = ag
+        .commit_schedule_update(update(G, 1))
+        .unwrap()
+        .update
+        .revision;
+    let first = ag.provision_operator(provision(G, 1, rev)).unwrap();
+    assert!(first.created);
+    assert_eq!(first.provision.provisioned_at, 1_000);
+    assert_eq!(first.provision.work_id, format!("{G}:work-1"));
+    db.set_time(3_000);
+    let second = ag.provision_operator(provision(G, 1, rev)).unwrap();
+    assert!(!second.created);
+    assert_eq!(second.provision, first.provision);
+    let variants: Vec<fn(&mut ProvisionRequest)> = vec![
+        |p| p.provision_fingerprint = "different".to_owned(),
+        |p| p.operator_id = "graph_operator_other".to_owned(),
+        |p| p.target_session_id = "child-other".to_owned(),
+    ];
+    for vary in variants {
+        let mut req = provision(G, 1, rev);
+        vary(&mut req);
+        let (c, m) = code(ag.provision_operator(req));
+        assert_eq!(c, ControlErrorCode::ProvisionConflict);
+        assert!(m.contains("replayed with a different binding"), "{m}");
+    }
+    // The same work under another provision id.
+    let mut same_work = provision(G, 2, rev);
+    same_work.work_id = format!("{G}:work-1");
+    let (c, m) = code(ag.provision_operator(same_work));
+    assert_eq!(c, ControlErrorCode::ProvisionConflict);
+    assert!(
+        m.contains(&format!(
+            "work {G}:work-1 already provisioned as graph_provision_1"
+        )),
+        "{m}"
+    );
+    // The same operator under another provision id.
+    let mut same_operator = provision(G, 3, rev);
+    same_operator.operator_id = "graph_operator_1".to_owned();
+    let (c, m) = code(ag.provision_operator(same_operator));
+    assert_eq!(c, ControlErrorCode::ProvisionConflict);
+    assert!(
+        m.contains("operator graph_operator_1 already provisioned as graph_provision_1"),
+        "{m}"
+    );
+    assert_eq!(
+        ag.list_provisions(G).unwrap(),
+        vec![first.provision.clone()]
+    );
+    assert_eq!(
+        ag.read_provision_by_operator(G, "graph_operator_1")
+            .unwrap(),
+        Some(first.provision.clone())
+    );
+    assert_eq!(
+        ag.read_provision_by_work(G, &format!("{G}:work-1"))
+            .unwrap(),
+        Some(first.provision.clone())
+    );
+    assert_eq!(
+        ag.read_provision_by_operator(G, "graph_operator_2")
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        ag.read_provision_by_work("graph_b", &format!("{G}:work-1"))
+            .unwrap(),
+        None
+    );
+    // Another work item gets its own operator.
+    assert!(ag.provision_operator(provision(G, 4, rev)).unwrap().created);
+    assert_eq!(ag.list_provisions(G).unwrap().len(), 2);
+}
+
+#[test]
+fn provisions_are_blocked_after_closure() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    let before = ag.provision_operator(provision(G, 1, 1)).unwrap().provision;
+    let rev = ag
+        .commit_schedule_update(finish(G, 2))
+        .unwrap()
+        .update
+        .revision;
+    let (c, m) = code(ag.provision_operator(provision(G, 2, rev)));
+    assert_eq!(c, ControlErrorCode::ScheduleClosed);
+    assert_eq!(
+        m,
+        format!("agent graph {G} is finished; operator graph_operator_2 was not provisioned")
+    );
+    assert_eq!(ag.list_provisions(G).unwrap(), vec![before.clone()]);
+    // The existing operator is still adopted (a retry after a crash).
+    let retry = ag.provision_operator(provision(G, 1, rev)).unwrap();
+    assert!(!retry.created);
+    assert_eq!(retry.provision, before);
+}
+
+// ---------------------------------------------------------------------------
+// Records
+
+#[test]
+fn records_append_once_conflict_on_other_content_and_list_in_order() {
+    let db = Db::new();
+    let ag = db.ag();
+    let rows = [
+        record(G, "r5", 20, "op_a", "run-1", 0),
+        record(G, "r3", 10, "op_b", "run-1", 0),
+        record(G, "r2", 10, "op_a", "run-2", 0),
+        record(G, "r4", 10, "op_a", "run-1", 10),
+        record(G, "r1", 10, "op_a", "run-1", 9),
+        record(G, "r0", 10, "op_a", "run-1", 9),
+    ];
+    for r in &rows {
+        assert!(ag.append_record(r.clone()).unwrap());
+    }
+    ag.append_record(record(&format!("{G}x"), "r9", 0, "op_a", "run-1", 0))
+        .unwrap();
+    assert!(!ag.append_record(rows[0].clone()).unwrap());
+    let mut changed = rows[0].clone();
+    changed.summary = "another summary".to_owned();
+    let (c, m) = code(ag.append_record(changed));
+    assert_eq!(c, ControlErrorCode::RecordConflict);
+    assert!(
+        m.contains("record r5 was already appended with different content"),
+        "{m}"
+    );
+    let ids: Vec<String> = ag
+        .list_records(G)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.record_id)
+        .collect();
+    assert_eq!(ids, vec!["r0", "r1", "r4", "r2", "r3", "r5"]);
+    assert_eq!(ag.read_record(G, "r5").unwrap(), Some(rows[0].clone()));
+    assert_eq!(ag.read_record(G, "r9").unwrap(), None);
+}
+
+#[test]
+fn records_of_a_finished_graph_are_accepted() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    ag.commit_schedule_update(finish(G, 2)).unwrap();
+    let late = record(G, "late", 50, "op_a", "run-1", 3);
+    assert!(ag.append_record(late.clone()).unwrap());
+    assert_eq!(ag.list_records(G).unwrap(), vec![late]);
+}
+
+#[test]
+fn records_persist_across_reopening() {
+    let mut db = Db::new();
+    let rows = vec![
+        record(G, "r1", 10, "op_a", "run-1", 1),
+        record(G, "r2", 11, "op_a", "run-1", 2),
+    ];
+    for r in &rows {
+        db.ag().append_record(r.clone()).unwrap();
+    }
+    db.reopen();
+    let ag = db.ag();
+    assert_eq!(ag.list_records(G).unwrap(), rows);
+    assert!(!ag.append_record(rows[1].clone()).unwrap());
+}
+
+// ---------------------------------------------------------------------------
+// Supervisor wakes
+
+#[test]
+fn a_wake_is_claimed_once_and_returned_unchanged_afterwards() {
+    let db = Db::new();
+    let ag = db.ag();
+    let first = ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    assert!(first.created);
+    assert_eq!(first.wake.status, WakeStatus::Pending);
+    assert_eq!(first.wake.attempt_count, 0);
+    assert_eq!(
+        (first.wake.created_at, first.wake.updated_at),
+        (1_000, 1_000)
+    );
+    db.set_time(2_000);
+    let second = ag.claim_supervisor_wake(G, "w1", "v2", "root-2").unwrap();
+    assert!(!second.created);
+    assert_eq!(second.wake, first.wake);
+    // Even once delivered, a claim returns the stored row unchanged.
+    ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
+        .unwrap();
+    let delivered = ag
+        .complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    let third = ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    assert!(!third.created);
+    assert_eq!(third.wake, delivered);
+    assert_eq!(third.wake.status, WakeStatus::Delivered);
+    assert_eq!(ag.list_supervisor_wakes(G).unwrap(), vec![delivered]);
+}
+
+#[test]
+fn an_attempt_runs_then_delivers_and_nothing_follows_a_terminal_wake() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    db.set_time(1_100);
+    let begun = ag
+        .begin_supervisor_wake_attempt(G, "w1", "a1", "t1", Some(3))
+        .unwrap();
+    assert!(begun.acquired);
+    assert_eq!(begun.wake.status, WakeStatus::Running);
+    assert_eq!(begun.wake.attempt_count, 1);
+    assert_eq!(begun.wake.current_attempt_id.as_deref(), Some("a1"));
+    assert_eq!(begun.wake.current_turn_id.as_deref(), Some("t1"));
+    assert_eq!(begun.wake.updated_at, 1_100);
+    let attempt = begun.attempt.clone().unwrap();
+    assert_eq!(attempt.status, AttemptStatus::Running);
+    assert_eq!((attempt.started_at, attempt.completed_at), (1_100, None));
+    // The same attempt again: not acquired, the existing attempt returned.
+    db.set_time(1_200);
+    let again = ag
+        .begin_supervisor_wake_attempt(G, "w1", "a1", "t1", Some(3))
+        .unwrap();
+    assert!(!again.acquired);
+    assert_eq!(again.attempt, Some(attempt));
+    assert_eq!(again.wake, begun.wake);
+    db.set_time(1_300);
+    let wake = ag
+        .complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    assert_eq!(wake.status, WakeStatus::Delivered);
+    assert!(wake.status.is_terminal());
+    assert_eq!(wake.updated_at, 1_300);
+    assert_eq!(
+        ag.read_supervisor_wake(G, "w1").unwrap(),
+        Some(wake.clone())
+    );
+    let attempts = ag.list_supervisor_wake_attempts(G, "w1").unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].status, AttemptStatus::Delivered);
+    assert_eq!(attempts[0].completed_at, Some(1_300));
+    // After the terminal status: no new attempt, nothing written.
+    let refused = ag
+        .begin_supervisor_wake_attempt(G, "w1", "a2", "t2", None)
+        .unwrap();
+    assert!(!refused.acquired);
+    assert_eq!(refused.attempt, None);
+    assert_eq!(refused.wake, wake);
+    assert_eq!(ag.list_supervisor_wake_attempts(G, "w1").unwrap().len(), 1);
+}
+
+#[test]
+fn max_attempts_is_a_ceiling_on_begun_attempts() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    for (n, attempt) in ["a1", "a2"].iter().enumerate() {
+        let out = ag
+            .begin_supervisor_wake_attempt(G, "w1", attempt, attempt, Some(2))
+            .unwrap();
+        assert!(out.acquired, "{attempt}");
+        assert_eq!(out.wake.attempt_count, n as u32 + 1);
+        let wake = ag
+            .complete_supervisor_wake_attempt(
+                G,
+                "w1",
+                attempt,
+                AttemptStatus::RetryableFailed,
+                Some("context overflow"),
+            )
+            .unwrap();
+        assert_eq!(wake.status, WakeStatus::RetryableFailed);
+        assert_eq!(wake.failure_reason.as_deref(), Some("context overflow"));
+    }
+    let capped = ag
+        .begin_supervisor_wake_attempt(G, "w1", "a3", "a3", Some(2))
+        .unwrap();
+    assert!(!capped.acquired);
+    assert_eq!(capped.attempt, None);
+    assert_eq!(capped.wake.attempt_count, 2);
+    assert_eq!(capped.wake.status, WakeStatus::RetryableFailed);
+    assert_eq!(ag.list_supervisor_wake_attempts(G, "w1").unwrap().len(), 2);
+    // A higher ceiling, or none, lets the next attempt begin.
+    assert!(
+        ag.begin_supervisor_wake_attempt(G, "w1", "a3", "a3", Some(3))
+            .unwrap()
+            .acquired
+    );
+    let (c, m) = code(ag.begin_supervisor_wake_attempt(G, "w1", "a4", "a4", Some(0)));
+    assert_eq!(c, ControlErrorCode::MalformedState);
+    assert!(m.contains("max attempts must be at least 1"), "{m}");
+    assert!(
+        ag.begin_supervisor_wake_attempt(G, "w1", "a4", "a4", None)
+            .unwrap()
+            .acquired
+    );
+}
+
+#[test]
+fn unknown_wakes_and_attempts_are_errors() {
+    let db = Db::new();
+    let ag = db.ag();
+    let (c, m) = code(ag.begin_supervisor_wake_attempt(G, "w0", "a1", "t1", None));
+    assert_eq!(c, ControlErrorCode::WakeNotFound);
+    assert_eq!(m, format!("agent graph {G}: wake w0 not found"));
+    let (c, _) =
+        code(ag.complete_supervisor_wake_attempt(G, "w0", "a1", AttemptStatus::Delivered, None));
+    assert_eq!(c, ControlErrorCode::WakeNotFound);
+    let (c, _) = code(ag.exhaust_supervisor_wake(G, "w0", "gave up"));
+    assert_eq!(c, ControlErrorCode::WakeNotFound);
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    // A wake is found only in its own graph.
+    let (c, _) = code(ag.begin_supervisor_wake_attempt("graph_b", "w1", "a1", "t1", None));
+    assert_eq!(c, ControlErrorCode::WakeNotFound);
+    let (c, m) =
+        code(ag.complete_supervisor_wake_attempt(G, "w1", "a9", AttemptStatus::Delivered, None));
+    assert_eq!(c, ControlErrorCode::WakeAttemptNotFound);
+    assert_eq!(
+        m,
+        format!("agent graph {G}: attempt a9 of wake w1 not found")
+    );
+    assert_eq!(
+        ag.read_supervisor_wake(G, "w1").unwrap().unwrap().status,
+        WakeStatus::Pending
+    );
+    assert_eq!(ag.read_supervisor_wake(G, "w0").unwrap(), None);
+}
+
+#[test]
+fn completing_after_delivery_is_refused_unless_it_repeats_the_delivery() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
+        .unwrap();
+    let delivered = ag
+        .complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    // The same completion again (a retry after a crash) answers unchanged.
+    db.set_time(5_000);
+    assert_eq!(
+        ag.complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::Delivered, None)
+            .unwrap(),
+        delivered
+    );
+    let (c, m) = code(ag.complete_supervisor_wake_attempt(
+        G,
+        "w1",
+        "a1",
+        AttemptStatus::RetryableFailed,
+        Some("late failure"),
+    ));
+    assert_eq!(c, ControlErrorCode::WakeAlreadyDelivered);
+    assert!(m.contains("wake w1 is already delivered"), "{m}");
+    assert_eq!(ag.read_supervisor_wake(G, "w1").unwrap(), Some(delivered));
+    assert_eq!(
+        ag.list_supervisor_wake_attempts(G, "w1").unwrap()[0].status,
+        AttemptStatus::Delivered
+    );
+}
+
+#[test]
+fn a_superseded_wake_stays_superseded_when_its_attempt_completes() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
+        .unwrap();
+    assert_eq!(
+        ag.supersede_supervisor_wakes(&[ROOT], None, "finished")
+            .unwrap(),
+        1
+    );
+    db.set_time(7_000);
+    let wake = ag
+        .complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    assert_eq!(wake.status, WakeStatus::Superseded);
+    assert_eq!(wake.superseded_reason.as_deref(), Some("finished"));
+    let attempt = &ag.list_supervisor_wake_attempts(G, "w1").unwrap()[0];
+    assert_eq!(attempt.status, AttemptStatus::Delivered);
+    assert_eq!(attempt.completed_at, Some(7_000));
+}
+
+#[test]
+fn only_the_current_attempt_moves_the_wake() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
+        .unwrap();
+    // a1 is left running (a lost process); a2 takes over.
+    let a2 = ag
+        .begin_supervisor_wake_attempt(G, "w1", "a2", "t2", None)
+        .unwrap();
+    assert!(a2.acquired);
+    let wake = ag
+        .complete_supervisor_wake_attempt(
+            G,
+            "w1",
+            "a1",
+            AttemptStatus::RetryableFailed,
+            Some("stale"),
+        )
+        .unwrap();
+    assert_eq!(wake, a2.wake);
+    assert_eq!(wake.status, WakeStatus::Running);
+    let attempts = ag.list_supervisor_wake_attempts(G, "w1").unwrap();
+    assert_eq!(attempts[0].attempt_id, "a1");
+    assert_eq!(attempts[0].status, AttemptStatus::RetryableFailed);
+    assert_eq!(attempts[0].failure_reason.as_deref(), Some("stale"));
+    // waiting_permission is not settled: no completedAt.
+    let waiting = ag
+        .complete_supervisor_wake_attempt(G, "w1", "a2", AttemptStatus::WaitingPermission, None)
+        .unwrap();
+    assert_eq!(waiting.status, WakeStatus::WaitingPermission);
+    assert_eq!(
+        ag.list_supervisor_wake_attempts(G, "w1").unwrap()[1].completed_at,
+        None
+    );
+}
+
+#[test]
+fn supersede_counts_only_non_terminal_wakes_of_the_given_roots_and_graphs() {
+    let db = Db::new();
+    let ag = db.ag();
+    // pending, running, waiting_permission, retryable_failed in G.
+    for w in ["pending", "running", "waiting", "retry"] {
+        ag.claim_supervisor_wake(G, w, "v", ROOT).unwrap();
+    }
+    ag.begin_supervisor_wake_attempt(G, "running", "a", "t", None)
+        .unwrap();
+    ag.begin_supervisor_wake_attempt(G, "waiting", "a", "t", None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "waiting", "a", AttemptStatus::WaitingPermission, None)
+        .unwrap();
+    ag.begin_supervisor_wake_attempt(G, "retry", "a", "t", None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "retry", "a", AttemptStatus::RetryableFailed, None)
+        .unwrap();
+    // delivered and exhausted in G: terminal.
+    for w in ["delivered", "exhausted"] {
+        ag.claim_supervisor_wake(G, w, "v", ROOT).unwrap();
+        ag.begin_supervisor_wake_attempt(G, w, "a", "t", None)
+            .unwrap();
+    }
+    ag.complete_supervisor_wake_attempt(G, "delivered", "a", AttemptStatus::Delivered, None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "exhausted", "a", AttemptStatus::RetryableFailed, None)
+        .unwrap();
+    ag.exhaust_supervisor_wake(G, "exhausted", "three failures")
+        .unwrap();
+    // Another root, and another graph.
+    ag.claim_supervisor_wake(G, "other-root", "v", "root-2")
+        .unwrap();
+    ag.claim_supervisor_wake("graph_b", "b1", "v", ROOT)
+        .unwrap();
+
+    // Only graph_b: one wake.
+    assert_eq!(
+        ag.supersede_supervisor_wakes(&[ROOT], Some(&["graph_b", "graph_c"]), "stop")
+            .unwrap(),
+        1
+    );
+    db.set_time(4_000);
+    assert_eq!(
+        ag.supersede_supervisor_wakes(&[ROOT, "root-9"], None, "finish")
+            .unwrap(),
+        4
+    );
+    // Nothing left to supersede for ROOT.
+    assert_eq!(
+        ag.supersede_supervisor_wakes(&[ROOT], None, "again")
+            .unwrap(),
+        0
+    );
+    let status: BTreeMap<String, (WakeStatus, Option<String>)> = ag
+        .list_supervisor_wakes(G)
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.wake_id, (w.status, w.superseded_reason)))
+        .collect();
+    let superseded = |r: &str| (WakeStatus::Superseded, Some(r.to_owned()));
+    assert_eq!(status["pending"], superseded("finish"));
+    assert_eq!(status["running"], superseded("finish"));
+    assert_eq!(status["waiting"], superseded("finish"));
+    assert_eq!(status["retry"], superseded("finish"));
+    assert_eq!(status["delivered"], (WakeStatus::Delivered, None));
+    assert_eq!(status["exhausted"], (WakeStatus::Exhausted, None));
+    assert_eq!(status["other-root"], (WakeStatus::Pending, None));
+    let b1 = ag.read_supervisor_wake("graph_b", "b1").unwrap().unwrap();
+    assert_eq!(b1.status, WakeStatus::Superseded);
+    assert_eq!(b1.superseded_reason.as_deref(), Some("stop"));
+    assert_eq!(
+        ag.read_supervisor_wake(G, "pending")
+            .unwrap()
+            .unwrap()
+            .updated_at,
+        4_000
+    );
+}
+
+#[test]
+fn exhaust_only_from_retryable_failed_and_idempotent_once_exhausted() {
+    let db = Db::new();
+    let ag = db.ag();
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    let (c, m) = code(ag.exhaust_supervisor_wake(G, "w1", "gave up"));
+    assert_eq!(c, ControlErrorCode::WakeConflict);
+    assert!(
+        m.contains("wake w1 is pending, not retryable_failed"),
+        "{m}"
+    );
+    ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
+        .unwrap();
+    let (c, m) = code(ag.exhaust_supervisor_wake(G, "w1", "gave up"));
+    assert_eq!(c, ControlErrorCode::WakeConflict);
+    assert!(m.contains("is running"), "{m}");
+    ag.complete_supervisor_wake_attempt(
+        G,
+        "w1",
+        "a1",
+        AttemptStatus::RetryableFailed,
+        Some("boom"),
+    )
+    .unwrap();
+    for bad in [
+        String::new(),
+        "   ".to_owned(),
+        "x".repeat(4001),
+        "\u{1F600}".repeat(2001),
+    ] {
+        let (c, m) = code(ag.exhaust_supervisor_wake(G, "w1", &bad));
+        assert_eq!(c, ControlErrorCode::MalformedState);
+        assert!(m.contains("exhaustion reason must be non-empty"), "{m}");
+    }
+    assert_eq!(
+        ag.read_supervisor_wake(G, "w1").unwrap().unwrap().status,
+        WakeStatus::RetryableFailed
+    );
+    db.set_time(8_000);
+    let reason = "y".repeat(4000);
+    let exhausted = ag.exhaust_supervisor_wake(G, "w1", &reason).unwrap();
+    assert_eq!(exhausted.status, WakeStatus::Exhausted);
+    assert_eq!(exhausted.failure_reason.as_deref(), Some(reason.as_str()));
+    assert_eq!(exhausted.updated_at, 8_000);
+    db.set_time(9_000);
+    assert_eq!(
+        ag.exhaust_supervisor_wake(G, "w1", "another reason")
+            .unwrap(),
+        exhausted
+    );
+    // Terminal: no new attempt.
+    assert!(
+        !ag.begin_supervisor_wake_attempt(G, "w1", "a2", "t2", None)
+            .unwrap()
+            .acquired
+    );
+    // A delivered wake cannot be exhausted either.
+    ag.claim_supervisor_wake(G, "w2", "v2", ROOT).unwrap();
+    ag.begin_supervisor_wake_attempt(G, "w2", "a1", "t1", None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "w2", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    let (c, _) = code(ag.exhaust_supervisor_wake(G, "w2", "gave up"));
+    assert_eq!(c, ControlErrorCode::WakeConflict);
+}
+
+#[test]
+fn wakes_and_attempts_are_listed_in_time_order() {
+    let db = Db::new();
+    let ag = db.ag();
+    for (t, graph, w) in [
+        (30, G, "w-a"),
+        (10, G, "w-c"),
+        (10, G, "w-b"),
+        (20, "graph_b", "w-z"),
+        (5, "graph_b", "w-y"),
+    ] {
+        db.set_time(t);
+        ag.claim_supervisor_wake(graph, w, "v", ROOT).unwrap();
+    }
+    let ids = |ws: Vec<sandgraph_store::SupervisorWake>| -> Vec<String> {
+        ws.into_iter().map(|w| w.wake_id).collect()
+    };
+    assert_eq!(
+        ids(ag.list_supervisor_wakes(G).unwrap()),
+        vec!["w-b", "w-c", "w-a"]
+    );
+    assert_eq!(
+        ids(ag.list_unsettled_supervisor_wakes(None).unwrap()),
+        vec!["w-y", "w-b", "w-c", "w-z", "w-a"]
+    );
+    // Settled wakes are left out.
+    db.set_time(40);
+    ag.begin_supervisor_wake_attempt(G, "w-c", "a", "t", None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "w-c", "a", AttemptStatus::Delivered, None)
+        .unwrap();
+    ag.supersede_supervisor_wakes(&[ROOT], Some(&["graph_b"]), "x")
+        .unwrap();
+    assert_eq!(
+        ids(ag.list_unsettled_supervisor_wakes(Some(G)).unwrap()),
+        vec!["w-b", "w-a"]
+    );
+    assert_eq!(
+        ids(ag.list_unsettled_supervisor_wakes(None).unwrap()),
+        vec!["w-b", "w-a"]
+    );
+    assert!(
+        ag.list_unsettled_supervisor_wakes(Some("graph_b"))
+            .unwrap()
+            .is_empty()
+    );
+    // Attempts: by startedAt, then attempt id.
+    for (t, a) in [(50, "a-1"), (45, "a-3"), (45, "a-2")] {
+        db.set_time(t);
+        ag.begin_supervisor_wake_attempt(G, "w-a", a, a, None)
+            .unwrap();
+    }
+    // Attempts of a wake whose id extends "w-a" stay out of its range.
+    db.set_time(1);
+    ag.claim_supervisor_wake(G, "w-a2", "v", ROOT).unwrap();
+    ag.begin_supervisor_wake_attempt(G, "w-a2", "a-0", "t", None)
+        .unwrap();
+    let attempts: Vec<String> = ag
+        .list_supervisor_wake_attempts(G, "w-a")
+        .unwrap()
+        .into_iter()
+        .map(|a| a.attempt_id)
+        .collect();
+    assert_eq!(attempts, vec!["a-2", "a-3", "a-1"]);
+}
+
+// ---------------------------------------------------------------------------
+// The whole store
+
+#[test]
+fn everything_survives_closing_and_reopening_the_file() {
+    let mut db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    ag.commit_schedule_update(update(G, 2)).unwrap();
+    ag.commit_schedule_update(update("graph_b", 1)).unwrap();
+    ag.claim_intent(claim(G, 1)).unwrap();
+    ag.claim_intent(claim(G, 2)).unwrap();
+    ag.begin_intent_execution(G, "graph_intent_1").unwrap();
+    ag.cancel_intent_execution(G, "graph_intent_2", "stopped")
+        .unwrap();
+    ag.provision_operator(provision(G, 1, 2)).unwrap();
+    ag.append_record(record(G, "r1", 10, "op", "run", 1))
+        .unwrap();
+    ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
+    ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::RetryableFailed, Some("x"))
+        .unwrap();
+    ag.commit_schedule_update(finish(G, 3)).unwrap();
+
+    type Snapshot = (
+        Vec<String>,
+        Vec<sandgraph_store::ScheduleUpdate>,
+        Vec<sandgraph_store::IntentClaim>,
+        Vec<sandgraph_store::Provision>,
+        Vec<GraphRecord>,
+        Vec<sandgraph_store::SupervisorWake>,
+        Vec<sandgraph_store::WakeAttempt>,
+        (u64, bool),
+    );
+    let snapshot = |ag: &AgentGraphStore| -> Snapshot {
+        (
+            ag.list_graphs().unwrap(),
+            ag.list_schedule_updates(G).unwrap(),
+            ag.list_claims(G).unwrap(),
+            ag.list_provisions(G).unwrap(),
+            ag.list_records(G).unwrap(),
+            ag.list_supervisor_wakes(G).unwrap(),
+            ag.list_supervisor_wake_attempts(G, "w1").unwrap(),
+            (ag.current_revision(G).unwrap(), ag.is_closed(G).unwrap()),
+        )
+    };
+    let before = snapshot(&ag);
+    assert_eq!(before.7, (3, true));
+    assert_eq!(before.2.len(), 2);
+    drop(ag);
+    db.reopen();
+    let ag = db.ag();
+    assert_eq!(snapshot(&ag), before);
+    // The indexes survive too: every uniqueness rule still holds.
+    assert!(!ag.commit_schedule_update(update(G, 1)).unwrap().created);
+    let mut same_source = update("graph_b", 2);
+    same_source.source = update("graph_b", 1).source;
+    assert_eq!(
+        code(ag.commit_schedule_update(same_source)).0,
+        ControlErrorCode::ScheduleUpdateConflict
+    );
+    let mut same_work = update("graph_b", 3);
+    same_work.add_work = vec![work("graph_b:work-1")];
+    assert_eq!(
+        code(ag.commit_schedule_update(same_work)).0,
+        ControlErrorCode::ScheduleUpdateConflict
+    );
+    assert_eq!(
+        code(ag.commit_schedule_update(update(G, 4))).0,
+        ControlErrorCode::ScheduleClosed
+    );
+    let mut turn = claim("graph_b", 7);
+    turn.target_session_id = "child-1".to_owned();
+    turn.target_turn_id = "turn-1".to_owned();
+    assert_eq!(
+        code(ag.claim_intent(turn)).0,
+        ControlErrorCode::IntentClaimConflict
+    );
+    assert!(!ag.provision_operator(provision(G, 1, 3)).unwrap().created);
+    assert!(
+        ag.read_provision_by_work(G, &format!("{G}:work-1"))
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        ag.exhaust_supervisor_wake(G, "w1", "gave up")
+            .unwrap()
+            .status,
+        WakeStatus::Exhausted
+    );
+}
+
+#[test]
+fn refused_calls_write_no_row() {
+    let mut db = Db::new();
+    let ag = db.ag();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    ag.claim_intent(claim(G, 1)).unwrap();
+    ag.provision_operator(provision(G, 1, 1)).unwrap();
+    ag.append_record(record(G, "r1", 1, "op", "run", 1))
+        .unwrap();
+    ag.claim_supervisor_wake(G, "w1", "v", ROOT).unwrap();
+    ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    ag.commit_schedule_update(finish(G, 2)).unwrap();
+    drop(ag);
+    let before = db.raw_counts();
+    assert!(before.values().all(|&n| n > 0), "{before:?}");
+    assert_eq!(before.len(), 13, "{before:?}");
+    let ag = db.ag();
+    // Refusals and replays.
+    assert!(ag.commit_schedule_update(update(G, 3)).is_err());
+    assert!(!ag.commit_schedule_update(update(G, 1)).unwrap().created);
+    assert!(ag.claim_intent(claim(G, 2)).is_err());
+    assert!(!ag.claim_intent(claim(G, 1)).unwrap().created);
+    assert!(ag.provision_operator(provision(G, 2, 2)).is_err());
+    assert!(!ag.provision_operator(provision(G, 1, 2)).unwrap().created);
+    assert!(
+        !ag.append_record(record(G, "r1", 1, "op", "run", 1))
+            .unwrap()
+    );
+    assert!(
+        !ag.claim_supervisor_wake(G, "w1", "v", ROOT)
+            .unwrap()
+            .created
+    );
+    assert!(
+        !ag.begin_supervisor_wake_attempt(G, "w1", "a2", "t2", None)
+            .unwrap()
+            .acquired
+    );
+    assert_eq!(
+        ag.supersede_supervisor_wakes(&[ROOT], None, "x").unwrap(),
+        0
+    );
+    drop(ag);
+    assert_eq!(db.raw_counts(), before);
+}
+
+#[test]
+fn a_row_that_does_not_decode_is_malformed_state_naming_table_and_key() {
+    let mut db = Db::new();
+    db.ag().claim_intent(claim(G, 1)).unwrap();
+    db.close();
+    {
+        let raw = redb::Database::open(&db.path).unwrap();
+        let tx = redb::Database::begin_write(&raw).unwrap();
+        let claims: TableDefinition<(&str, &str), &str> =
+            TableDefinition::new("agent_graph_claims");
+        tx.open_table(claims)
+            .unwrap()
+            .insert((G, "graph_intent_1"), "{\"not\": \"a claim\"}")
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    db.reopen();
+    let ag = db.ag();
+    for r in [
+        ag.read_claim(G, "graph_intent_1").map(|_| ()),
+        ag.list_claims(G).map(|_| ()),
+        ag.begin_intent_execution(G, "graph_intent_1").map(|_| ()),
+    ] {
+        let (c, m) = code(r);
+        assert_eq!(c, ControlErrorCode::MalformedState);
+        assert!(m.contains("agent_graph_claims"), "{m}");
+        assert!(m.contains("(\"graph_a\", \"graph_intent_1\")"), "{m}");
+    }
+}
+
+#[test]
+fn a_schema_1_file_written_before_these_tables_opens_with_them_empty() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/threads-schema1.db");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("copy.redb");
+    std::fs::copy(&fixture, &path).unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 1);
+    let ag = store.agent_graphs();
+    assert!(ag.list_graphs().unwrap().is_empty());
+    assert!(ag.commit_schedule_update(update(G, 1)).unwrap().created);
+    assert!(store.threads().load("fixture").unwrap().is_some());
+}
+
+#[test]
+fn error_codes_have_their_stable_spelling() {
+    use ControlErrorCode::*;
+    let all = [
+        (ScheduleRevisionConflict, "schedule-revision-conflict"),
+        (ScheduleClosed, "schedule-closed"),
+        (ScheduleUpdateConflict, "schedule-update-conflict"),
+        (IntentClaimConflict, "intent-claim-conflict"),
+        (IntentNotFound, "intent-not-found"),
+        (ProvisionConflict, "provision-conflict"),
+        (ProvisionNotFound, "provision-not-found"),
+        (WakeNotFound, "wake-not-found"),
+        (WakeAttemptNotFound, "wake-attempt-not-found"),
+        (WakeAlreadyDelivered, "wake-already-delivered"),
+        (WakeConflict, "wake-conflict"),
+        (RecordConflict, "record-conflict"),
+        (MalformedState, "malformed-state"),
+        (Storage, "storage"),
+    ];
+    for (code, text) in all {
+        assert_eq!(code.as_str(), text);
+        assert_eq!(code.to_string(), text);
+    }
+    let e = ControlError::new(ScheduleClosed, "agent graph g is finished");
+    assert_eq!(e.to_string(), "agent graph g is finished");
+}
+
+#[test]
+fn rows_are_camel_case_json_as_the_seed_names_them() {
+    let db = Db::new();
+    let ag = db.ag();
+    let u = ag.commit_schedule_update(update(G, 1)).unwrap().update;
+    let json = serde_json::to_value(&u).unwrap();
+    for key in [
+        "schemaVersion",
+        "updateId",
+        "updateFingerprint",
+        "graphId",
+        "addWork",
+        "revision",
+        "committedAt",
+    ] {
+        assert!(json.get(key).is_some(), "{key} in {json}");
+    }
+    assert_eq!(json["addWork"][0]["target"]["kind"], "agent");
+    let c = ag.claim_intent(claim(G, 1)).unwrap().claim;
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["admissionStatus"], "claimed");
+    assert_eq!(json["targetSessionId"], "child-1");
+}

@@ -32,6 +32,8 @@
 
 #![warn(missing_docs)]
 
+pub mod demo;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::fmt;

@@ -1,0 +1,494 @@
+//! Runs requested work: one claim per work item, exactly once; one record
+//! per outcome.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use sandgraph_agent::{
+    AgentConfig, Fallback, GraphRoutingAgent, RouteOptions, RouterOptions, ToolFilter,
+};
+use sandgraph_controller::ids::{
+    graph_claim_id, graph_operator_id, graph_provision_id, graph_record_id, stable_hash,
+    stable_hash32,
+};
+use sandgraph_controller::{AgentGraphTools, Projection, WorkEntry};
+use sandgraph_llm::Provider;
+use sandgraph_registry::Registry;
+use sandgraph_store::{
+    AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlErrorCode, GraphRecord,
+    IntentClaimRequest, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource, TargetKind,
+    WorkTarget,
+};
+use serde_json::json;
+
+/// Work items run at once when nothing else is configured (the seed's
+/// host default).
+pub const DEFAULT_MAX_NEW_ACTIVATIONS: usize = 4;
+
+/// The longest record summary, in characters. Summaries go back to the
+/// supervisor in its wake message and views; the full result stays in the
+/// journal.
+const MAX_SUMMARY_CHARS: usize = 4000;
+
+/// How the coordinator runs work.
+#[derive(Debug, Clone)]
+pub struct CoordinatorOptions {
+    /// Work items run at once.
+    pub max_new_activations: usize,
+    /// The model of `new_preset` work and of agent profiles without one.
+    pub model: String,
+    /// Where the routing attempts of every work item are recorded.
+    pub journal: Option<sandgraph_store::Journal>,
+}
+
+/// What one wave did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WaveReport {
+    /// The records written, in completion order.
+    pub records: Vec<GraphRecord>,
+    /// Work ids skipped because their claim was cancelled or conflicted.
+    pub skipped: Vec<String>,
+}
+
+/// Runs the requested work of agent graphs. Cheap to clone.
+#[derive(Clone)]
+pub struct Coordinator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    graphs: AgentGraphStore,
+    registry: Registry,
+    provider: Arc<dyn Provider>,
+    agents: AgentConfig,
+    options: CoordinatorOptions,
+    journal: Option<sandgraph_store::Journal>,
+    /// One wave per process at a time: a drive requested while a wave runs
+    /// waits and then sees the new work.
+    wave: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn bounded(text: &str) -> String {
+    if text.chars().count() <= MAX_SUMMARY_CHARS {
+        return text.to_owned();
+    }
+    let mut s: String = text.chars().take(MAX_SUMMARY_CHARS).collect();
+    s.push('…');
+    s
+}
+
+/// Who runs a work item.
+struct Operator {
+    id: String,
+    session: String,
+    target: WorkTarget,
+}
+
+impl Coordinator {
+    /// A coordinator over `graphs`, running work on the tools of
+    /// `registry` with models from `provider`.
+    pub fn new(
+        graphs: AgentGraphStore,
+        registry: Registry,
+        provider: Arc<dyn Provider>,
+        agents: AgentConfig,
+        options: CoordinatorOptions,
+    ) -> Self {
+        Coordinator {
+            inner: Arc::new(Inner {
+                graphs,
+                registry,
+                provider,
+                agents,
+                journal: options.journal.clone(),
+                options,
+                wave: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Runs every requested work item of `graph_id` that has no record yet
+    /// (at most `max_new_activations` at once) and returns when all have
+    /// settled. Work claimed by an earlier process that never recorded an
+    /// outcome (it crashed) runs again; work with a record never does.
+    ///
+    /// # Errors
+    ///
+    /// Store errors, as text.
+    pub async fn run_wave(&self, graph_id: &str) -> Result<WaveReport, String> {
+        let _wave = self.inner.wave.lock().await;
+        let projection = self.snapshot(graph_id).await?;
+        if projection.closed() {
+            return Ok(WaveReport::default());
+        }
+        let pending: Vec<WorkEntry> = projection
+            .requested()
+            .filter(|w| {
+                projection
+                    .claim_of(w.work_id())
+                    .is_none_or(|c| c.admission_status != AdmissionStatus::Cancelled)
+            })
+            .cloned()
+            .collect();
+        let revision = projection.revision();
+        let limit = self.inner.options.max_new_activations.max(1);
+        let results: Vec<Result<Option<GraphRecord>, String>> =
+            futures::stream::iter(pending.into_iter().map(|work| {
+                let this = self.clone();
+                let graph = graph_id.to_owned();
+                async move { this.run_work(&graph, &work, revision).await }
+            }))
+            .buffer_unordered(limit)
+            .collect()
+            .await;
+        let mut report = WaveReport::default();
+        for r in results {
+            if let Some(record) = r? {
+                report.records.push(record);
+            }
+        }
+        Ok(report)
+    }
+
+    async fn snapshot(&self, graph_id: &str) -> Result<Projection, String> {
+        let graphs = self.inner.graphs.clone();
+        let graph = graph_id.to_owned();
+        tokio::task::spawn_blocking(move || {
+            AgentGraphTools::new(graphs, "coordinator")
+                .snapshot(&graph)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| format!("snapshot task failed: {e}"))?
+    }
+
+    /// Blocking store work off the async threads (every write fsyncs).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&AgentGraphStore) -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let graphs = self.inner.graphs.clone();
+        tokio::task::spawn_blocking(move || f(&graphs))
+            .await
+            .map_err(|e| format!("store task failed: {e}"))
+    }
+
+    async fn operator(
+        &self,
+        graph_id: &str,
+        work: &WorkEntry,
+        revision: u64,
+    ) -> Result<Result<Operator, String>, String> {
+        let target = work.work().target.clone();
+        if target.kind == TargetKind::Operator {
+            let (g, op) = (graph_id.to_owned(), target.id.clone());
+            let found = self
+                .blocking(move |s| s.read_provision_by_operator(&g, &op))
+                .await?
+                .map_err(|e| e.to_string())?;
+            return Ok(match found {
+                Some(p) => Ok(Operator {
+                    id: p.operator_id,
+                    session: p.target_session_id,
+                    target: p.target,
+                }),
+                None => Err(format!("unknown operator {}", target.id)),
+            });
+        }
+        let operator_id = graph_operator_id(graph_id, work.work_id());
+        let session = format!(
+            "operator_session_{}",
+            stable_hash32(&json!({"graphId": graph_id, "operatorId": operator_id}))
+        );
+        let request = ProvisionRequest {
+            provision_id: graph_provision_id(graph_id, work.work_id()),
+            graph_id: graph_id.to_owned(),
+            work_id: work.work_id().to_owned(),
+            operator_id: operator_id.clone(),
+            target: target.clone(),
+            target_session_id: session.clone(),
+            initial_turn_id: "operator_turn_1".to_owned(),
+            initial_run_id: "operator_run_1".to_owned(),
+            provision_fingerprint: stable_hash(&json!({
+                "workId": work.work_id(),
+                "operatorId": operator_id,
+                "target": {"kind": target.kind.as_str(), "id": target.id},
+            })),
+            expected_schedule_revision: revision,
+        };
+        let outcome = self
+            .blocking(move |s| s.provision_operator(request))
+            .await?;
+        match outcome {
+            Ok(p) => Ok(Ok(Operator {
+                id: p.provision.operator_id,
+                session: p.provision.target_session_id,
+                target: p.provision.target,
+            })),
+            Err(e) => Err(format!("[{}] {}", e.code.as_str(), e.message)),
+        }
+    }
+
+    /// Claims, runs and records one work item. `None` when it was skipped.
+    async fn run_work(
+        &self,
+        graph_id: &str,
+        work: &WorkEntry,
+        mut revision: u64,
+    ) -> Result<Option<GraphRecord>, String> {
+        let operator = match self.operator(graph_id, work, revision).await {
+            Ok(op) => op,
+            Err(e) if e.starts_with("[schedule-revision-conflict]") => {
+                revision = self.current_revision(graph_id).await?;
+                self.operator(graph_id, work, revision).await?
+            }
+            Err(e) if e.starts_with("[schedule-closed]") => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let intent_id = work.intent_id().to_owned();
+        let run_id = format!(
+            "operator_run_{}",
+            stable_hash32(&json!({"graphId": graph_id, "intentId": intent_id}))
+        );
+        let (operator_id, session) = match &operator {
+            Ok(op) => (op.id.clone(), op.session.clone()),
+            // A work item naming an unknown operator still gets a claim and
+            // a failed record, so it ends.
+            Err(_) => (work.work().target.id.clone(), format!("unknown_{run_id}")),
+        };
+        let claim = IntentClaimRequest {
+            schema_version: AGENT_GRAPH_SCHEMA_VERSION,
+            claim_id: graph_claim_id(graph_id, &intent_id),
+            graph_id: graph_id.to_owned(),
+            intent_id: intent_id.clone(),
+            intent_fingerprint: stable_hash(&serde_json::to_value(work.work()).unwrap_or_default()),
+            readiness_context_fingerprint: stable_hash(&json!({"inputIds": work.work().input_ids})),
+            target_operator_id: operator_id.clone(),
+            target_session_id: session.clone(),
+            target_turn_id: run_id.replace("operator_run_", "operator_turn_"),
+            target_run_id: run_id.clone(),
+        };
+        let mut attempt = 0;
+        loop {
+            let (c, rev) = (claim.clone(), revision);
+            match self
+                .blocking(move |s| s.claim_intent_at_revision(c, rev))
+                .await?
+            {
+                Ok(_) => break,
+                Err(e) if e.code == ControlErrorCode::ScheduleRevisionConflict && attempt < 8 => {
+                    attempt += 1;
+                    revision = self.current_revision(graph_id).await?;
+                }
+                Err(e)
+                    if matches!(
+                        e.code,
+                        ControlErrorCode::ScheduleClosed | ControlErrorCode::IntentClaimConflict
+                    ) =>
+                {
+                    tracing::warn!(
+                        graph = graph_id,
+                        work = work.work_id(),
+                        "work not claimed: {}",
+                        e.message
+                    );
+                    return Ok(None);
+                }
+                Err(e) => return Err(format!("[{}] {}", e.code.as_str(), e.message)),
+            }
+        }
+        let (g, i) = (graph_id.to_owned(), intent_id.clone());
+        let change = self
+            .blocking(move |s| s.begin_intent_execution(&g, &i))
+            .await?
+            .map_err(|e| e.message)?;
+        if change.state == AdmissionStatus::Cancelled {
+            return Ok(None);
+        }
+        let (outcome, summary, evidence) = match operator {
+            Err(reason) => (RecordOutcome::Failed, format!("failed: {reason}"), vec![]),
+            Ok(op) => self.execute(graph_id, work, &op).await?,
+        };
+        let record = GraphRecord {
+            record_id: graph_record_id(graph_id, &operator_id, &session, &run_id, "terminal"),
+            graph_id: graph_id.to_owned(),
+            operator_id,
+            work_id: Some(work.work_id().to_owned()),
+            source: RecordSource {
+                session_id: session,
+                run_id,
+                turn_id: Some(claim.target_turn_id.clone()),
+                runtime_event_id: Some("terminal".to_owned()),
+                seq: 0,
+            },
+            summary: bounded(&summary),
+            facets: vec![RecordFacet::Terminal],
+            outcome: Some(outcome),
+            evidence_refs: evidence,
+            emitted_at: now_ms(),
+        };
+        let r = record.clone();
+        self.blocking(move |s| s.append_record(r))
+            .await?
+            .map_err(|e| format!("[{}] {}", e.code.as_str(), e.message))?;
+        Ok(Some(record))
+    }
+
+    async fn current_revision(&self, graph_id: &str) -> Result<u64, String> {
+        let g = graph_id.to_owned();
+        self.blocking(move |s| s.current_revision(&g))
+            .await?
+            .map_err(|e| e.message)
+    }
+
+    /// Runs the work on its operator: a routing agent (agent profile), or
+    /// one graph whose arguments a model fills (preset). Returns the
+    /// outcome, the summary and the evidence.
+    async fn execute(
+        &self,
+        graph_id: &str,
+        work: &WorkEntry,
+        op: &Operator,
+    ) -> Result<(RecordOutcome, String, Vec<String>), String> {
+        let options = match self.router_options(&op.target) {
+            Ok(o) => o,
+            Err(reason) => return Ok((RecordOutcome::Failed, format!("failed: {reason}"), vec![])),
+        };
+        let mut context = String::new();
+        for input in &work.work().input_ids {
+            let (g, r) = (graph_id.to_owned(), input.clone());
+            let record = self
+                .blocking(move |s| s.read_record(&g, &r))
+                .await?
+                .map_err(|e| e.message)?;
+            if let Some(rec) = record {
+                context.push_str(&format!("Input {}: {}\n", rec.record_id, rec.summary));
+            }
+        }
+        let agent = match GraphRoutingAgent::new(
+            self.inner.registry.clone(),
+            self.inner.provider.clone(),
+            options,
+        ) {
+            Ok(a) => a,
+            Err(e) => return Ok((RecordOutcome::Failed, format!("failed: {e}"), vec![])),
+        };
+        let mut agent = match &self.inner.journal {
+            Some(j) => agent.with_journal(j.clone()),
+            None => agent,
+        };
+        self.inner.agents.policy.install(agent.hooks_mut());
+        let routed = agent
+            .route_with(
+                &work.work().instruction,
+                RouteOptions {
+                    thread_id: Some(op.session.clone()),
+                    context: (!context.is_empty()).then_some(context),
+                    ..RouteOptions::default()
+                },
+            )
+            .await;
+        Ok(match routed {
+            Ok(out) => {
+                let result = serde_json::to_string(&out.result).unwrap_or_default();
+                let summary = if out.fallback {
+                    format!(
+                        "no graph fits: {}",
+                        out.text
+                            .as_deref()
+                            .unwrap_or("the model answered without a tool")
+                    )
+                } else {
+                    format!("{} returned {result}", out.tool)
+                };
+                let outcome = if out.fallback {
+                    RecordOutcome::Failed
+                } else {
+                    RecordOutcome::Completed
+                };
+                (
+                    outcome,
+                    summary,
+                    vec![out.tool, format!("route:{}", out.route_id)],
+                )
+            }
+            Err(e) => (
+                RecordOutcome::Failed,
+                format!("failed: [{}] {}", e.code(), e),
+                vec![],
+            ),
+        })
+    }
+
+    fn router_options(&self, target: &WorkTarget) -> Result<RouterOptions, String> {
+        let default_model = self.inner.options.model.clone();
+        match target.kind {
+            TargetKind::Agent => {
+                let profile = self.inner.agents.agents.get(&target.id).ok_or_else(|| {
+                    let known: Vec<&str> = self
+                        .inner
+                        .agents
+                        .agents
+                        .keys()
+                        .map(String::as_str)
+                        .collect();
+                    format!(
+                        "unknown agent {} (agents: {})",
+                        target.id,
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    )
+                })?;
+                Ok(RouterOptions {
+                    model: profile.model.clone().unwrap_or(default_model),
+                    filter: ToolFilter {
+                        allow: profile.allow.clone(),
+                        deny: profile.deny.clone(),
+                    },
+                    max_retries: profile
+                        .max_retries
+                        .unwrap_or(self.inner.agents.routing.max_retries),
+                    fallback: Fallback::Builtin,
+                    system_prompt: profile.system_prompt.clone(),
+                })
+            }
+            TargetKind::Preset => {
+                if self.inner.registry.get(&target.id).is_none() {
+                    return Err(format!("unknown preset graph {}", target.id));
+                }
+                Ok(RouterOptions {
+                    model: default_model,
+                    filter: ToolFilter {
+                        allow: Some(vec![target.id.clone()]),
+                        deny: vec![],
+                    },
+                    max_retries: self.inner.agents.routing.max_retries,
+                    fallback: Fallback::Builtin,
+                    system_prompt: Some(format!(
+                        "Fill the arguments of the tool {} from the instruction and call it. Always call the tool.",
+                        target.id
+                    )),
+                })
+            }
+            TargetKind::Operator => Err("an operator's target cannot be another operator".into()),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The agent-graph host. A [`Coordinator`] runs the work a supervisor
+//! scheduled (claims it exactly once, runs it on a routing agent or one
+//! graph under the sandbox limits, writes one record per outcome); a
+//! [`Supervisor`] drives a graph to its end: supervisor turns over the
+//! model provider with the three agent-graph tools, waves of work, and wakes
+//! delivered as new supervisor turns, all of it durable in redb so
+//! [`Supervisor::resume`] continues after a crash without running finished
+//! work again.
+
+#![warn(missing_docs)]
+
+mod coordinator;
+mod supervisor;
+
+pub use coordinator::{Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveReport};
+pub use supervisor::{
+    Event, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions, first_message,
+    wake_message,
+};

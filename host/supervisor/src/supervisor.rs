@@ -1,0 +1,672 @@
+//! The supervisor loop: turns of the supervisor model over the three
+//! agent-graph tools, waves of work, wakes delivered as new turns, until
+//! the supervisor finishes the graph.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sandgraph_agent::AgentConfig;
+use sandgraph_controller::ids::{graph_wake_attempt_id, stable_hash32};
+use sandgraph_controller::{
+    AgentGraphTools, CallIdentity, Projection, UPDATE_TOOL, YIELD_TOOL, prompt_section, tool_defs,
+};
+use sandgraph_llm::{ChatRequest, LlmError, Message, Provider, ToolSpec};
+use sandgraph_registry::Registry;
+use sandgraph_store::{
+    AttemptStatus, GraphRecord, Store, SupervisorRun, SupervisorWake, WakeStatus,
+};
+use serde_json::{Value, json};
+
+use crate::coordinator::{Coordinator, CoordinatorOptions};
+
+/// How the supervisor loop runs.
+#[derive(Debug, Clone)]
+pub struct SupervisorOptions {
+    /// The supervisor's model.
+    pub model: String,
+    /// Work items run at once.
+    pub max_new_activations: usize,
+    /// Model calls in one supervisor turn before the turn is cut.
+    pub max_turn_steps: u32,
+    /// Supervisor turns in one graph before the loop gives up.
+    pub max_turns: u64,
+    /// Delivery attempts of one wake (the seed's default is 3).
+    pub max_wake_attempts: u32,
+    /// Wait before the n-th retry of a wake: `wake_backoff × n` (the seed
+    /// waits 30 s × n).
+    pub wake_backoff: Duration,
+    /// Extra system text before the prompt section.
+    pub system_prompt: Option<String>,
+}
+
+impl SupervisorOptions {
+    /// Defaults for `model`.
+    pub fn new(model: impl Into<String>) -> Self {
+        SupervisorOptions {
+            model: model.into(),
+            max_new_activations: crate::DEFAULT_MAX_NEW_ACTIVATIONS,
+            max_turn_steps: 16,
+            max_turns: 32,
+            max_wake_attempts: 3,
+            wake_backoff: Duration::from_secs(30),
+            system_prompt: None,
+        }
+    }
+}
+
+/// Progress of a supervised graph.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A supervisor turn began.
+    Turn {
+        /// Its number.
+        turn: u64,
+    },
+    /// The supervisor called a tool.
+    ToolCall {
+        /// The tool.
+        tool: String,
+        /// The text it got back (first line).
+        result: String,
+    },
+    /// A wave of work settled.
+    Wave {
+        /// The records written.
+        records: Vec<GraphRecord>,
+    },
+    /// A wake was delivered.
+    WakeDelivered {
+        /// The wake.
+        wake_id: String,
+    },
+}
+
+/// A finished graph.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SuperviseOutcome {
+    /// The graph.
+    pub graph_id: String,
+    /// The records the supervisor finished with.
+    pub result_ids: Vec<String>,
+    /// Why it finished.
+    pub reason: String,
+    /// The result records, in `result_ids` order.
+    pub results: Vec<Value>,
+    /// Supervisor turns taken, over all processes.
+    pub turns: u64,
+}
+
+/// Why supervising failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    /// The store failed.
+    #[error("storage: {0}")]
+    Store(String),
+    /// The supervisor's model failed (after the client's retries), on
+    /// every attempt of a wake.
+    #[error("supervisor model call failed: {0}")]
+    Llm(#[from] LlmError),
+    /// `--resume` of a graph this database does not hold.
+    #[error("no supervised agent graph {0}")]
+    UnknownGraph(String),
+    /// The supervisor took too many turns, or stopped with nothing pending
+    /// and did not finish.
+    #[error("{0}")]
+    Stalled(String),
+    /// Running work failed in the host.
+    #[error("coordinator: {0}")]
+    Coordinator(String),
+}
+
+impl SuperviseError {
+    /// A stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SuperviseError::Store(_) => "storage",
+            SuperviseError::Llm(e) => e.code(),
+            SuperviseError::UnknownGraph(_) => "invalid_input",
+            SuperviseError::Stalled(_) => "supervisor_stalled",
+            SuperviseError::Coordinator(_) => "coordinator",
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut s: String = flat.chars().take(max).collect();
+    s.push('…');
+    s
+}
+
+/// The first supervisor message of a graph: the goal and the workers.
+pub fn first_message(
+    graph_id: &str,
+    goal: &str,
+    registry: &Registry,
+    agents: &AgentConfig,
+) -> String {
+    let mut s = format!(
+        "Goal: {goal}\n\nYou supervise agent graph {graph_id}. Workers you can schedule:\n"
+    );
+    let mut presets: Vec<_> = registry.graph_tools();
+    presets.sort_by(|a, b| a.name().cmp(b.name()));
+    for t in presets {
+        s.push_str(&format!(
+            "- subagentId \"{}\" (one graph): {}\n",
+            t.name(),
+            one_line(t.description(), 200)
+        ));
+    }
+    for (id, profile) in &agents.agents {
+        s.push_str(&format!(
+            "- agentId \"{id}\" (a routing agent): {}\n",
+            profile
+                .description
+                .as_deref()
+                .unwrap_or("routes its instruction to a graph")
+        ));
+    }
+    s.push_str("\nSchedule work with update_agent_graph, then end your turn with yield_agent_graph. When the results are in, finish the graph with their record ids.");
+    s
+}
+
+/// The message of a wake: the records written since the wake was claimed.
+pub fn wake_message(graph_id: &str, records: &[GraphRecord], pending: usize) -> String {
+    let mut s = format!("Agent graph {graph_id}: the wave settled. New records:\n");
+    if records.is_empty() {
+        s.push_str("none\n");
+    }
+    for r in records {
+        s.push_str(&format!(
+            "- {} (work {}, {}): {}\n",
+            r.record_id,
+            r.work_id.as_deref().unwrap_or("-"),
+            r.outcome.map_or("record", |o| match o {
+                sandgraph_store::RecordOutcome::Completed => "completed",
+                sandgraph_store::RecordOutcome::Failed => "failed",
+            }),
+            one_line(&r.summary, 500)
+        ));
+    }
+    s.push_str(&format!(
+        "{pending} work items are still pending. Use view_agent_graph to inspect, update_agent_graph to schedule more or to finish with result ids, yield_agent_graph to wait."
+    ));
+    s
+}
+
+/// How a supervisor turn ended.
+#[derive(Debug, PartialEq)]
+enum TurnEnd {
+    Yielded,
+    Finished,
+    Stopped,
+}
+
+/// Drives agent graphs to their end.
+pub struct Supervisor {
+    store: Store,
+    registry: Registry,
+    provider: Arc<dyn Provider>,
+    agents: AgentConfig,
+    options: SupervisorOptions,
+    coordinator: Coordinator,
+    on_event: Option<EventSink>,
+}
+
+type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Supervisor {
+    /// A supervisor keeping its state in `store`.
+    pub fn new(
+        store: Store,
+        registry: Registry,
+        provider: Arc<dyn Provider>,
+        agents: AgentConfig,
+        options: SupervisorOptions,
+        journal: bool,
+    ) -> Self {
+        let coordinator = Coordinator::new(
+            store.agent_graphs(),
+            registry.clone(),
+            provider.clone(),
+            agents.clone(),
+            CoordinatorOptions {
+                max_new_activations: options.max_new_activations,
+                model: options.model.clone(),
+                journal: journal.then(|| store.journal()),
+            },
+        );
+        Supervisor {
+            store,
+            registry,
+            provider,
+            agents,
+            options,
+            coordinator,
+            on_event: None,
+        }
+    }
+
+    /// Calls `f` with every [`Event`].
+    pub fn on_event(mut self, f: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.on_event = Some(Arc::new(f));
+        self
+    }
+
+    fn emit(&self, e: Event) {
+        if let Some(f) = &self.on_event {
+            f(&e);
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> T + Send + 'static,
+    ) -> Result<T, SuperviseError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| SuperviseError::Store(format!("store task failed: {e}")))
+    }
+
+    /// Starts a new agent graph for `goal` (id `graph_id`, or a fresh one)
+    /// and drives it to its end.
+    ///
+    /// # Errors
+    ///
+    /// See [`SuperviseError`]. The graph stays in the store and
+    /// [`Supervisor::resume`] continues it.
+    pub async fn start(
+        &self,
+        goal: &str,
+        graph_id: Option<String>,
+    ) -> Result<SuperviseOutcome, SuperviseError> {
+        let now = now_ms();
+        let graph_id = graph_id.unwrap_or_else(|| {
+            format!(
+                "agent_graph_{}",
+                &stable_hash32(&json!({"goal": goal, "at": now, "pid": std::process::id()}))[..16]
+            )
+        });
+        let run = SupervisorRun {
+            graph_id: graph_id.clone(),
+            goal: goal.to_owned(),
+            root_session_id: format!("supervisor_{graph_id}"),
+            turns: 0,
+            model: self.options.model.clone(),
+            created_at: now,
+            updated_at: now,
+        };
+        let (_, created) = self
+            .blocking(move |s| s.supervisor_runs().create(&run))
+            .await?
+            .map_err(|e| SuperviseError::Store(e.to_string()))?;
+        if !created {
+            return Err(SuperviseError::Stalled(format!(
+                "agent graph {graph_id} already exists; continue it with --resume {graph_id}"
+            )));
+        }
+        self.resume(&graph_id).await
+    }
+
+    /// Continues the agent graph `graph_id` where it stopped: unfinished
+    /// work runs (again, when a crash cut it), finished work never does,
+    /// and the pending wake is delivered.
+    ///
+    /// # Errors
+    ///
+    /// See [`SuperviseError`].
+    pub async fn resume(&self, graph_id: &str) -> Result<SuperviseOutcome, SuperviseError> {
+        let g = graph_id.to_owned();
+        let run = self
+            .blocking(move |s| s.supervisor_runs().get(&g))
+            .await?
+            .map_err(|e| SuperviseError::Store(e.to_string()))?
+            .ok_or_else(|| SuperviseError::UnknownGraph(graph_id.to_owned()))?;
+        let tools = AgentGraphTools::new(self.store.agent_graphs(), run.root_session_id.clone());
+        let mut stalls = 0;
+        loop {
+            let projection = self.snapshot(&tools, graph_id).await?;
+            if projection.closed() {
+                return self.finished(&tools, &run, &projection).await;
+            }
+            let turns = self.turns(graph_id).await?;
+            if turns >= self.options.max_turns {
+                return Err(SuperviseError::Stalled(format!(
+                    "agent graph {graph_id}: the supervisor took {turns} turns without finishing (limit {})",
+                    self.options.max_turns
+                )));
+            }
+            if projection.requested().next().is_some() {
+                let report = self
+                    .coordinator
+                    .run_wave(graph_id)
+                    .await
+                    .map_err(SuperviseError::Coordinator)?;
+                let progressed = !report.records.is_empty();
+                self.emit(Event::Wave {
+                    records: report.records,
+                });
+                if progressed {
+                    stalls = 0;
+                    continue;
+                }
+            }
+            let g = graph_id.to_owned();
+            let wakes = self
+                .blocking(move |s| s.agent_graphs().list_unsettled_supervisor_wakes(Some(&g)))
+                .await?
+                .map_err(|e| SuperviseError::Store(e.message))?;
+            if let Some(wake) = wakes.into_iter().next() {
+                self.deliver(&tools, &run, &projection, wake).await?;
+                stalls = 0;
+                continue;
+            }
+            let message = if turns == 0 {
+                first_message(graph_id, &run.goal, &self.registry, &self.agents)
+            } else {
+                stalls += 1;
+                if stalls > 2 {
+                    return Err(SuperviseError::Stalled(format!(
+                        "agent graph {graph_id}: the supervisor stopped without finishing and nothing is pending"
+                    )));
+                }
+                format!(
+                    "Agent graph {graph_id} has nothing pending and is not finished. Finish it with update_agent_graph (finish with result ids), or schedule more work and yield."
+                )
+            };
+            self.turn(&tools, &run, message).await?;
+        }
+    }
+
+    async fn snapshot(
+        &self,
+        tools: &AgentGraphTools,
+        graph_id: &str,
+    ) -> Result<Projection, SuperviseError> {
+        let (t, g) = (tools.clone(), graph_id.to_owned());
+        tokio::task::spawn_blocking(move || t.snapshot(&g))
+            .await
+            .map_err(|e| SuperviseError::Store(format!("snapshot task failed: {e}")))?
+            .map_err(|e| SuperviseError::Store(e.to_string()))
+    }
+
+    async fn turns(&self, graph_id: &str) -> Result<u64, SuperviseError> {
+        let g = graph_id.to_owned();
+        Ok(self
+            .blocking(move |s| s.supervisor_runs().get(&g))
+            .await?
+            .map_err(|e| SuperviseError::Store(e.to_string()))?
+            .map_or(0, |r| r.turns))
+    }
+
+    async fn finished(
+        &self,
+        tools: &AgentGraphTools,
+        run: &SupervisorRun,
+        projection: &Projection,
+    ) -> Result<SuperviseOutcome, SuperviseError> {
+        // A finish supersedes pending wakes.
+        let (root, g) = (run.root_session_id.clone(), run.graph_id.clone());
+        self.blocking(move |s| {
+            s.agent_graphs().supersede_supervisor_wakes(
+                &[root.as_str()],
+                Some(&[g.as_str()]),
+                "graph finished",
+            )
+        })
+        .await?
+        .map_err(|e| SuperviseError::Store(e.message))?;
+        let _ = tools;
+        let finish = projection
+            .finish()
+            .expect("a closed projection has a finish");
+        let results = finish
+            .result_ids
+            .iter()
+            .filter_map(|id| projection.records().iter().find(|r| &r.record_id == id))
+            .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+            .collect();
+        Ok(SuperviseOutcome {
+            graph_id: run.graph_id.clone(),
+            result_ids: finish.result_ids.clone(),
+            reason: finish.reason.clone(),
+            results,
+            turns: self.turns(&run.graph_id).await?,
+        })
+    }
+
+    /// Delivers `wake`: a supervisor turn whose message lists the records
+    /// written since the wake was claimed. Retried with backoff up to the
+    /// attempt limit.
+    async fn deliver(
+        &self,
+        tools: &AgentGraphTools,
+        run: &SupervisorRun,
+        projection: &Projection,
+        wake: SupervisorWake,
+    ) -> Result<(), SuperviseError> {
+        let graph_id = run.graph_id.clone();
+        let stores = self.store.agent_graphs();
+        // An attempt left running by a crash failed.
+        if wake.status == WakeStatus::Running
+            && let Some(attempt) = wake.current_attempt_id.clone()
+        {
+            let (s, g, w) = (stores.clone(), graph_id.clone(), wake.wake_id.clone());
+            self.blocking(move |_| {
+                s.complete_supervisor_wake_attempt(
+                    &g,
+                    &w,
+                    &attempt,
+                    AttemptStatus::RetryableFailed,
+                    Some("interrupted: the host stopped during delivery"),
+                )
+            })
+            .await?
+            .map_err(|e| SuperviseError::Store(e.message))?;
+        }
+        let records: Vec<GraphRecord> = projection
+            .records()
+            .iter()
+            .filter(|r| r.emitted_at >= wake.created_at)
+            .cloned()
+            .collect();
+        let pending = projection.requested().count();
+        let message = wake_message(&graph_id, &records, pending);
+        let mut index = u64::from(wake.attempt_count);
+        loop {
+            let attempt_id = graph_wake_attempt_id(&wake.wake_id, index);
+            let (s, g, w, a, max) = (
+                stores.clone(),
+                graph_id.clone(),
+                wake.wake_id.clone(),
+                attempt_id.clone(),
+                self.options.max_wake_attempts,
+            );
+            let begun = self
+                .blocking(move |_| s.begin_supervisor_wake_attempt(&g, &w, &a, &a, Some(max)))
+                .await?
+                .map_err(|e| SuperviseError::Store(e.message))?;
+            if !begun.acquired {
+                if begun.wake.status == WakeStatus::RetryableFailed {
+                    let (s, g, w) = (stores.clone(), graph_id.clone(), wake.wake_id.clone());
+                    self.blocking(move |_| {
+                        s.exhaust_supervisor_wake(&g, &w, "every delivery attempt failed")
+                    })
+                    .await?
+                    .map_err(|e| SuperviseError::Store(e.message))?;
+                    return Err(SuperviseError::Stalled(format!(
+                        "agent graph {graph_id}: wake {} could not be delivered in {} attempts",
+                        wake.wake_id, self.options.max_wake_attempts
+                    )));
+                }
+                return Ok(());
+            }
+            let outcome = self.turn(tools, run, message.clone()).await;
+            let (status, reason) = match &outcome {
+                Ok(_) => (AttemptStatus::Delivered, None),
+                Err(SuperviseError::Llm(e)) => {
+                    (AttemptStatus::RetryableFailed, Some(e.to_string()))
+                }
+                Err(_) => (
+                    AttemptStatus::RetryableFailed,
+                    Some("the turn failed".to_owned()),
+                ),
+            };
+            let (s, g, w, a) = (
+                stores.clone(),
+                graph_id.clone(),
+                wake.wake_id.clone(),
+                attempt_id,
+            );
+            let r = reason.clone();
+            let completed = self
+                .blocking(move |_| {
+                    s.complete_supervisor_wake_attempt(&g, &w, &a, status, r.as_deref())
+                })
+                .await?;
+            // A finish during the turn superseded the wake: that is fine.
+            if let Err(e) = completed
+                && status == AttemptStatus::Delivered
+            {
+                tracing::debug!("wake completion: {}", e.message);
+            }
+            match outcome {
+                Ok(_) => {
+                    self.emit(Event::WakeDelivered {
+                        wake_id: wake.wake_id.clone(),
+                    });
+                    return Ok(());
+                }
+                Err(SuperviseError::Llm(e)) => {
+                    index += 1;
+                    if index >= u64::from(self.options.max_wake_attempts) {
+                        return Err(SuperviseError::Llm(e));
+                    }
+                    tokio::time::sleep(
+                        self.options.wake_backoff * u32::try_from(index).unwrap_or(1),
+                    )
+                    .await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One supervisor turn: model calls and tool calls until the model
+    /// yields, finishes the graph or stops calling tools.
+    async fn turn(
+        &self,
+        tools: &AgentGraphTools,
+        run: &SupervisorRun,
+        message: String,
+    ) -> Result<TurnEnd, SuperviseError> {
+        let g = run.graph_id.clone();
+        let turn = self
+            .blocking(move |s| s.supervisor_runs().next_turn(&g, now_ms()))
+            .await?
+            .map_err(|e| SuperviseError::Store(e.to_string()))?;
+        self.emit(Event::Turn { turn });
+        let mut system = self.options.system_prompt.clone().unwrap_or_else(|| {
+            "You are the supervisor of an agent graph: you plan work, schedule it on workers and finish the graph with the results.".to_owned()
+        });
+        system.push_str("\n\n");
+        system.push_str(&prompt_section(true).text);
+        let specs: Vec<ToolSpec> = tool_defs()
+            .into_iter()
+            .map(|d| ToolSpec {
+                name: d.name,
+                description: d.description,
+                parameters: d.parameters,
+            })
+            .collect();
+        let mut messages = vec![
+            Message::System { content: system },
+            Message::User { content: message },
+        ];
+        for _ in 0..self.options.max_turn_steps {
+            let request = ChatRequest {
+                model: self.options.model.clone(),
+                messages: messages.clone(),
+                tools: specs.clone(),
+                temperature: None,
+            };
+            let response = self.provider.chat(&request).await?;
+            if response.tool_calls.is_empty() {
+                return Ok(TurnEnd::Stopped);
+            }
+            messages.push(Message::Assistant {
+                content: response.content.clone(),
+                tool_calls: response.tool_calls.clone(),
+            });
+            let mut end = None;
+            for call in response.tool_calls {
+                let identity = CallIdentity {
+                    session_id: run.root_session_id.clone(),
+                    last_turn: turn,
+                    tool_call_id: call.id.clone(),
+                };
+                let text =
+                    match serde_json::from_str::<Value>(if call.arguments.trim().is_empty() {
+                        "{}"
+                    } else {
+                        &call.arguments
+                    }) {
+                        Err(e) => format!("[invalid_input] the arguments are not valid JSON: {e}"),
+                        Ok(args) => {
+                            let (t, name, id) = (tools.clone(), call.name.clone(), identity);
+                            let result =
+                                tokio::task::spawn_blocking(move || t.call(&name, args, &id))
+                                    .await
+                                    .map_err(|e| {
+                                        SuperviseError::Store(format!("tool task failed: {e}"))
+                                    })?;
+                            match result {
+                                Ok(r) => {
+                                    if call.name == YIELD_TOOL {
+                                        end = end.or(Some(TurnEnd::Yielded));
+                                    }
+                                    if call.name == UPDATE_TOOL
+                                        && r.value["graph"]["closed"] == true
+                                    {
+                                        end = Some(TurnEnd::Finished);
+                                    }
+                                    r.text
+                                }
+                                Err(f) => f.to_string(),
+                            }
+                        }
+                    };
+                self.emit(Event::ToolCall {
+                    tool: call.name.clone(),
+                    result: text.lines().next().unwrap_or("").to_owned(),
+                });
+                messages.push(Message::Tool {
+                    tool_call_id: call.id,
+                    content: text,
+                });
+            }
+            if let Some(end) = end {
+                return Ok(end);
+            }
+        }
+        Ok(TurnEnd::Stopped)
+    }
+}

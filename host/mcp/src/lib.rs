@@ -24,15 +24,28 @@
 //!   server-wide limit ([`ServerOptions::max_concurrent_runs`]) answers
 //!   `[busy]` past it instead of queueing.
 //!
+//! * Agent graphs: with a controller ([`ServerOptions::controller`],
+//!   [`ControllerOptions`]), `view_agent_graph`, `update_agent_graph` and
+//!   `yield_agent_graph` of [`sandgraph_controller`] are listed after the
+//!   graph tools (hiding a graph tool of the same name, with a warning).
+//!   The calling MCP session is the supervisor session: the session that
+//!   creates a graph is its root, and every other session gets
+//!   `[not_root_session] …`. Success is the tool's text plus its value as
+//!   `structuredContent`; a failure is an `isError` result whose text is the
+//!   failure as the controller renders it (`[code] message`, or
+//!   `invalid arguments: …`). Without a controller they are not offered.
+//!
 //! [`serve_stdio`] and [`HttpServer`] are the two transports.
 
 #![warn(missing_docs)]
 
+mod agent_graph;
 mod http;
 mod resources;
 mod server;
 mod stdio;
 
+pub use agent_graph::{ControllerOptions, UpdateHook};
 pub use http::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpError, HttpOptions, HttpServer, MCP_PATH,
 };

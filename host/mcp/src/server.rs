@@ -19,12 +19,14 @@ use rmcp::service::{
     SubscriptionSink,
 };
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use sandgraph_controller::{ToolDef, ToolFailure, ToolResult};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
 use sandgraph_runtime::{CancellationToken, RunError, StepEvent};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, broadcast, mpsc, watch};
 use tokio_util::sync::DropGuard;
 
+use crate::agent_graph::{self, AgentGraph, ControllerOptions};
 use crate::resources;
 
 /// Default of [`ServerOptions::max_concurrent_runs`].
@@ -44,12 +46,18 @@ pub struct ServerOptions {
     /// Runs in flight at once, over every client; a call past it returns
     /// `[busy] ...` at once instead of queueing. At least 1.
     pub max_concurrent_runs: usize,
+    /// The agent-graph supervisor tools (`view_agent_graph`,
+    /// `update_agent_graph`, `yield_agent_graph`), listed after the graph
+    /// tools and shadowing any graph tool of the same name. `None` (the
+    /// default): not offered.
+    pub controller: Option<ControllerOptions>,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
+            controller: None,
         }
     }
 }
@@ -156,23 +164,31 @@ fn changes_lists(event: &RegistryEvent) -> bool {
 /// Forwards registry changes to the notifier, one notification per burst
 /// of events, until `stop`.
 async fn forward_changes(
+    registry: Registry,
     mut events: broadcast::Receiver<RegistryEvent>,
     notifier: Arc<Notifier>,
+    controller: bool,
     stop: CancellationToken,
 ) {
+    let seen = |e: &RegistryEvent| {
+        if controller {
+            warn_if_shadowed(&registry, e);
+        }
+        changes_lists(e)
+    };
     loop {
         let first = tokio::select! {
             () = stop.cancelled() => return,
             e = events.recv() => e,
         };
         let mut changed = match first {
-            Ok(e) => changes_lists(&e),
+            Ok(e) => seen(&e),
             Err(broadcast::error::RecvError::Lagged(_)) => true,
             Err(broadcast::error::RecvError::Closed) => return,
         };
         loop {
             match events.try_recv() {
-                Ok(e) => changed |= changes_lists(&e),
+                Ok(e) => changed |= seen(&e),
                 Err(broadcast::error::TryRecvError::Lagged(_)) => changed = true,
                 Err(_) => break,
             }
@@ -184,8 +200,34 @@ async fn forward_changes(
     }
 }
 
+/// Logs a warning when a graph tool mounted by `event` is hidden behind an
+/// agent-graph tool of the same name.
+fn warn_if_shadowed(registry: &Registry, event: &RegistryEvent) {
+    let name = match event {
+        RegistryEvent::Mounted {
+            name, scope: None, ..
+        }
+        | RegistryEvent::Remounted { name, .. } => name,
+        _ => return,
+    };
+    if agent_graph::is_tool(name) && registry.get(name).is_some_and(|t| t.as_tool()) {
+        warn_shadowed(name);
+    }
+}
+
+fn warn_shadowed(name: &str) {
+    tracing::warn!(
+        tool = name,
+        "the graph tool {name} is hidden: the agent-graph tool of that name takes its place"
+    );
+}
+
 struct Shared {
     registry: Registry,
+    /// The agent-graph tools, when the server has a controller.
+    agent_graph: Option<Arc<AgentGraph>>,
+    /// Their MCP definitions.
+    agent_graph_defs: Vec<Tool>,
     runs: Arc<Semaphore>,
     max_runs: usize,
     closing: AtomicBool,
@@ -238,15 +280,31 @@ impl McpServer {
         let max_runs = options.max_concurrent_runs.max(1);
         let notifier = Arc::new(Notifier::default());
         let forwarder = CancellationToken::new();
+        let agent_graph = options.controller.map(|c| Arc::new(AgentGraph::new(c)));
+        let agent_graph_defs: Vec<Tool> = agent_graph
+            .as_ref()
+            .map(|a| a.defs().iter().map(agent_graph_definition).collect())
+            .unwrap_or_default();
+        if agent_graph.is_some() {
+            for t in registry.tools() {
+                if agent_graph::is_tool(t.name()) {
+                    warn_shadowed(t.name());
+                }
+            }
+        }
         tokio::spawn(forward_changes(
+            registry.clone(),
             registry.subscribe(),
             notifier.clone(),
+            agent_graph.is_some(),
             forwarder.clone(),
         ));
         let (in_flight, _) = watch::channel(0);
         McpServer {
             shared: Arc::new(Shared {
                 registry,
+                agent_graph,
+                agent_graph_defs,
                 runs: Arc::new(Semaphore::new(max_runs)),
                 max_runs,
                 closing: AtomicBool::new(false),
@@ -297,18 +355,58 @@ impl McpServer {
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// A model-visible tool by name.
+    /// Whether the agent-graph tools are offered
+    /// ([`ServerOptions::controller`]).
+    pub fn has_controller(&self) -> bool {
+        self.shared.agent_graph.is_some()
+    }
+
+    /// The MCP session id of the connections that are not Streamable HTTP
+    /// (stdio, in-process pipes): `stdio-<pid>-<start ms>`, fixed for this
+    /// server. The root session of the agent graphs they create. `None`
+    /// without a controller.
+    pub fn local_session_id(&self) -> Option<&str> {
+        self.shared.agent_graph.as_deref().map(AgentGraph::local_session)
+    }
+
+    /// A model-visible graph tool by name (an agent-graph tool hides a
+    /// graph tool of its name).
     fn tool(&self, name: &str) -> Option<Arc<GraphTool>> {
+        if self.shared.agent_graph.is_some() && agent_graph::is_tool(name) {
+            return None;
+        }
         self.shared.registry.get(name).filter(|t| t.as_tool())
     }
 
-    /// A run slot, or why there is none (the message of a `[busy]` error).
-    fn admit(&self) -> Result<OwnedSemaphorePermit, String> {
+    /// The model-visible tools: the graph tools, then the agent-graph
+    /// tools.
+    fn definitions(&self) -> Vec<Tool> {
+        let s = &self.shared;
+        let shadowing = s.agent_graph.is_some();
+        s.registry
+            .tools()
+            .iter()
+            .filter(|t| !(shadowing && agent_graph::is_tool(t.name())))
+            .map(|t| tool_definition(t))
+            .chain(s.agent_graph_defs.iter().cloned())
+            .collect()
+    }
+
+    /// Why a call cannot start because the server is closing (the message
+    /// of a `[busy]` error).
+    fn refuse_if_closing(&self) -> Result<(), String> {
         let s = &self.shared;
         if s.closing.load(Ordering::Acquire) {
             s.busy.fetch_add(1, Ordering::Relaxed);
             return Err("the server is shutting down".to_owned());
         }
+        Ok(())
+    }
+
+    /// A run slot, or why there is none (the message of a `[busy]` error).
+    fn admit(&self) -> Result<OwnedSemaphorePermit, String> {
+        let s = &self.shared;
+        self.refuse_if_closing()?;
         match s.runs.clone().try_acquire_owned() {
             Ok(permit) => Ok(permit),
             Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
@@ -328,13 +426,17 @@ impl McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let name = params.name.as_ref();
+        if let Some(agent) = &self.shared.agent_graph
+            && agent_graph::is_tool(name)
+        {
+            let agent = agent.clone();
+            return self.call_agent_graph(&agent, params, &ctx).await;
+        }
         let Some(tool) = self.tool(name) else {
             let names: Vec<String> = self
-                .shared
-                .registry
-                .tools()
+                .definitions()
                 .iter()
-                .map(|t| t.name().to_owned())
+                .map(|t| t.name.to_string())
                 .collect();
             let available = if names.is_empty() {
                 "none".to_owned()
@@ -407,6 +509,63 @@ impl McpServer {
         );
         to_result(outcome)
     }
+
+    /// One `tools/call` of an agent-graph tool: a store call on a blocking
+    /// thread. Counted like a run (calls, in flight, refused while shutting
+    /// down) but it takes no run slot and is not cancelled: a committed
+    /// update cannot be taken back.
+    async fn call_agent_graph(
+        &self,
+        agent: &Arc<AgentGraph>,
+        params: CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let name = params.name.to_string();
+        if let Err(why) = self.refuse_if_closing() {
+            return error_result(BUSY, &why);
+        }
+        let s = &self.shared;
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        s.in_flight.send_modify(|n| *n += 1);
+        let _in_flight = InFlight(&s.in_flight);
+
+        tracing::info!(tool = name, "tool call started");
+        let started = Instant::now();
+        let session = session_of(ctx, agent.local_session());
+        let tool_call_id = ctx.id.to_string();
+        let args = Value::Object(params.arguments.unwrap_or_default());
+        let (worker, tool) = (agent.clone(), name.clone());
+        let outcome = tokio::task::spawn_blocking(move || {
+            worker.call(&tool, args, &session, tool_call_id)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(ToolFailure::plain(format!(
+                "the agent graph tool failed: {e}"
+            )))
+        });
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let code = match &outcome {
+            Ok(_) => "ok",
+            Err(f) => f.code.as_deref().unwrap_or("error"),
+        };
+        tracing::info!(tool = name, outcome = code, elapsed_ms, "tool call ended");
+        agent_graph_result(outcome)
+    }
+}
+
+/// The calling MCP session: the `Mcp-Session-Id` of a Streamable HTTP
+/// request (empty when it has none), else the server's local session.
+fn session_of(ctx: &RequestContext<RoleServer>, local: &str) -> String {
+    match ctx.extensions.get::<axum::http::request::Parts>() {
+        Some(parts) => parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned(),
+        None => local.to_owned(),
+    }
 }
 
 /// Sends the progress notifications of one call, in order, until the run
@@ -456,6 +615,28 @@ fn to_result(outcome: Result<ToolOutput, RunError>) -> CallToolResult {
     }
 }
 
+/// An agent-graph call as a tool result: the text block plus the value as
+/// structured content, or the failure's text (exactly its `Display`).
+fn agent_graph_result(outcome: Result<ToolResult, ToolFailure>) -> CallToolResult {
+    match outcome {
+        Ok(r) => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(r.text)]);
+            result.structured_content = Some(r.value);
+            result
+        }
+        Err(f) => CallToolResult::error(vec![ContentBlock::text(f.to_string())]),
+    }
+}
+
+/// The MCP definition of an agent-graph tool.
+fn agent_graph_definition(def: &ToolDef) -> Tool {
+    Tool::new(
+        Cow::Owned(def.name.clone()),
+        Cow::Owned(def.description.clone()),
+        schema_object(&def.parameters),
+    )
+}
+
 fn schema_object(v: &Value) -> Arc<JsonObject> {
     match v {
         Value::Object(m) => Arc::new(m.clone()),
@@ -488,10 +669,16 @@ impl ServerHandler for McpServer {
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("sandgraph", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
+            .with_instructions(if self.has_controller() {
+                "Each graph tool runs one sandboxed graph once and returns its final state. \
+                 Resources graph://<name>/spec and graph://<name>/mermaid describe each graph. \
+                 view_agent_graph, update_agent_graph and yield_agent_graph supervise durable \
+                 agent graphs; the MCP session that creates a graph is its root session, the \
+                 only one allowed to call them for it."
+            } else {
                 "Each tool runs one sandboxed graph once and returns its final state. \
-                 Resources graph://<name>/spec and graph://<name>/mermaid describe each graph.",
-            )
+                 Resources graph://<name>/spec and graph://<name>/mermaid describe each graph."
+            })
     }
 
     async fn list_tools(
@@ -499,14 +686,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self
-            .shared
-            .registry
-            .tools()
-            .iter()
-            .map(|t| tool_definition(t))
-            .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        Ok(ListToolsResult::with_all_items(self.definitions()))
     }
 
     async fn call_tool(

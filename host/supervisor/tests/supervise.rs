@@ -122,7 +122,7 @@ async fn three_work_items_run_and_the_supervisor_finishes_with_their_records() {
     // The routing attempts of the work are journaled.
     assert_eq!(store.journal().entries(None, None).unwrap().len(), 3);
 
-    let events = events.lock().unwrap();
+    let events = events.lock().unwrap().clone();
     assert!(matches!(events[0], Event::Turn { turn: 1 }));
     assert!(
         events

@@ -8,21 +8,21 @@
 //! api_key_env = "DEEPSEEK_API_KEY"        # the variable holding the key
 //!
 //! [routing]
-//! allow = ["echo", "greet"]               # optional; intersected with deny
-//! deny = ["fanout"]
+//! allow = ["echo_graph", "greet_graph"]   # optional; intersected with deny
+//! deny = ["fanout_graph"]
 //! max_retries = 3
-//! fallback = "echo"                       # a graph accepting {}; default: the built-in no-op
+//! fallback = "help_graph"                 # a graph accepting {}; default: the built-in no-op
 //!
 //! [policy]
-//! deny_tools = ["map-reduce"]
+//! deny_tools = ["map_reduce_graph"]
 //! [[policy.limit]]
-//! tool = "echo"                           # optional: every tool when absent
-//! path = "/topic"                         # JSON pointer into the arguments
+//! tool = "echo_graph"                     # optional: every tool when absent
+//! path = "/input/topic"                   # JSON pointer into the arguments
 //! max_length = 200
 //!
 //! [agents.writer]                         # a routing-agent profile (controller)
 //! model = "deepseek-chat"
-//! allow = ["greet"]
+//! allow = ["greet_graph"]
 //! ```
 
 use std::collections::BTreeMap;

@@ -79,8 +79,9 @@ impl PolicyConfig {
             .find_map(|l| l.violation(args))
     }
 
-    /// Registers the policy as the first `pre-execute` listener of `hooks`
-    /// (when it has any rule).
+    /// Registers the policy as a `pre-execute` listener of `hooks`, after
+    /// those already registered (when it has any rule). Install it before
+    /// other listeners so the operator's policy decides first.
     pub fn install(&self, hooks: &mut Hooks) {
         if self.deny_tools.is_empty() && self.limit.is_empty() {
             return;

@@ -18,6 +18,9 @@ pub const MODEL: u8 = 17;
 pub const ROUTING_EXHAUSTED: u8 = 18;
 /// A routing hook (a listener of the operator's policy) failed.
 pub const HOOK: u8 = 19;
+/// The supervisor could not drive its agent graph to the end (turn limit,
+/// stopped without finishing, undeliverable wake, coordinator failure).
+pub const SUPERVISOR: u8 = 21;
 
 /// The exit code of each error code.
 pub fn exit_code(code: ErrorCode) -> u8 {

@@ -4,6 +4,7 @@ mod build;
 mod exit;
 mod route;
 mod serve;
+mod supervise;
 mod threads;
 mod tools;
 
@@ -80,6 +81,11 @@ enum Command {
     Route(route::RouteArgs),
     /// Print the routing audit journal: every attempt with its decision, reason and timings
     Journal(route::JournalArgs),
+    /// Start a durable agent graph for a goal: a supervisor model schedules work on graph tools and agents, wave after wave, until it finishes (or continue one with --resume)
+    Supervise(supervise::SuperviseArgs),
+    /// Inspect agent graphs: their work, records and wakes
+    #[command(subcommand)]
+    AgentGraph(supervise::AgentGraphCommand),
 }
 
 /// Per-run limits; unset ones keep the defaults documented in
@@ -173,6 +179,8 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
         Command::Serve(args) => serve::serve(args).await,
         Command::Route(args) => route::route(args).await,
         Command::Journal(args) => route::journal(args).await,
+        Command::Supervise(args) => supervise::supervise(args).await,
+        Command::AgentGraph(cmd) => supervise::agent_graph(cmd).await,
     }
 }
 

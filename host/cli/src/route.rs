@@ -32,6 +32,11 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// `--model`, when given.
+    pub fn model_flag(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
     /// The client config: flags over `[llm]` over the defaults.
     pub fn client_config(&self, base: &ClientConfig) -> ClientConfig {
         let mut c = base.clone();

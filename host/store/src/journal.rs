@@ -32,10 +32,11 @@ pub struct JournalEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
     /// `accepted`, `rejected`, `failed` (the graph's error propagated),
-    /// `fallback` or `error` (the model call or a hook failed).
+    /// `fallback` or `error` (the model call failed).
     pub decision: String,
-    /// Which check rejected the attempt (`unknown_tool`, `invalid_json`,
-    /// `invalid_args`, `validate`, `pre_execute`, `post_execute`).
+    /// Which step decided the attempt (`unknown_tool`, `invalid_json`,
+    /// `invalid_args`, `validate`, `pre_execute`, `post_execute`, or `model`
+    /// for a failed model call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
     /// The reason fed back to the model, or the error.

@@ -379,18 +379,36 @@ impl Supervisor {
                 stalls = 0;
                 continue;
             }
-            let message = if turns == 0 {
+            // No wake to deliver: the graph is new, or the supervisor ended a
+            // turn without yielding, or a crash cut the turn before its
+            // yield. Nothing scheduled yet: give the goal (again); otherwise
+            // report the records since the last delivered wake.
+            stalls += 1;
+            if stalls > 2 {
+                return Err(SuperviseError::Stalled(format!(
+                    "agent graph {graph_id}: the supervisor stopped without finishing and nothing is pending"
+                )));
+            }
+            let message = if projection.revision() == 0 {
                 first_message(graph_id, &run.goal, &self.registry, &self.agents)
             } else {
-                stalls += 1;
-                if stalls > 2 {
-                    return Err(SuperviseError::Stalled(format!(
-                        "agent graph {graph_id}: the supervisor stopped without finishing and nothing is pending"
-                    )));
-                }
-                format!(
-                    "Agent graph {graph_id} has nothing pending and is not finished. Finish it with update_agent_graph (finish with result ids), or schedule more work and yield."
-                )
+                let g = graph_id.to_owned();
+                let since = self
+                    .blocking(move |s| s.agent_graphs().list_supervisor_wakes(&g))
+                    .await?
+                    .map_err(|e| SuperviseError::Store(e.message))?
+                    .iter()
+                    .filter(|w| w.status == WakeStatus::Delivered)
+                    .map(|w| w.updated_at)
+                    .max()
+                    .unwrap_or(0);
+                let records: Vec<GraphRecord> = projection
+                    .records()
+                    .iter()
+                    .filter(|r| r.emitted_at >= since)
+                    .cloned()
+                    .collect();
+                wake_message(graph_id, &records, projection.requested().count())
             };
             self.turn(&tools, &run, message).await?;
         }

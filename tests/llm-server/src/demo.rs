@@ -98,9 +98,15 @@ fn worker(request: &Recorded) -> Reply {
 /// requests are expected. Worker replies wait `worker_delay` first, which
 /// keeps a wave running long enough to be interrupted.
 pub fn supervisor_demo(worker_delay: Duration) -> Reply {
+    supervisor_demo_with(worker_delay, Duration::ZERO)
+}
+
+/// [`supervisor_demo`] whose supervisor replies also wait
+/// `supervisor_delay`, so a supervisor turn can be interrupted too.
+pub fn supervisor_demo_with(worker_delay: Duration, supervisor_delay: Duration) -> Reply {
     Reply::respond(move |request| {
         if request.tool_names().iter().any(|t| t == "view_agent_graph") {
-            supervisor(request)
+            supervisor(request).delay(supervisor_delay)
         } else {
             worker(request).delay(worker_delay)
         }

@@ -1,0 +1,366 @@
+//! `sandgraph supervise` (a durable agent graph driven by a supervisor
+//! model) and `sandgraph agent-graph show` (its work, records and wakes).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use sandgraph_controller::AgentGraphTools;
+use sandgraph_registry::LimitOverrides;
+use sandgraph_runtime::{ErrorCode, RunError};
+use sandgraph_store::Store;
+use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions};
+use serde_json::json;
+
+use crate::exit::{self, Failure};
+use crate::route::{ModelArgs, agent_config, provider};
+use crate::threads::{db_path, storage};
+use crate::tools::{MountArgs, load_operator_config};
+
+/// `sandgraph supervise GOAL ...` / `sandgraph supervise --resume ID ...`
+#[derive(clap::Args)]
+pub struct SuperviseArgs {
+    /// The goal, in plain words (not with --resume)
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    goal: Option<String>,
+    /// Continue the agent graph GRAPH_ID where it stopped
+    #[arg(long, value_name = "GRAPH_ID")]
+    resume: Option<String>,
+    /// The id of the new agent graph [default: a fresh agent_graph_… id]
+    #[arg(long, value_name = "ID", conflicts_with = "resume")]
+    graph_id: Option<String>,
+    #[command(flatten)]
+    mount: MountArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Work items run at once [default: [controller].max_new_activations, else 4]
+    #[arg(long, value_name = "N")]
+    max_new_activations: Option<usize>,
+    /// Supervisor turns before giving up [default: 32]
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u64>,
+    /// The database of the graph [default: as `threads`]
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Print progress (turns, tool calls, records) on stderr
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+/// `sandgraph agent-graph ...`
+#[derive(clap::Subcommand)]
+pub enum AgentGraphCommand {
+    /// Print an agent graph's work, records and wakes
+    Show {
+        /// The agent graph
+        graph_id: String,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+        /// The database [default: as `threads`]
+        #[arg(long, value_name = "PATH")]
+        db: Option<PathBuf>,
+    },
+    /// List the supervised agent graphs
+    List {
+        /// The database [default: as `threads`]
+        #[arg(long, value_name = "PATH")]
+        db: Option<PathBuf>,
+    },
+}
+
+/// `[controller]` of `sandgraph.toml`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ControllerConfig {
+    max_new_activations: Option<usize>,
+    max_turns: Option<u64>,
+    model: Option<String>,
+}
+
+fn failure(e: SuperviseError) -> Failure {
+    match &e {
+        SuperviseError::Llm(l) => Failure::new(l.code(), exit::MODEL, e.to_string()),
+        SuperviseError::UnknownGraph(_) => {
+            RunError::new(ErrorCode::InvalidInput, e.to_string()).into()
+        }
+        SuperviseError::Store(_) => RunError::new(ErrorCode::Storage, e.to_string()).into(),
+        SuperviseError::Stalled(_) | SuperviseError::Coordinator(_) => {
+            Failure::new(e.code(), exit::SUPERVISOR, e.to_string())
+        }
+    }
+}
+
+fn progress(e: &Event) {
+    match e {
+        Event::Turn { turn } => eprintln!("supervisor turn {turn}"),
+        Event::ToolCall { tool, result } => eprintln!("  {tool}: {result}"),
+        Event::Wave { records } => {
+            for r in records {
+                eprintln!(
+                    "  record {} (work {}): {}",
+                    r.record_id,
+                    r.work_id.as_deref().unwrap_or("-"),
+                    r.summary.lines().next().unwrap_or("")
+                );
+            }
+        }
+        Event::WakeDelivered { wake_id } => eprintln!("  wake {wake_id} delivered"),
+    }
+}
+
+/// `sandgraph supervise`.
+pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
+    let operator = load_operator_config(args.mount.config.as_deref())?;
+    let config = agent_config(&operator)?;
+    let controller: ControllerConfig = if operator.controller.is_empty() {
+        ControllerConfig::default()
+    } else {
+        toml::Value::Table(operator.controller.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                RunError::new(
+                    ErrorCode::InvalidInput,
+                    format!("[controller]: {}", e.message().trim_end_matches('.')),
+                )
+            })?
+    };
+    let (provider, mut model) = provider(&args.model, &config)?;
+    if args.model.model_flag().is_none()
+        && let Some(m) = &controller.model
+    {
+        model.clone_from(m);
+    }
+    let path = db_path(args.db.as_deref())?;
+    let store = Store::open(&path).map_err(storage)?;
+    let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default()).await?;
+    let mut options = SupervisorOptions::new(model);
+    options.max_new_activations = args
+        .max_new_activations
+        .or(controller.max_new_activations)
+        .unwrap_or(options.max_new_activations);
+    options.max_turns = args
+        .max_turns
+        .or(controller.max_turns)
+        .unwrap_or(options.max_turns);
+    let mut supervisor = Supervisor::new(store, registry, provider, config, options, true);
+    if args.verbose {
+        supervisor = supervisor.on_event(progress);
+    }
+    let outcome = match (&args.resume, &args.goal) {
+        (Some(id), _) => supervisor.resume(id).await,
+        (None, Some(goal)) => {
+            let graph_id = args.graph_id.clone();
+            supervisor.start(goal, graph_id).await
+        }
+        (None, None) => unreachable!("clap requires a goal without --resume"),
+    }
+    .map_err(failure)?;
+    let printed = json!({
+        "graph_id": outcome.graph_id,
+        "status": "finished",
+        "result_ids": outcome.result_ids,
+        "reason": outcome.reason,
+        "results": outcome.results,
+        "turns": outcome.turns,
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&printed)
+            .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
+    let path = db_path(db)?;
+    if !path.exists() {
+        return Err(RunError::new(
+            ErrorCode::InvalidInput,
+            format!("no database at {}", path.display()),
+        )
+        .into());
+    }
+    Store::open(&path).map_err(storage)
+}
+
+/// `sandgraph agent-graph ...`.
+pub async fn agent_graph(cmd: AgentGraphCommand) -> Result<ExitCode, Failure> {
+    match cmd {
+        AgentGraphCommand::List { db } => {
+            let store = open_existing(db.as_deref())?;
+            for run in store.supervisor_runs().list().map_err(storage)? {
+                let closed = store
+                    .agent_graphs()
+                    .is_closed(&run.graph_id)
+                    .map_err(|e| RunError::new(ErrorCode::Storage, e.message))?;
+                println!(
+                    "{}\t{}\t{} turns\t{}",
+                    run.graph_id,
+                    if closed { "finished" } else { "open" },
+                    run.turns,
+                    run.goal.split_whitespace().collect::<Vec<_>>().join(" ")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AgentGraphCommand::Show { graph_id, json, db } => {
+            let store = open_existing(db.as_deref())?;
+            show(&store, &graph_id, json)
+        }
+    }
+}
+
+fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failure> {
+    let graphs = store.agent_graphs();
+    let ctl = |e: sandgraph_store::ControlError| -> Failure {
+        RunError::new(ErrorCode::Storage, e.message).into()
+    };
+    let run = store.supervisor_runs().get(graph_id).map_err(storage)?;
+    let projection = AgentGraphTools::new(graphs.clone(), "agent-graph-show")
+        .snapshot(graph_id)
+        .map_err(|e| RunError::new(ErrorCode::Storage, e.to_string()))?;
+    if run.is_none() && projection.revision() == 0 {
+        return Err(RunError::new(
+            ErrorCode::InvalidInput,
+            format!("no agent graph {graph_id} in this database"),
+        )
+        .into());
+    }
+    let wakes = graphs.list_supervisor_wakes(graph_id).map_err(ctl)?;
+    let mut wake_rows = Vec::new();
+    for w in &wakes {
+        let attempts = graphs
+            .list_supervisor_wake_attempts(graph_id, &w.wake_id)
+            .map_err(ctl)?;
+        wake_rows.push((w.clone(), attempts));
+    }
+    if as_json {
+        let value = json!({
+            "graph_id": graph_id,
+            "goal": run.as_ref().map(|r| r.goal.clone()),
+            "turns": run.as_ref().map(|r| r.turns),
+            "closed": projection.closed(),
+            "revision": projection.revision(),
+            "work": projection.work().iter().map(|w| json!({
+                "work": w.work(),
+                "status": w.status().as_str(),
+                "revision": w.revision(),
+                "claim": projection.claim_of(w.work_id()),
+            })).collect::<Vec<_>>(),
+            "records": projection.records(),
+            "finish": projection.finish().map(|f| json!({"result_ids": f.result_ids, "reason": f.reason})),
+            "wakes": wake_rows.iter().map(|(w, a)| json!({"wake": w, "attempts": a})).collect::<Vec<_>>(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value)
+                .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    out.push_str(&format!(
+        "agent graph {graph_id} ({}, revision {}, {} updates)\n",
+        if projection.closed() {
+            "finished"
+        } else {
+            "open"
+        },
+        projection.revision(),
+        projection.update_count()
+    ));
+    if let Some(run) = &run {
+        out.push_str(&format!(
+            "goal: {}\nsupervisor turns: {}\n",
+            run.goal, run.turns
+        ));
+    }
+    out.push_str("\nwork:\n");
+    if projection.work().is_empty() {
+        out.push_str("  none\n");
+    }
+    for w in projection.work() {
+        let claim = projection
+            .claim_of(w.work_id())
+            .map(|c| {
+                format!(
+                    " claim {}",
+                    serde_json::to_value(c.admission_status)
+                        .unwrap_or_default()
+                        .as_str()
+                        .unwrap_or("")
+                )
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {} {} {}:{}{} — {}\n",
+            w.status().as_str(),
+            w.work_id(),
+            w.work().target.kind.as_str(),
+            w.work().target.id,
+            claim,
+            w.work()
+                .instruction
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    out.push_str("\nrecords:\n");
+    if projection.records().is_empty() {
+        out.push_str("  none\n");
+    }
+    for r in projection.records() {
+        out.push_str(&format!(
+            "  {} (work {}, {}): {}\n",
+            r.record_id,
+            r.work_id.as_deref().unwrap_or("-"),
+            r.outcome
+                .map(|o| serde_json::to_value(o)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned())
+                .unwrap_or_else(|| "record".to_owned()),
+            r.summary.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
+    }
+    out.push_str("\nwakes:\n");
+    if wake_rows.is_empty() {
+        out.push_str("  none\n");
+    }
+    for (w, attempts) in &wake_rows {
+        out.push_str(&format!(
+            "  {} {} ({} attempts)\n",
+            serde_json::to_value(w.status)
+                .unwrap_or_default()
+                .as_str()
+                .unwrap_or(""),
+            w.wake_id,
+            w.attempt_count
+        ));
+        for a in attempts {
+            out.push_str(&format!(
+                "    attempt {} {}{}\n",
+                a.attempt_id,
+                serde_json::to_value(a.status)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or(""),
+                a.failure_reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if let Some(f) = projection.finish() {
+        out.push_str(&format!(
+            "\nfinished: {} — {}\n",
+            f.result_ids.join(", "),
+            f.reason
+        ));
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}

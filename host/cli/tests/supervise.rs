@@ -1,0 +1,365 @@
+//! `sandgraph supervise`, `--resume` and `agent-graph show` end to end
+//! against the scripted OpenAI-compatible server, and crash recovery: the
+//! supervise process is killed with SIGKILL at several points of a wave,
+//! then resumed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use sandgraph_store::{GraphRecord, IntentClaim, ScheduleUpdate, Store};
+use sandgraph_test_llm::demo::{supervisor_demo, supervisor_demo_with};
+use sandgraph_test_llm::{Recorded, ScriptedLlm};
+use serde_json::Value;
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("graphs")).unwrap();
+        for (name, component) in [
+            ("echo.wasm", sandgraph_tests::ECHO),
+            ("greet.wasm", sandgraph_tests::GREET),
+        ] {
+            std::fs::copy(component, dir.path().join("graphs").join(name)).unwrap();
+        }
+        Env { dir }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("data.redb")
+    }
+
+    fn command(&self, args: &[String]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("SANDGRAPH_LOG", "warn")
+            .env("SANDGRAPH_CACHE", self.dir.path().join("cache.redb"))
+            .env("SANDGRAPH_DB", self.db())
+            .env_remove("DEEPSEEK_API_KEY");
+        cmd
+    }
+
+    async fn run(&self, args: Vec<String>) -> Output {
+        let mut cmd = self.command(&args);
+        tokio::task::spawn_blocking(move || cmd.output().expect("sandgraph runs"))
+            .await
+            .unwrap()
+    }
+}
+
+fn supervise_args(server: &ScriptedLlm, tail: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "supervise".into(),
+        "--graphs".into(),
+        "graphs".into(),
+        "--base-url".into(),
+        server.base_url(),
+        "--model".into(),
+        "test-model".into(),
+    ];
+    args.extend(tail.iter().map(|s| (*s).to_owned()));
+    args
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn supervise_runs_a_graph_to_its_end_and_show_prints_it() {
+    let env = Env::new();
+    let server = ScriptedLlm::start((0..10).map(|_| supervisor_demo(Duration::ZERO))).await;
+    let out = env
+        .run(supervise_args(
+            &server,
+            &["greet three friends", "--graph-id", "g1", "-v"],
+        ))
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed["graph_id"], "g1");
+    assert_eq!(printed["status"], "finished");
+    assert_eq!(printed["result_ids"].as_array().unwrap().len(), 3);
+    assert_eq!(printed["turns"], 2);
+    let progress = stderr(&out);
+    assert!(progress.contains("supervisor turn 1\n  update_agent_graph: Agent graph update committed at revision 1.\n  yield_agent_graph: Yielded agent graph g1"), "{progress}");
+
+    let show = env
+        .run(vec!["agent-graph".into(), "show".into(), "g1".into()])
+        .await;
+    assert!(show.status.success(), "{}", stderr(&show));
+    let text = stdout(&show);
+    assert!(text.starts_with("agent graph g1 (finished, revision 2, 2 updates)\ngoal: greet three friends\nsupervisor turns: 2\n\nwork:\n  completed graph_work_"), "{text}");
+    assert_eq!(text.matches("  completed graph_work_").count(), 3, "{text}");
+    assert!(
+        text.contains(" preset:greet_graph claim executing — greet Ada\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nrecords:\n  graph_record_"), "{text}");
+    assert!(
+        text.contains("completed): greet_graph returned {\"name\":\"Ada\""),
+        "{text}"
+    );
+    assert!(text.contains("\nwakes:\n  delivered graph_wake_"), "{text}");
+    assert!(text.contains("\nfinished: graph_record_"), "{text}");
+
+    let json = env
+        .run(vec![
+            "agent-graph".into(),
+            "show".into(),
+            "g1".into(),
+            "--json".into(),
+        ])
+        .await;
+    let v: Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(v["closed"], true);
+    assert_eq!(v["work"].as_array().unwrap().len(), 3);
+    assert_eq!(v["records"].as_array().unwrap().len(), 3);
+    assert_eq!(v["wakes"][0]["wake"]["status"], "delivered");
+
+    let unknown = env
+        .run(vec!["agent-graph".into(), "show".into(), "nope".into()])
+        .await;
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("error[invalid_input]: no agent graph nope in this database")
+    );
+
+    let resume_unknown = env
+        .run(supervise_args(&server, &["--resume", "nope"]))
+        .await;
+    assert_eq!(
+        resume_unknown.status.code(),
+        Some(2),
+        "{}",
+        stderr(&resume_unknown)
+    );
+    assert!(stderr(&resume_unknown).contains("no supervised agent graph nope"));
+}
+
+/// What the database held when the process died.
+#[derive(Debug, Default)]
+struct Durable {
+    updates: Vec<ScheduleUpdate>,
+    claims: Vec<IntentClaim>,
+    records: Vec<GraphRecord>,
+}
+
+fn durable(db: &Path, graph: &str) -> Durable {
+    if !db.exists() {
+        return Durable::default();
+    }
+    let store = Store::open(db).expect("the database opens after a SIGKILL");
+    let g = store.agent_graphs();
+    Durable {
+        updates: g.list_schedule_updates(graph).unwrap(),
+        claims: g.list_claims(graph).unwrap(),
+        records: g.list_records(graph).unwrap(),
+    }
+}
+
+fn is_worker(r: &Recorded) -> bool {
+    !r.tool_names().iter().any(|t| t == "view_agent_graph")
+}
+
+/// The instruction a worker request carries.
+fn instruction(r: &Recorded) -> String {
+    r.messages()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_supervise_resumes_without_losing_or_repeating_work() {
+    // Workers answer after 300 ms and run one at a time, so a wave lasts
+    // about a second; the supervisor answers after 200 ms. The kill points
+    // (requests received, then a pause) fall before anything is stored,
+    // inside the supervisor's first turn, between the records of the wave,
+    // inside the wake turn and just after its finish.
+    let kill_points: [(usize, u64); 7] = [
+        (0, 0),
+        (1, 100),
+        (2, 100),
+        (3, 150),
+        (4, 100),
+        (5, 100),
+        (5, 260),
+    ];
+    for (n, (requests, extra_ms)) in kill_points.into_iter().enumerate() {
+        let env = Env::new();
+        let server =
+            ScriptedLlm::start((0..40).map(|_| {
+                supervisor_demo_with(Duration::from_millis(300), Duration::from_millis(200))
+            }))
+            .await;
+        let graph = format!("crash{n}");
+        let mut child = env
+            .command(&supervise_args(
+                &server,
+                &[
+                    "greet three friends",
+                    "--graph-id",
+                    &graph,
+                    "--max-new-activations",
+                    "1",
+                ],
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.requests().len() < requests {
+            assert!(
+                Instant::now() < deadline,
+                "kill point {n}: no request {requests}"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "kill point {n}: exited early"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(extra_ms)).await;
+        // SIGKILL: no destructor, no flush.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let before = durable(&env.db(), &graph);
+        eprintln!(
+            "kill point {n}: {} updates, {} claims, {} records at the kill",
+            before.updates.len(),
+            before.claims.len(),
+            before.records.len()
+        );
+        let seen = server.requests().len();
+        let finished_instructions: BTreeSet<String> = {
+            // Work with a record at the kill: its instruction must not reach a
+            // worker again.
+            let store = Store::open(&env.db());
+            let mut set = BTreeSet::new();
+            if let Ok(store) = store {
+                let g = store.agent_graphs();
+                let updates = g.list_schedule_updates(&graph).unwrap();
+                for r in g.list_records(&graph).unwrap() {
+                    for u in &updates {
+                        for w in &u.request.add_work {
+                            if Some(&w.work_id) == r.work_id.as_ref() {
+                                set.insert(w.instruction.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            set
+        };
+
+        let out = env
+            .run(supervise_args(&server, &["--resume", &graph]))
+            .await;
+        // A kill before the supervisor run was created leaves nothing to
+        // resume; start it again then.
+        let out = if out.status.code() == Some(2) && before.updates.is_empty() {
+            env.run(supervise_args(
+                &server,
+                &[
+                    "greet three friends",
+                    "--graph-id",
+                    &graph,
+                    "--max-new-activations",
+                    "1",
+                ],
+            ))
+            .await
+        } else {
+            out
+        };
+        assert!(out.status.success(), "kill point {n}: {}", stderr(&out));
+        let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(printed["status"], "finished", "kill point {n}");
+
+        let after = durable(&env.db(), &graph);
+        // Nothing committed was lost: every row of the kill is still there,
+        // unchanged.
+        for u in &before.updates {
+            assert!(
+                after.updates.contains(u),
+                "kill point {n}: lost update {}",
+                u.request.update_id
+            );
+        }
+        for c in &before.claims {
+            let kept = after
+                .claims
+                .iter()
+                .find(|a| a.request.intent_id == c.request.intent_id)
+                .unwrap_or_else(|| panic!("kill point {n}: lost claim {}", c.request.intent_id));
+            assert_eq!(kept.request, c.request, "kill point {n}");
+            assert_eq!(kept.claimed_at, c.claimed_at, "kill point {n}");
+        }
+        for r in &before.records {
+            assert!(
+                after.records.contains(r),
+                "kill point {n}: lost record {}",
+                r.record_id
+            );
+        }
+        // Exactly one record and one claim per work item, three in all, and
+        // one work-adding update (the idempotency key held across processes).
+        assert_eq!(
+            after.records.len(),
+            3,
+            "kill point {n}: {:?}",
+            after.records
+        );
+        assert_eq!(after.claims.len(), 3, "kill point {n}");
+        let adds: usize = after.updates.iter().map(|u| u.request.add_work.len()).sum();
+        assert_eq!(adds, 3, "kill point {n}");
+        let per_work: BTreeMap<_, usize> =
+            after.records.iter().fold(BTreeMap::new(), |mut m, r| {
+                *m.entry(r.work_id.clone()).or_default() += 1;
+                m
+            });
+        assert!(
+            per_work.values().all(|c| *c == 1),
+            "kill point {n}: {per_work:?}"
+        );
+        // No finished work ran again.
+        for r in server.requests().iter().skip(seen).filter(|r| is_worker(r)) {
+            let i = instruction(r);
+            assert!(
+                !finished_instructions.contains(&i),
+                "kill point {n}: finished work {i:?} ran again"
+            );
+        }
+        let finish = after
+            .updates
+            .last()
+            .unwrap()
+            .request
+            .finish
+            .clone()
+            .expect("finished");
+        let mut result_ids = finish.result_ids.clone();
+        result_ids.sort();
+        let mut record_ids: Vec<String> =
+            after.records.iter().map(|r| r.record_id.clone()).collect();
+        record_ids.sort();
+        assert_eq!(result_ids, record_ids, "kill point {n}");
+    }
+}

@@ -99,6 +99,10 @@ pub struct RouteOptions {
     /// Text handed to the model after the request (for example summaries
     /// of earlier results); not seen by `validate`.
     pub context: Option<String>,
+    /// Durable threads: with these and `thread_id`, the chosen graph runs
+    /// on the durable thread `<thread_id>/<tool>` (one thread per graph,
+    /// as a thread belongs to one graph), starting from its stored state.
+    pub threads: Option<sandgraph_store::ThreadStore>,
 }
 
 /// A routed request that ran.
@@ -430,6 +434,7 @@ impl GraphRoutingAgent {
             thread_id: opts.thread_id.clone(),
             configurable: opts.configurable.clone(),
             request: Some(request.to_owned()),
+            threads: None,
         };
         let mut last_reason = String::new();
         for attempt in 1..=self.options.max_retries.saturating_add(1) {
@@ -550,7 +555,12 @@ impl GraphRoutingAgent {
             }
             let check_ms = ms(check_start);
             let run_start = Instant::now();
-            let settled: Settled = tool.execute(args.clone(), call_opts.clone()).await;
+            let mut run_opts = call_opts.clone();
+            if let (Some(threads), Some(thread)) = (&opts.threads, &opts.thread_id) {
+                run_opts.thread_id = Some(format!("{thread}/{}", tool.name()));
+                run_opts.threads = Some(threads.clone());
+            }
+            let settled: Settled = tool.execute(args.clone(), run_opts).await;
             let run_ms = ms(run_start);
             let settled = Arc::new(settled);
             let post = self

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandgraph_core::{GraphSpec, NodeContext, Reducer, json};
+use sandgraph_core::{GraphSpec, NodeContext, Reducer, Start, json};
+use sandgraph_store::Durability;
 use sandgraph_runtime::{
     CancellationToken, ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime,
     StepEvent,
@@ -55,6 +56,12 @@ pub struct CallOptions {
     /// The original request text when a model routed the call; `validate`
     /// and the nodes see it.
     pub request: Option<String>,
+    /// Durable threads. With this and [`CallOptions::thread_id`], the run
+    /// checkpoints into the thread and starts from its stored state, so a
+    /// stateful graph keeps its memory across calls (the input is applied
+    /// as new input; a pending interrupt is discarded, as in LangGraph).
+    /// Without it the thread id only reaches the nodes.
+    pub threads: Option<sandgraph_store::ThreadStore>,
 }
 
 /// What a successful tool call returns.
@@ -370,9 +377,11 @@ impl GraphTool {
         self.check_args(&args)?;
         let input = self.parameters.graph_input(args);
         let graph = self.graph().await?;
+        let threads = opts.threads.clone();
         let run_opts = self.run_options(opts);
         self.run_validate(&graph, &input, &run_opts).await?;
-        self.run_graph(&graph, input, run_opts, on_step).await
+        self.run_graph(&graph, input, run_opts, threads.as_ref(), on_step)
+            .await
     }
 
     /// The checks of [`GraphTool::call`] without the run: the arguments
@@ -404,8 +413,10 @@ impl GraphTool {
         self.check_args(&args)?;
         let input = self.parameters.graph_input(args);
         let graph = self.graph().await?;
+        let threads = opts.threads.clone();
         let run_opts = self.run_options(opts);
-        self.run_graph(&graph, input, run_opts, &mut |_| {}).await
+        self.run_graph(&graph, input, run_opts, threads.as_ref(), &mut |_| {})
+            .await
     }
 
     fn check_args(&self, args: &Value) -> Result<(), RunError> {
@@ -451,14 +462,32 @@ impl GraphTool {
         graph: &Arc<Graph>,
         input: Value,
         run_opts: RunOptions,
+        threads: Option<&sandgraph_store::ThreadStore>,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<ToolOutput, RunError> {
         let thread_id = run_opts.context.thread_id.clone();
-        match self
-            .runtime
-            .run_streaming(graph, input, run_opts, on_step)
-            .await?
-        {
+        let outcome = match (threads, &thread_id) {
+            (Some(threads), Some(thread)) => {
+                let writer = threads.begin(thread, graph.name(), Durability::Sync)?;
+                let existing = threads.load(thread)?;
+                self.runtime
+                    .run_thread(
+                        graph,
+                        existing,
+                        Start::Input(input),
+                        run_opts,
+                        &writer,
+                        on_step,
+                    )
+                    .await?
+            }
+            _ => {
+                self.runtime
+                    .run_streaming(graph, input, run_opts, on_step)
+                    .await?
+            }
+        };
+        match outcome {
             RunOutcome::Completed(state) => {
                 let value = Value::Object(state);
                 json::check_lossless(&value).map_err(|e| {

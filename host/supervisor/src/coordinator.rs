@@ -40,6 +40,9 @@ pub struct CoordinatorOptions {
     pub model: String,
     /// Where the routing attempts of every work item are recorded.
     pub journal: Option<sandgraph_store::Journal>,
+    /// Durable threads of the operators: each operator's graphs run on
+    /// threads of its own, so `operatorId` work continues their state.
+    pub threads: Option<sandgraph_store::ThreadStore>,
 }
 
 /// What one wave did.
@@ -64,6 +67,7 @@ struct Inner {
     agents: AgentConfig,
     options: CoordinatorOptions,
     journal: Option<sandgraph_store::Journal>,
+    threads: Option<sandgraph_store::ThreadStore>,
     /// One wave per process at a time: a drive requested while a wave runs
     /// waits and then sees the new work.
     wave: tokio::sync::Mutex<()>,
@@ -116,6 +120,7 @@ impl Coordinator {
                 provider,
                 agents,
                 journal: options.journal.clone(),
+                threads: options.threads.clone(),
                 options,
                 wave: tokio::sync::Mutex::new(()),
             }),
@@ -398,6 +403,7 @@ impl Coordinator {
                 &work.work().instruction,
                 RouteOptions {
                     thread_id: Some(op.session.clone()),
+                    threads: self.inner.threads.clone(),
                     context: (!context.is_empty()).then_some(context),
                     ..RouteOptions::default()
                 },

@@ -187,9 +187,10 @@ pub fn wake_message(graph_id: &str, records: &[GraphRecord], pending: usize) -> 
     }
     for r in records {
         s.push_str(&format!(
-            "- {} (work {}, {}): {}\n",
+            "- {} (work {}, operator {}, {}): {}\n",
             r.record_id,
             r.work_id.as_deref().unwrap_or("-"),
+            r.operator_id,
             r.outcome.map_or("record", |o| match o {
                 sandgraph_store::RecordOutcome::Completed => "completed",
                 sandgraph_store::RecordOutcome::Failed => "failed",
@@ -251,6 +252,7 @@ impl Supervisor {
                 max_new_activations: options.max_new_activations,
                 model: options.model.clone(),
                 journal: journal.then(|| store.journal()),
+                threads: Some(store.threads()),
             },
         );
         Supervisor {

@@ -232,3 +232,308 @@ async fn a_supervisor_that_stops_without_finishing_is_reported() {
     assert_eq!(err.to_string(), "no supervised agent graph nope");
 }
 
+/// The scripted supervisor of the operator test: wave 1 echoes `alpha` on a
+/// new preset operator; wave 2 sends `echo gamma` to that same operator;
+/// then it finishes with the record of wave 2.
+fn operator_script() -> Reply {
+    Reply::respond(|request| {
+        let user = request.last_content("user").unwrap_or("").to_owned();
+        if !request.tool_names().iter().any(|t| t == "view_agent_graph") {
+            let word = request
+                .messages()
+                .iter()
+                .find(|m| m["role"] == "user")
+                .and_then(|m| m["content"].as_str())
+                .and_then(|c| c.split_whitespace().nth(1))
+                .unwrap_or("none")
+                .to_owned();
+            return Reply::tool_call(
+                "echo_graph",
+                &serde_json::json!({"input": {"topic": word}}).to_string(),
+            );
+        }
+        let graph = "g4";
+        if user.starts_with("Goal:") {
+            let update = serde_json::json!({"graphId": graph, "idempotencyKey": "w1",
+                "addWork": [{"subagentId": "echo_graph", "instruction": "echo alpha"}]});
+            return Reply::tool_calls(&[
+                ("update_agent_graph", &update.to_string()),
+                (
+                    "yield_agent_graph",
+                    &serde_json::json!({"graphId": graph}).to_string(),
+                ),
+            ]);
+        }
+        let word_after = |key: &str| {
+            user.split(key)
+                .nth(1)
+                .map(|rest| {
+                    rest.split([',', ' ', ')'])
+                        .find(|w| !w.is_empty())
+                        .unwrap_or("")
+                        .to_owned()
+                })
+                .unwrap_or_default()
+        };
+        if !user.contains("seen:gamma") {
+            let operator = word_after("operator ");
+            let alpha = word_after("- ");
+            let update = serde_json::json!({"graphId": graph, "idempotencyKey": "w2",
+                "addWork": [{"targetKind": "existing_operator", "operatorId": operator,
+                    "instruction": "echo gamma", "inputIds": [alpha]}]});
+            return Reply::tool_calls(&[
+                ("update_agent_graph", &update.to_string()),
+                (
+                    "yield_agent_graph",
+                    &serde_json::json!({"graphId": graph}).to_string(),
+                ),
+            ]);
+        }
+        let record = word_after("- ");
+        let finish = serde_json::json!({"graphId": graph, "idempotencyKey": "finish",
+            "finish": {"resultIds": [record], "reason": "gamma is in"}});
+        Reply::tool_call("update_agent_graph", &finish.to_string())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_existing_operator_continues_on_its_thread_and_keeps_the_graph_state() {
+    let server = ScriptedLlm::start((0..12).map(|_| operator_script())).await;
+    let (registry, _graphs) = registry().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let supervisor = Supervisor::new(
+        store.clone(),
+        registry,
+        provider(&server),
+        AgentConfig::default(),
+        options(),
+        false,
+    );
+    let out = supervisor
+        .start("echo twice", Some("g4".into()))
+        .await
+        .unwrap();
+    assert_eq!(out.result_ids.len(), 1);
+    // The second run on the operator's thread started from the first's
+    // state: the append-reducer log holds both topics.
+    assert_eq!(
+        out.results[0]["summary"],
+        r#"echo_graph returned {"topic":"gamma","log":["seen:alpha","seen:gamma"]}"#
+    );
+    let projection = AgentGraphTools::new(store.agent_graphs(), "x")
+        .snapshot("g4")
+        .unwrap();
+    let provisions = store.agent_graphs().list_provisions("g4").unwrap();
+    assert_eq!(
+        provisions.len(),
+        1,
+        "the operator work reused the provision"
+    );
+    let work = projection.work();
+    assert_eq!(work.len(), 2);
+    assert_eq!(work[1].work().target.kind.as_str(), "operator");
+    assert_eq!(work[1].work().target.id, provisions[0].operator_id);
+    // The input record's summary reached the worker with the instruction.
+    let alpha = projection.records()[0].record_id.clone();
+    let gamma_request = server
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.last_content("user")
+                .is_some_and(|u| u.starts_with("echo gamma"))
+        })
+        .unwrap();
+    assert_eq!(
+        gamma_request.last_content("user").unwrap(),
+        format!(
+            "echo gamma\n\nInput {alpha}: echo_graph returned {{\"topic\":\"alpha\",\"log\":[\"seen:alpha\"]}}\n"
+        )
+    );
+    let thread = format!("{}/echo_graph", provisions[0].target_session_id);
+    let threads = store.threads().list().unwrap();
+    assert!(
+        threads
+            .iter()
+            .any(|t| t.id == thread && t.graph == "echo_graph"),
+        "{threads:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_work_runs_the_profile_and_unknown_agents_fail_as_records() {
+    let script = || {
+        Reply::respond(|request| {
+            let user = request.last_content("user").unwrap_or("").to_owned();
+            if !request.tool_names().iter().any(|t| t == "view_agent_graph") {
+                // The profile allows greet_graph only.
+                assert_eq!(request.tool_names(), vec!["greet_graph"]);
+                assert_eq!(request.body["model"], "writer-model");
+                return Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"formal"}"#);
+            }
+            if user.starts_with("Goal:") {
+                assert!(
+                    user.contains("- agentId \"writer\" (a routing agent): writes greetings"),
+                    "{user}"
+                );
+                let update = serde_json::json!({"graphId": "g5", "idempotencyKey": "w1", "addWork": [
+                    {"agentId": "writer", "instruction": "greet Ada formally"},
+                    {"agentId": "ghost", "instruction": "haunt"},
+                ]});
+                return Reply::tool_calls(&[
+                    ("update_agent_graph", &update.to_string()),
+                    ("yield_agent_graph", r#"{"graphId":"g5"}"#),
+                ]);
+            }
+            let ids: Vec<&str> = user
+                .split_whitespace()
+                .filter(|w| w.starts_with("graph_record_"))
+                .collect();
+            let finish = serde_json::json!({"graphId": "g5", "idempotencyKey": "f",
+                "finish": {"resultIds": ids, "reason": "done"}});
+            Reply::tool_call("update_agent_graph", &finish.to_string())
+        })
+    };
+    let server = ScriptedLlm::start((0..10).map(|_| script())).await;
+    let (registry, _graphs) = registry().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let config = sandgraph_registry::OperatorConfig::parse(
+        "[agents.writer]\ndescription = \"writes greetings\"\nmodel = \"writer-model\"\nallow = [\"greet_graph\"]\n",
+        std::path::Path::new("sandgraph.toml"),
+    )
+    .unwrap();
+    let agents = AgentConfig::from_operator(&config).unwrap();
+    let supervisor = Supervisor::new(
+        store.clone(),
+        registry,
+        provider(&server),
+        agents,
+        options(),
+        false,
+    );
+    let out = supervisor.start("greet", Some("g5".into())).await.unwrap();
+    assert_eq!(out.result_ids.len(), 2);
+    let projection = AgentGraphTools::new(store.agent_graphs(), "x")
+        .snapshot("g5")
+        .unwrap();
+    let statuses: Vec<(&str, WorkStatus)> = projection
+        .work()
+        .iter()
+        .map(|w| (w.work().target.id.as_str(), w.status()))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            ("writer", WorkStatus::Completed),
+            ("ghost", WorkStatus::Failed)
+        ]
+    );
+    let ghost = projection
+        .records()
+        .iter()
+        .find(|r| r.outcome == Some(RecordOutcome::Failed))
+        .unwrap();
+    assert_eq!(
+        ghost.summary,
+        "failed: unknown agent ghost (agents: writer)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_wake_delivery_is_retried_and_then_exhausted() {
+    let demo = || supervisor_demo(Duration::ZERO);
+    let fail = || Reply::status(500, r#"{"error":{"message":"overloaded"}}"#);
+    // Turn 1 and three workers succeed; the wake turn's first attempt gets
+    // four 500s (the client's own retries), the second attempt succeeds.
+    let server = ScriptedLlm::start(vec![
+        demo(),
+        demo(),
+        demo(),
+        demo(),
+        fail(),
+        fail(),
+        fail(),
+        fail(),
+        demo(),
+    ])
+    .await;
+    let (reg1, _graphs1) = registry().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let supervisor = Supervisor::new(
+        store.clone(),
+        reg1,
+        provider(&server),
+        AgentConfig::default(),
+        options(),
+        false,
+    );
+    let out = supervisor.start("retry", Some("g6".into())).await.unwrap();
+    assert_eq!(out.result_ids.len(), 3);
+    let wakes = store.agent_graphs().list_supervisor_wakes("g6").unwrap();
+    assert_eq!(wakes.len(), 1);
+    assert_eq!(wakes[0].status, WakeStatus::Delivered);
+    assert_eq!(wakes[0].attempt_count, 2);
+    let attempts = store
+        .agent_graphs()
+        .list_supervisor_wake_attempts("g6", &wakes[0].wake_id)
+        .unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        attempts[0].status,
+        sandgraph_store::AttemptStatus::RetryableFailed
+    );
+    assert!(
+        attempts[0]
+            .failure_reason
+            .as_deref()
+            .unwrap()
+            .contains("overloaded")
+    );
+    assert_eq!(
+        attempts[1].status,
+        sandgraph_store::AttemptStatus::Delivered
+    );
+
+    // Every attempt failing exhausts the wake and ends with the model error.
+    let mut replies = vec![demo(), demo(), demo(), demo()];
+    replies.extend((0..12).map(|_| fail()));
+    let server = ScriptedLlm::start(replies).await;
+    let (reg2, _graphs2) = registry().await;
+    let supervisor = Supervisor::new(
+        store.clone(),
+        reg2,
+        provider(&server),
+        AgentConfig::default(),
+        options(),
+        false,
+    );
+    let err = supervisor
+        .start("retry", Some("g7".into()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SuperviseError::Llm(_)), "{err:?}");
+    let wakes = store.agent_graphs().list_supervisor_wakes("g7").unwrap();
+    assert_eq!(wakes[0].attempt_count, 3);
+    assert_eq!(wakes[0].status, WakeStatus::RetryableFailed);
+    // Resuming finds the attempts used up: the wake is exhausted.
+    let server = ScriptedLlm::start([]).await;
+    let (reg3, _graphs3) = registry().await;
+    let supervisor = Supervisor::new(
+        store.clone(),
+        reg3,
+        provider(&server),
+        AgentConfig::default(),
+        options(),
+        false,
+    );
+    let err = supervisor.resume("g7").await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("could not be delivered in 3 attempts"),
+        "{err}"
+    );
+    let wakes = store.agent_graphs().list_supervisor_wakes("g7").unwrap();
+    assert_eq!(wakes[0].status, WakeStatus::Exhausted);
+}

@@ -293,3 +293,54 @@ async fn an_interrupted_run_reports_its_interrupts() {
     assert_eq!(interrupts[0]["value"], json!({"question": "approve?"}));
     assert_eq!(serde_json::from_str::<Value>(&out.text).unwrap(), out.value);
 }
+
+#[tokio::test]
+async fn with_a_thread_store_calls_continue_the_thread_state() {
+    let (registry, _dir) = registry().await;
+    let echo = registry.get("echo_graph").unwrap();
+    let db = tempfile::tempdir().unwrap();
+    let store = sandgraph_store::Store::open(&db.path().join("t.redb")).unwrap();
+    let opts = CallOptions {
+        thread_id: Some("op-1".into()),
+        threads: Some(store.threads()),
+        ..CallOptions::default()
+    };
+    let first = echo
+        .call(json!({"input": {"topic": "a"}}), opts.clone())
+        .await
+        .unwrap();
+    assert_eq!(first.value, json!({"topic": "a", "log": ["seen:a"]}));
+    let second = echo
+        .execute(json!({"input": {"topic": "b"}}), opts.clone())
+        .await
+        .unwrap();
+    // The append reducer kept the first call's log.
+    assert_eq!(
+        second.value,
+        json!({"topic": "b", "log": ["seen:a", "seen:b"]})
+    );
+    let info = store.threads().info("op-1").unwrap().unwrap();
+    assert_eq!(info.graph, "echo_graph");
+    // Without the store the thread id only reaches the nodes: no state.
+    let plain = echo
+        .call(
+            json!({"input": {"topic": "c"}}),
+            CallOptions {
+                thread_id: Some("op-1".into()),
+                ..CallOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(plain.value, json!({"topic": "c", "log": ["seen:c"]}));
+    // A thread belongs to one graph.
+    let greet = registry.get("greet_graph").unwrap();
+    let err = greet
+        .call(json!({"name": "A", "style": "casual"}), opts)
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("belongs to graph \"echo_graph\""),
+        "{err}"
+    );
+}

@@ -1,16 +1,27 @@
 //! `sandgraph serve`: the graph tools of folders as an MCP server, on stdio
 //! or over Streamable HTTP. Everything but the protocol goes to stderr:
 //! stdout is the MCP channel in stdio mode.
+//!
+//! With `--controller`, the server also offers the agent-graph supervisor
+//! tools (`view_agent_graph`, `update_agent_graph`, `yield_agent_graph`)
+//! over the data database (`--db`, same default as `sandgraph threads`);
+//! the MCP session that creates a graph is its root session. Without it
+//! they are not offered: `serve` is a pure graph-tool server.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sandgraph_mcp::{HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_mcp::{ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions};
 use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
+use sandgraph_store::Store;
+
+use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
 
 use crate::exit::Failure;
+use crate::threads::{db_path, storage};
 use crate::tools::{self, MountArgs};
 
 /// `sandgraph serve --graphs DIR [--http ADDR] ...`
@@ -46,6 +57,80 @@ pub struct ServeArgs {
     /// On SIGINT/SIGTERM, how long running calls get to finish before they are cancelled
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     shutdown_grace_ms: u64,
+    /// Also offer the agent-graph tools (view_agent_graph, update_agent_graph, yield_agent_graph) over the data database; the MCP session that creates a graph is its root session
+    #[arg(long)]
+    controller: bool,
+    /// Data database of --controller [default: $SANDGRAPH_DB, else $XDG_DATA_HOME/sandgraph/threads.redb, else ~/.local/share/sandgraph/threads.redb]
+    #[arg(long, value_name = "PATH", requires = "controller")]
+    db: Option<PathBuf>,
+}
+
+/// The controller of `serve --controller` over `store`. With a
+/// coordinator, every committed update starts a wave that runs the graph's
+/// requested work (in the background; clients see its records in their
+/// views).
+pub fn controller_options(store: &Store, coordinator: Option<Coordinator>) -> ControllerOptions {
+    let options =
+        ControllerOptions::new(store.agent_graphs()).supervisor_runs(store.supervisor_runs());
+    let Some(coordinator) = coordinator else {
+        return options;
+    };
+    let runtime = tokio::runtime::Handle::current();
+    options.on_update(move |graph_id: &str| {
+        let (coordinator, graph_id) = (coordinator.clone(), graph_id.to_owned());
+        runtime.spawn(async move {
+            match coordinator.run_wave(&graph_id).await {
+                Ok(report) => tracing::info!(
+                    graph = graph_id,
+                    records = report.records.len(),
+                    "wave settled"
+                ),
+                Err(e) => tracing::error!(graph = graph_id, "wave failed: {e}"),
+            }
+        });
+    })
+}
+
+/// The coordinator of `serve --controller`: the model of `[llm]` (and
+/// `[controller].model`), the agents of `[agents]`. Without a usable model
+/// (no key, say) work is recorded but not run, and a warning says why.
+fn coordinator(
+    args: &ServeArgs,
+    store: &Store,
+    registry: &sandgraph_registry::Registry,
+) -> Result<Option<Coordinator>, Failure> {
+    let operator = tools::load_operator_config(args.mount.config.as_deref())?;
+    let config = crate::route::agent_config(&operator)?;
+    let model = operator
+        .controller
+        .get("model")
+        .and_then(|m| m.as_str())
+        .map_or_else(|| config.llm.model.clone(), str::to_owned);
+    let max_new_activations = operator
+        .controller
+        .get("max_new_activations")
+        .and_then(|n| n.as_integer())
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(sandgraph_supervisor::DEFAULT_MAX_NEW_ACTIVATIONS);
+    let provider = match sandgraph_llm::OpenAiClient::new(config.llm.clone()) {
+        Ok(p) => std::sync::Arc::new(p) as std::sync::Arc<dyn sandgraph_llm::Provider>,
+        Err(e) => {
+            eprintln!("warning: scheduled agent-graph work will not run: {e}");
+            return Ok(None);
+        }
+    };
+    Ok(Some(Coordinator::new(
+        store.agent_graphs(),
+        registry.clone(),
+        provider,
+        config,
+        CoordinatorOptions {
+            max_new_activations,
+            model,
+            journal: Some(store.journal()),
+            threads: Some(store.threads()),
+        },
+    )))
 }
 
 fn invalid(message: String) -> Failure {
@@ -76,16 +161,32 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
              (and --token-env to require a token)"
         )));
     }
+    // Opened before the graphs are mounted, so a bad or busy database fails
+    // at once. The store lives as long as the server (it shares the file).
+    let store = if args.controller {
+        let path = db_path(args.db.as_deref())?;
+        Some(Store::open(&path).map_err(storage)?)
+    } else {
+        None
+    };
     let (registry, _) = tools::open(&args.mount, LimitOverrides::default()).await?;
     let _watching = if args.watch {
         Some(registry.watch().map_err(tools::registry_failure)?)
     } else {
         None
     };
+    let controller = match &store {
+        Some(store) => Some(controller_options(
+            store,
+            coordinator(&args, store, &registry)?,
+        )),
+        None => None,
+    };
     let server = McpServer::new(
         registry,
         ServerOptions {
             max_concurrent_runs: args.max_concurrent_runs as usize,
+            controller,
         },
     );
     let grace = Duration::from_millis(args.shutdown_grace_ms);

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
@@ -51,17 +50,6 @@ impl fmt::Debug for OpenAiClient {
             .field("key", &self.key)
             .finish_non_exhaustive()
     }
-}
-
-/// Installs rustls' ring provider as the process default once, so reqwest
-/// (built with `rustls-no-provider`) can make TLS connections. Another
-/// provider installed first by someone else is kept.
-fn install_crypto_provider() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        // Err means a default is already installed: that one is used.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 fn config_error(message: impl Into<String>) -> LlmError {
@@ -162,7 +150,6 @@ impl OpenAiClient {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        install_crypto_provider();
         let http = reqwest::Client::builder()
             .default_headers(headers)
             .timeout(config.timeout)

@@ -13,8 +13,8 @@
 //! - [`ClientConfig`]: base URL, model, the environment variable holding
 //!   the key, timeouts, retries, the response size limit; deserializable
 //!   from TOML with durations in milliseconds.
-//! - [`OpenAiClient`]: the HTTP implementation (reqwest, rustls with the
-//!   ring provider).
+//! - [`OpenAiClient`]: the HTTP implementation (reqwest, rustls with its
+//!   aws-lc provider).
 //! - [`LlmError`]: failures with stable [`codes`](LlmError::code).
 //!
 //! Behaviour worth knowing:

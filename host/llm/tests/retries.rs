@@ -204,8 +204,8 @@ async fn connect_failure_is_retried_then_transport_error() {
 #[tokio::test]
 async fn https_goes_through_rustls() {
     common::setup();
-    // A plain-HTTP server behind an https URL: the TLS handshake (rustls with
-    // the ring provider) starts and fails, which is a transport error, not a
+    // A plain-HTTP server behind an https URL: the TLS handshake (rustls)
+    // starts and fails, which is a transport error, not a
     // panic about a missing crypto provider.
     let llm = ScriptedLlm::start([Reply::text("unreachable")]).await;
     let client = OpenAiClient::new(ClientConfig {

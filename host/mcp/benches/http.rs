@@ -123,6 +123,7 @@ async fn bench(measure: Duration) {
         registry,
         ServerOptions {
             max_concurrent_runs: 1024,
+            ..ServerOptions::default()
         },
     );
     let http = HttpServer::bind(

@@ -366,7 +366,10 @@ impl McpServer {
     /// server. The root session of the agent graphs they create. `None`
     /// without a controller.
     pub fn local_session_id(&self) -> Option<&str> {
-        self.shared.agent_graph.as_deref().map(AgentGraph::local_session)
+        self.shared
+            .agent_graph
+            .as_deref()
+            .map(AgentGraph::local_session)
     }
 
     /// A model-visible graph tool by name (an agent-graph tool hides a
@@ -535,15 +538,14 @@ impl McpServer {
         let tool_call_id = ctx.id.to_string();
         let args = Value::Object(params.arguments.unwrap_or_default());
         let (worker, tool) = (agent.clone(), name.clone());
-        let outcome = tokio::task::spawn_blocking(move || {
-            worker.call(&tool, args, &session, tool_call_id)
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(ToolFailure::plain(format!(
-                "the agent graph tool failed: {e}"
-            )))
-        });
+        let outcome =
+            tokio::task::spawn_blocking(move || worker.call(&tool, args, &session, tool_call_id))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(ToolFailure::plain(format!(
+                        "the agent graph tool failed: {e}"
+                    )))
+                });
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let code = match &outcome {
             Ok(_) => "ok",

@@ -274,6 +274,7 @@ async fn past_the_run_limit_a_call_is_busy_at_once() {
         localhost(),
         ServerOptions {
             max_concurrent_runs: 2,
+            ..ServerOptions::default()
         },
     )
     .await;

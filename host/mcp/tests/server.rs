@@ -210,6 +210,7 @@ async fn a_cancelled_call_stops_its_run_and_frees_its_slot() {
         f.registry().await,
         ServerOptions {
             max_concurrent_runs: 1,
+            ..ServerOptions::default()
         },
     )
     .await;

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgraph_core::{GraphSpec, NodeContext, Reducer, Start, json};
-use sandgraph_store::Durability;
 use sandgraph_runtime::{
     CancellationToken, ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime,
     StepEvent,
 };
 use sandgraph_schema::ParameterSchema;
+use sandgraph_store::Durability;
 use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
 

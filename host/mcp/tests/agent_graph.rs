@@ -1,0 +1,228 @@
+//! The agent-graph supervisor tools over MCP, driven by rmcp's client: in
+//! process (one local session) and over Streamable HTTP (one root session
+//! per MCP session).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use sandgraph_controller::tool_defs;
+use sandgraph_mcp::{ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_registry::{OperatorConfig, Registry};
+use sandgraph_store::Store;
+use serde_json::{Value, json};
+
+fn registry() -> Registry {
+    Registry::empty(
+        sandgraph_tests::runtime().clone(),
+        OperatorConfig::default(),
+        None,
+    )
+}
+
+struct Db {
+    _dir: tempfile::TempDir,
+    store: Store,
+}
+
+fn db() -> Db {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    Db { _dir: dir, store }
+}
+
+fn with(controller: ControllerOptions) -> ServerOptions {
+    ServerOptions {
+        controller: Some(controller),
+        ..ServerOptions::default()
+    }
+}
+
+fn add(graph: &str, key: &str) -> Value {
+    json!({
+        "graphId": graph,
+        "operation": "add_work",
+        "addWork": [{"workId": "w1", "subagentId": "preset-a", "instruction": "do it"}],
+        "idempotencyKey": key,
+    })
+}
+
+#[tokio::test]
+async fn without_a_controller_the_tools_are_not_offered() {
+    let (server, client) = connect(registry(), ServerOptions::default()).await;
+    assert!(!server.has_controller());
+    assert_eq!(server.local_session_id(), None);
+    assert!(client.list_all_tools().await.unwrap().is_empty());
+    let r = call(&client, "view_agent_graph", json!({"graphId": "g"})).await;
+    assert_tool_error(
+        &r,
+        "[unknown_tool] no tool named \"view_agent_graph\"; available: none",
+    );
+}
+
+#[tokio::test]
+async fn the_tools_are_listed_with_their_schemas_and_run_against_the_store() {
+    let db = db();
+    let updates = Arc::new(Mutex::new(Vec::new()));
+    let sink = updates.clone();
+    let controller = ControllerOptions::new(db.store.agent_graphs())
+        .on_update(move |g| sink.lock().unwrap().push(g.to_owned()));
+    let (server, client) = connect(registry(), with(controller)).await;
+    let local = server.local_session_id().unwrap().to_owned();
+    assert!(local.starts_with("stdio-"), "{local}");
+
+    let tools = client.list_all_tools().await.unwrap();
+    let defs = tool_defs();
+    assert_eq!(tools.len(), defs.len());
+    for (t, d) in tools.iter().zip(&defs) {
+        assert_eq!(t.name, d.name);
+        assert_eq!(t.description.as_deref(), Some(d.description.as_str()));
+        assert_eq!(Value::Object((*t.input_schema).clone()), d.parameters);
+    }
+
+    let r = call(&client, "update_agent_graph", add("g", "k1")).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert!(
+        text(&r).starts_with("Agent graph update committed at revision 1.\n\n"),
+        "{}",
+        text(&r)
+    );
+    let value = r.structured_content.clone().unwrap();
+    assert_eq!(value["update"]["revision"], 1);
+    assert_eq!(value["update"]["created"], true);
+    assert_eq!(*updates.lock().unwrap(), ["g"]);
+
+    // The same key again: the stored row, and no hook.
+    let r = call(&client, "update_agent_graph", add("g", "k1")).await;
+    assert!(
+        text(&r).starts_with("Agent graph update reused at revision 1."),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(r.structured_content.unwrap()["update"]["created"], false);
+    assert_eq!(updates.lock().unwrap().len(), 1);
+
+    let r = call(&client, "view_agent_graph", json!({"graphId": "g"})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let v = r.structured_content.clone().unwrap();
+    assert_eq!(v["work"][0]["workId"], "w1");
+    assert_eq!(v["work"][0]["status"], "requested");
+    assert!(text(&r).contains("[requested] w1"), "{}", text(&r));
+
+    let r = call(&client, "yield_agent_graph", json!({"graphId": "g"})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert!(
+        text(&r).starts_with("Yielded agent graph g (wake "),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(r.structured_content.unwrap()["pendingWorkCount"], 1);
+
+    let r = call(&client, "update_agent_graph", json!({"graphId": 3})).await;
+    assert_tool_error(&r, "invalid arguments: ");
+
+    // The local session is the graph's root, durably.
+    let rows = db.store.agent_graphs().list_schedule_updates("g").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].request.source.session_id, local);
+    assert_eq!(server.stats().calls, 5);
+    assert_eq!(server.stats().in_flight, 0);
+}
+
+#[tokio::test]
+async fn an_unavailable_controller_lists_the_tools_and_refuses_every_call() {
+    let (_server, client) = connect(registry(), with(ControllerOptions::unavailable())).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "view_agent_graph",
+            "update_agent_graph",
+            "yield_agent_graph"
+        ]
+    );
+    let r = call(&client, "view_agent_graph", json!({"graphId": "g"})).await;
+    assert_tool_error(&r, "[agent-graph-unavailable] ");
+}
+
+async fn http_client(http: &HttpServer) -> Session {
+    Client::default()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(http.url()),
+        ))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn over_http_each_session_roots_its_own_graphs() {
+    let db = db();
+    let server = McpServer::new(
+        registry(),
+        with(ControllerOptions::new(db.store.agent_graphs())),
+    );
+    let http = HttpServer::bind(
+        server.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    let a = http_client(&http).await;
+    let b = http_client(&http).await;
+    let r = call(&a, "update_agent_graph", add("ga", "k")).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let root = db.store.agent_graphs().list_schedule_updates("ga").unwrap()[0]
+        .request
+        .source
+        .session_id
+        .clone();
+    assert!(!root.is_empty() && !root.starts_with("stdio-"), "{root}");
+
+    for (tool, args) in [
+        ("update_agent_graph", add("ga", "k")),
+        ("view_agent_graph", json!({"graphId": "ga"})),
+        ("yield_agent_graph", json!({"graphId": "ga"})),
+    ] {
+        let r = call(&b, tool, args).await;
+        assert_eq!(r.is_error, Some(true), "{r:?}");
+        let t = text(&r);
+        let prefix = format!(
+            "[not_root_session] agent graph ga: only the root session {root} may call this tool (caller "
+        );
+        let caller = t
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(!caller.is_empty() && caller != root, "{t}");
+    }
+    // b roots its own graph, which a cannot touch.
+    let r = call(&b, "update_agent_graph", add("gb", "k")).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let r = call(&a, "view_agent_graph", json!({"graphId": "gb"})).await;
+    assert_tool_error(
+        &r,
+        "[not_root_session] agent graph gb: only the root session ",
+    );
+    assert_eq!(
+        db.store
+            .agent_graphs()
+            .list_schedule_updates("ga")
+            .unwrap()
+            .len(),
+        1
+    );
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    http.shutdown();
+    http.wait().await.unwrap();
+}

@@ -537,3 +537,74 @@ async fn a_failed_wake_delivery_is_retried_and_then_exhausted() {
     let wakes = store.agent_graphs().list_supervisor_wakes("g7").unwrap();
     assert_eq!(wakes[0].status, WakeStatus::Exhausted);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
+    use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    // Four work items on one graph, committed through the tools.
+    let tools = AgentGraphTools::new(store.agent_graphs(), "root");
+    let work: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(
+            |w| serde_json::json!({"subagentId": "echo_graph", "instruction": format!("echo {w}")}),
+        )
+        .collect();
+    tools
+        .call(
+            "update_agent_graph",
+            serde_json::json!({"graphId": "g8", "addWork": work}),
+            &sandgraph_controller::CallIdentity {
+                session_id: "root".into(),
+                last_turn: 1,
+                tool_call_id: "c1".into(),
+            },
+        )
+        .unwrap();
+    // Each worker request notes how many records existed when it arrived:
+    // with 2 slots, the third and fourth start only after a record.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (s, st) = (seen.clone(), store.clone());
+    let reply = move || {
+        let (s, st) = (s.clone(), st.clone());
+        Reply::respond(move |request| {
+            let records = st.agent_graphs().list_records("g8").unwrap().len();
+            s.lock().unwrap().push(records);
+            let word = request
+                .last_content("user")
+                .and_then(|u| u.split_whitespace().nth(1))
+                .unwrap_or("x")
+                .to_owned();
+            Reply::tool_call(
+                "echo_graph",
+                &serde_json::json!({"input": {"topic": word}}).to_string(),
+            )
+            .delay(Duration::from_millis(150))
+        })
+    };
+    let server = ScriptedLlm::start((0..4).map(|_| reply())).await;
+    let (registry, _graphs) = registry().await;
+    let coordinator = Coordinator::new(
+        store.agent_graphs(),
+        registry,
+        provider(&server),
+        AgentConfig::default(),
+        CoordinatorOptions {
+            max_new_activations: 2,
+            model: "m".into(),
+            journal: None,
+            threads: None,
+        },
+    );
+    let report = coordinator.run_wave("g8").await.unwrap();
+    assert_eq!(report.records.len(), 4);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    assert_eq!(&seen[..2], &[0, 0], "{seen:?}");
+    assert!(seen[2] >= 1 && seen[3] >= 2, "{seen:?}");
+    // A second wave finds nothing left to run.
+    let again = coordinator.run_wave("g8").await.unwrap();
+    assert!(again.records.is_empty());
+    assert_eq!(server.requests().len(), 4);
+}

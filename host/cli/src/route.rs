@@ -74,11 +74,11 @@ pub struct RouteArgs {
     /// Graph tool to run with {} when the model answers in plain text [default: the built-in no-op]
     #[arg(long, value_name = "NAME")]
     fallback: Option<String>,
-    /// Durable thread the chosen graph runs on
+    /// Durable thread: the chosen graph runs on thread ID/<tool> in --db, continuing its state
     #[arg(long = "thread", value_name = "ID")]
     thread: Option<String>,
-    /// Database of the audit journal (see `sandgraph journal`) [default: as `threads`]
-    #[arg(long, value_name = "PATH", conflicts_with = "no_journal")]
+    /// Database of the audit journal (see `sandgraph journal`) and of --thread [default: as `threads`]
+    #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
     /// Do not record the attempts
     #[arg(long)]
@@ -144,12 +144,17 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
     {
         model.clone_from(m);
     }
-    let journal = if args.no_journal {
+    // The database holds the journal and, with --thread, the thread.
+    let store = if args.no_journal && args.thread.is_none() {
         None
     } else {
         let path = db_path(args.db.as_deref())?;
-        Some(Store::open(&path).map_err(storage)?.journal())
+        Some(Store::open(&path).map_err(storage)?)
     };
+    let journal = store
+        .as_ref()
+        .filter(|_| !args.no_journal)
+        .map(Store::journal);
     let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default()).await?;
     let mut deny = config.routing.deny.clone();
     deny.extend(args.deny.iter().cloned());
@@ -188,6 +193,7 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
             RouteOptions {
                 cancel,
                 thread_id: args.thread.clone(),
+                threads: args.thread.as_ref().and(store.as_ref()).map(Store::threads),
                 ..RouteOptions::default()
             },
         )

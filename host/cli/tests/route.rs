@@ -302,3 +302,33 @@ async fn the_config_file_sets_the_model_and_the_policy() {
         "rejected: \"greet_graph\" is denied by policy\nChoose a tool again and call it with corrected arguments."
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_thread_the_chosen_graph_continues_its_state() {
+    let env = Env::new();
+    let server = ScriptedLlm::start([
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"one"}}"#),
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"two"}}"#),
+    ])
+    .await;
+    let first = env
+        .route(&server, "echo one", &["--thread", "t1", "--no-journal"])
+        .await;
+    assert!(first.status.success(), "{}", stderr(&first));
+    let second = env
+        .route(&server, "echo two", &["--thread", "t1", "--no-journal"])
+        .await;
+    assert!(second.status.success(), "{}", stderr(&second));
+    let printed: Value = serde_json::from_str(&stdout(&second)).unwrap();
+    assert_eq!(
+        printed["result"],
+        json!({"topic": "two", "log": ["seen:one", "seen:two"]})
+    );
+    // The thread is t1/echo_graph in the database.
+    let threads = env.run(vec!["threads".into(), "list".into()], &[]).await;
+    assert!(
+        stdout(&threads).contains("\"t1/echo_graph\""),
+        "{}",
+        stdout(&threads)
+    );
+}

@@ -213,6 +213,8 @@ struct AttemptRecord {
     model_ms: u64,
     check_ms: u64,
     run_ms: Option<u64>,
+    /// The sha256 of the component that ran, when one ran.
+    graph_digest: Option<String>,
 }
 
 fn now_ms() -> u64 {
@@ -469,6 +471,7 @@ impl GraphRoutingAgent {
                             model_ms,
                             check_ms: 0,
                             run_ms: None,
+                            graph_digest: None,
                         },
                     );
                     return Err(RouteError::Llm(e));
@@ -509,6 +512,7 @@ impl GraphRoutingAgent {
                             model_ms,
                             check_ms: ms(check_start),
                             run_ms: None,
+                            graph_digest: None,
                         },
                     );
                     push_feedback(&mut messages, response.content, call, &reason);
@@ -547,6 +551,7 @@ impl GraphRoutingAgent {
                         model_ms,
                         check_ms: ms(check_start),
                         run_ms: None,
+                        graph_digest: None,
                     },
                 );
                 push_feedback(&mut messages, response.content, call, &reason);
@@ -585,6 +590,7 @@ impl GraphRoutingAgent {
                 model_ms,
                 check_ms,
                 run_ms: Some(run_ms),
+                graph_digest: tool.digest().map(str::to_owned),
             };
             let result = match post {
                 PostDecision::Block { reason } => {
@@ -752,6 +758,7 @@ impl GraphRoutingAgent {
                 model_ms,
                 check_ms: 0,
                 run_ms: Some(ms(run_start)),
+                graph_digest: None,
             },
         );
         Ok(RouteOutcome {
@@ -784,6 +791,7 @@ impl GraphRoutingAgent {
             model_ms: r.model_ms,
             check_ms: r.check_ms,
             run_ms: r.run_ms,
+            graph_digest: r.graph_digest,
         };
         // The journal is an audit trail beside the result: a failing
         // journal is reported loudly but does not undo a run that happened.

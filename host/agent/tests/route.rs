@@ -695,6 +695,14 @@ async fn every_attempt_is_journaled() {
     );
     assert_eq!(first[2].outcome.as_ref().unwrap()["greeting"], "Hey Ada!");
     assert!(first[2].run_ms.is_some());
+    // The accepted attempt names the component version that ran.
+    let digest = first[2].graph_digest.as_deref().unwrap();
+    assert_eq!(digest.len(), 64, "{digest}");
+    assert_eq!(
+        digest,
+        sandgraph_store::sha256_hex(&std::fs::read(GREET).unwrap())
+    );
+    assert_eq!(first[0].graph_digest, None);
     assert_eq!(all[3].route_id, fb.route_id);
     assert_eq!(all[3].decision, "fallback");
     assert_eq!(all[3].reason.as_deref(), Some("nothing fits"));

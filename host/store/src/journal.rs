@@ -53,6 +53,10 @@ pub struct JournalEntry {
     /// Time running the graph, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_ms: Option<u64>,
+    /// The sha256 (hex) of the component that ran: which version of the
+    /// graph produced the outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_digest: Option<String>,
 }
 
 /// The journal of a [`crate::Store`]. Cheap to clone.

@@ -19,6 +19,7 @@ fn entry(route: &str, attempt: u32, decision: &str) -> JournalEntry {
         model_ms: 3,
         check_ms: 1,
         run_ms: None,
+        graph_digest: Some("ab".repeat(32)),
     }
 }
 

@@ -101,7 +101,8 @@ fn floor_engine() -> Engine {
         .table_elements(100_000)
         .linear_memory_keep_resident(4 << 20)
         .table_keep_resident(4 << 20)
-        .async_stack_keep_resident(4 << 20);
+        .async_stack_keep_resident(4 << 20)
+        .pagemap_scan(wasmtime::Enabled::Auto);
     let mut config = Config::new();
     config
         .epoch_interruption(true)

@@ -101,16 +101,10 @@ fn coordinator(
 ) -> Result<Option<Coordinator>, Failure> {
     let operator = tools::load_operator_config(args.mount.config.as_deref())?;
     let config = crate::route::agent_config(&operator)?;
-    let model = operator
-        .controller
-        .get("model")
-        .and_then(|m| m.as_str())
-        .map_or_else(|| config.llm.model.clone(), str::to_owned);
-    let max_new_activations = operator
-        .controller
-        .get("max_new_activations")
-        .and_then(|n| n.as_integer())
-        .and_then(|n| usize::try_from(n).ok())
+    let controller = crate::supervise::controller_config(&operator)?;
+    let model = controller.model.unwrap_or_else(|| config.llm.model.clone());
+    let max_new_activations = controller
+        .max_new_activations
         .unwrap_or(sandgraph_supervisor::DEFAULT_MAX_NEW_ACTIVATIONS);
     let provider = match sandgraph_llm::OpenAiClient::new(config.llm.clone()) {
         Ok(p) => std::sync::Arc::new(p) as std::sync::Arc<dyn sandgraph_llm::Provider>,

@@ -68,13 +68,43 @@ pub enum AgentGraphCommand {
     },
 }
 
-/// `[controller]` of `sandgraph.toml`.
+/// `[controller]` of `sandgraph.toml`, read by `supervise` and
+/// `serve --controller`.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
-struct ControllerConfig {
-    max_new_activations: Option<usize>,
-    max_turns: Option<u64>,
-    model: Option<String>,
+pub(crate) struct ControllerConfig {
+    /// Work items run at once.
+    pub max_new_activations: Option<usize>,
+    /// Supervisor turns before giving up.
+    pub max_turns: Option<u64>,
+    /// The model of the supervisor and of preset work, over `[llm].model`.
+    pub model: Option<String>,
+}
+
+/// `[controller]` of `operator`: unknown keys and wrong types are
+/// `invalid_input` naming the file and the table.
+pub(crate) fn controller_config(
+    operator: &sandgraph_registry::OperatorConfig,
+) -> Result<ControllerConfig, Failure> {
+    if operator.controller.is_empty() {
+        return Ok(ControllerConfig::default());
+    }
+    toml::Value::Table(operator.controller.clone())
+        .try_into()
+        .map_err(|e: toml::de::Error| {
+            let path = operator.source.as_ref().map_or_else(
+                || "<operator config>".to_owned(),
+                |p| p.display().to_string(),
+            );
+            RunError::new(
+                ErrorCode::InvalidInput,
+                format!(
+                    "{path}: [controller]: {}",
+                    e.message().trim_end_matches('.')
+                ),
+            )
+            .into()
+        })
 }
 
 fn failure(e: SuperviseError) -> Failure {
@@ -112,18 +142,7 @@ fn progress(e: &Event) {
 pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
     let operator = load_operator_config(args.mount.config.as_deref())?;
     let config = agent_config(&operator)?;
-    let controller: ControllerConfig = if operator.controller.is_empty() {
-        ControllerConfig::default()
-    } else {
-        toml::Value::Table(operator.controller.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| {
-                RunError::new(
-                    ErrorCode::InvalidInput,
-                    format!("[controller]: {}", e.message().trim_end_matches('.')),
-                )
-            })?
-    };
+    let controller = controller_config(&operator)?;
     let (provider, mut model) = provider(&args.model, &config)?;
     if args.model.model_flag().is_none()
         && let Some(m) = &controller.model

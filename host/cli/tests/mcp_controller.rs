@@ -541,3 +541,28 @@ async fn scheduled_work_runs_and_its_records_show_in_the_view() {
     assert_eq!(ok(&finish)["graph"]["closed"], true);
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_bad_controller_section_fails_before_serving() {
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    std::fs::write(
+        env.dir.path().join("sandgraph.toml"),
+        "[controller]\nmax_new_activations = \"four\"\n",
+    )
+    .unwrap();
+    let db = env.db();
+    let out = env
+        .command(&["--controller", "--db", db.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "error[invalid_input]: sandgraph.toml: [controller]: invalid type: string \"four\""
+        ),
+        "{err}"
+    );
+}

@@ -144,8 +144,8 @@ pub struct OperatorConfig {
     /// `sandgraph-agent`.
     #[serde(default)]
     pub agents: toml::Table,
-    /// `[controller]`: the agent-graph controller. Checked by
-    /// `sandgraph-controller`.
+    /// `[controller]`: the agent-graph supervisor. Checked by the CLI
+    /// (`supervise`, `serve --controller`).
     #[serde(default)]
     pub controller: toml::Table,
     /// The file this was read from, for messages; `None` when built in code.

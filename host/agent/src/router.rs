@@ -203,6 +203,7 @@ enum Check {
 }
 
 /// What one attempt ended with, for the journal.
+#[derive(Default)]
 struct AttemptRecord {
     tool: Option<String>,
     args: Option<Value>,
@@ -462,16 +463,11 @@ impl GraphRoutingAgent {
                         started,
                         request,
                         AttemptRecord {
-                            tool: None,
-                            args: None,
                             decision: "error",
                             stage: Some("model"),
                             reason: Some(e.to_string()),
-                            outcome: None,
                             model_ms,
-                            check_ms: 0,
-                            run_ms: None,
-                            graph_digest: None,
+                            ..AttemptRecord::default()
                         },
                     );
                     return Err(RouteError::Llm(e));
@@ -508,11 +504,9 @@ impl GraphRoutingAgent {
                             decision: "rejected",
                             stage: Some(stage),
                             reason: Some(reason.clone()),
-                            outcome: None,
                             model_ms,
                             check_ms: ms(check_start),
-                            run_ms: None,
-                            graph_digest: None,
+                            ..AttemptRecord::default()
                         },
                     );
                     push_feedback(&mut messages, response.content, call, &reason);
@@ -547,11 +541,9 @@ impl GraphRoutingAgent {
                         decision: "rejected",
                         stage: Some("pre_execute"),
                         reason: Some(reason.clone()),
-                        outcome: None,
                         model_ms,
                         check_ms: ms(check_start),
-                        run_ms: None,
-                        graph_digest: None,
+                        ..AttemptRecord::default()
                     },
                 );
                 push_feedback(&mut messages, response.content, call, &reason);

@@ -347,7 +347,7 @@ impl Supervisor {
         loop {
             let projection = self.snapshot(&tools, graph_id).await?;
             if projection.closed() {
-                return self.finished(&tools, &run, &projection).await;
+                return self.finished(&run, &projection).await;
             }
             let turns = self.turns(graph_id).await?;
             if turns >= self.options.max_turns {
@@ -439,7 +439,6 @@ impl Supervisor {
 
     async fn finished(
         &self,
-        tools: &AgentGraphTools,
         run: &SupervisorRun,
         projection: &Projection,
     ) -> Result<SuperviseOutcome, SuperviseError> {
@@ -454,10 +453,12 @@ impl Supervisor {
         })
         .await?
         .map_err(|e| SuperviseError::Store(e.message))?;
-        let _ = tools;
-        let finish = projection
-            .finish()
-            .expect("a closed projection has a finish");
+        let finish = projection.finish().ok_or_else(|| {
+            SuperviseError::Store(format!(
+                "agent graph {} is closed but has no finish",
+                run.graph_id
+            ))
+        })?;
         let results = finish
             .result_ids
             .iter()
@@ -562,11 +563,10 @@ impl Supervisor {
                     s.complete_supervisor_wake_attempt(&g, &w, &a, status, r.as_deref())
                 })
                 .await?;
-            // A finish during the turn superseded the wake: that is fine.
-            if let Err(e) = completed
-                && status == AttemptStatus::Delivered
-            {
-                tracing::debug!("wake completion: {}", e.message);
+            // Refused when a finish during the turn superseded the wake, which
+            // is expected: logged only.
+            if let Err(e) = completed {
+                tracing::debug!("wake attempt completion: {}", e.message);
             }
             match outcome {
                 Ok(_) => {

@@ -110,7 +110,7 @@ pub(crate) fn controller_config(
 fn failure(e: SuperviseError) -> Failure {
     match &e {
         SuperviseError::Llm(l) => Failure::new(l.code(), exit::MODEL, e.to_string()),
-        SuperviseError::UnknownGraph(_) => {
+        SuperviseError::UnknownGraph(_) | SuperviseError::InvalidGraphId(_) => {
             RunError::new(ErrorCode::InvalidInput, e.to_string()).into()
         }
         SuperviseError::Store(_) => RunError::new(ErrorCode::Storage, e.to_string()).into(),

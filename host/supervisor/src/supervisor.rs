@@ -109,6 +109,12 @@ pub enum SuperviseError {
     /// `--resume` of a graph this database does not hold.
     #[error("no supervised agent graph {0}")]
     UnknownGraph(String),
+    /// A graph id the tools would refuse (empty, longer than 256 UTF-16
+    /// units, surrounding whitespace or control characters).
+    #[error(
+        "invalid agent graph id {0:?}: 1 to 256 characters, no surrounding whitespace, no control characters"
+    )]
+    InvalidGraphId(String),
     /// The supervisor took too many turns, or stopped with nothing pending
     /// and did not finish.
     #[error("{0}")]
@@ -124,7 +130,7 @@ impl SuperviseError {
         match self {
             SuperviseError::Store(_) => "storage",
             SuperviseError::Llm(e) => e.code(),
-            SuperviseError::UnknownGraph(_) => "invalid_input",
+            SuperviseError::UnknownGraph(_) | SuperviseError::InvalidGraphId(_) => "invalid_input",
             SuperviseError::Stalled(_) => "supervisor_stalled",
             SuperviseError::Coordinator(_) => "coordinator",
         }
@@ -307,6 +313,9 @@ impl Supervisor {
                 &stable_hash32(&json!({"goal": goal, "at": now, "pid": std::process::id()}))[..16]
             )
         });
+        if !sandgraph_controller::rules::is_identity(&graph_id) {
+            return Err(SuperviseError::InvalidGraphId(graph_id));
+        }
         let run = SupervisorRun {
             graph_id: graph_id.clone(),
             goal: goal.to_owned(),

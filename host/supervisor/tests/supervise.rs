@@ -230,6 +230,18 @@ async fn a_supervisor_that_stops_without_finishing_is_reported() {
     );
     let err = supervisor.resume("nope").await.unwrap_err();
     assert_eq!(err.to_string(), "no supervised agent graph nope");
+    // A graph id the tools would refuse is refused before anything runs.
+    let before = server.requests().len();
+    let err = supervisor
+        .start("anything", Some(" g9".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_input");
+    assert_eq!(
+        err.to_string(),
+        "invalid agent graph id \" g9\": 1 to 256 characters, no surrounding whitespace, no control characters"
+    );
+    assert_eq!(server.requests().len(), before);
 }
 
 /// The scripted supervisor of the operator test: wave 1 echoes `alpha` on a

@@ -15,6 +15,7 @@ mod executor;
 pub mod json;
 mod reducers;
 mod spec;
+pub mod text;
 
 pub use backend::{Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, Worker};
 pub use checkpoint::{

@@ -36,6 +36,97 @@ pub const MAX_JSON_BYTES: usize = 16 * 1024 * 1024;
 /// 2^53 − 1, JavaScript's `Number.MAX_SAFE_INTEGER`.
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
+/// Bytes charged for every JSON value the host holds, whatever its kind:
+/// the in-memory size of a [`Value`]. Text grows when parsed (`0,` is two
+/// bytes of text and a whole `Value` in memory), so budgets count this, not
+/// the text.
+pub const VALUE_COST: usize = std::mem::size_of::<Value>();
+
+/// Bytes charged per object member on top of its key's length and value:
+/// the key's `String` header plus the map's hash and index slots.
+pub const ENTRY_COST: usize = std::mem::size_of::<String>() + 16;
+
+/// The host memory `value` takes, as budgets count it: [`VALUE_COST`] per
+/// value, [`ENTRY_COST`] plus the key per object member, and the bytes of
+/// every string. An estimate (allocator slack is not counted) that grows
+/// linearly with what is really allocated, which is what a bound needs.
+pub fn value_cost(value: &Value) -> usize {
+    let mut cost = VALUE_COST;
+    match value {
+        Value::String(s) => cost += s.len(),
+        Value::Array(items) => {
+            for item in items {
+                cost = cost.saturating_add(value_cost(item));
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                cost = cost
+                    .saturating_add(ENTRY_COST + key.len())
+                    .saturating_add(value_cost(item));
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+    cost
+}
+
+/// How much a bounded parse may allocate: it asks `grant` for each further
+/// chunk of [`GRANT_CHUNK`] bytes (as [`value_cost`] counts them) before it
+/// allocates past what was granted, and stops at the first refusal.
+pub const GRANT_CHUNK: usize = 64 * 1024;
+
+/// Why a bounded parse stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundedError {
+    /// The text is not lossless JSON.
+    Json(JsonError),
+    /// `grant` refused more memory after `granted` bytes: the parsed value
+    /// would not fit the caller's budget. Nothing past `granted` (plus one
+    /// value) was allocated.
+    OverBudget {
+        /// Bytes granted (and to be released by the caller) when it stopped.
+        granted: usize,
+    },
+}
+
+/// A parsed value and the bytes granted for it ([`value_cost`] rounded up
+/// to whole chunks): the caller's budget holds them until it drops the
+/// value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bounded {
+    /// The value.
+    pub value: Value,
+    /// Bytes granted while parsing, at least `value_cost(&value)`.
+    pub granted: usize,
+}
+
+/// [`parse_lossless`] that asks `grant(n)` before allocating each further
+/// `n` bytes of parsed value (chunks of [`GRANT_CHUNK`]): a text that grows
+/// ~30x when parsed is refused when its budget is spent, not after. When
+/// the parse fails, the value is dropped: the caller releases everything it
+/// granted (its `grant` closure knows how much).
+pub fn parse_lossless_within(
+    text: &str,
+    what: &str,
+    grant: &mut dyn FnMut(usize) -> bool,
+) -> Result<Bounded, BoundedError> {
+    let ctx = ParseCtx {
+        grant: Some(RefCell::new(grant)),
+        ..ParseCtx::default()
+    };
+    match parse_with(text, what, &ctx) {
+        Ok(value) => Ok(Bounded {
+            value,
+            granted: ctx.granted.get(),
+        }),
+        Err(_) if ctx.over_budget.get() => Err(BoundedError::OverBudget {
+            granted: ctx.granted.get(),
+        }),
+        Err(e) => Err(BoundedError::Json(e)),
+    }
+}
+
 /// A value that is not lossless JSON, or text that is not JSON at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {reason}")]
@@ -61,6 +152,10 @@ impl JsonError {
 /// concern the text as a whole: its size and its syntax. Rule violations are
 /// located by their JSON path instead.
 pub fn parse_lossless(text: &str, what: &str) -> Result<Value, JsonError> {
+    parse_with(text, what, &ParseCtx::default())
+}
+
+fn parse_with(text: &str, what: &str, ctx: &ParseCtx<'_>) -> Result<Value, JsonError> {
     if text.len() > MAX_JSON_BYTES {
         return Err(JsonError::new(
             "$",
@@ -70,11 +165,10 @@ pub fn parse_lossless(text: &str, what: &str) -> Result<Value, JsonError> {
             ),
         ));
     }
-    let ctx = ParseCtx::default();
     let mut de = serde_json::Deserializer::from_str(text);
     let root = Path::Root;
     let parsed = ValueSeed {
-        ctx: &ctx,
+        ctx,
         path: &root,
         depth: 0,
     }
@@ -301,7 +395,15 @@ fn is_identifier(key: &str) -> bool {
 
 /// State shared by every frame of one parse.
 #[derive(Default)]
-struct ParseCtx {
+struct ParseCtx<'g> {
+    /// Asked before the parsed value grows past `granted` (bounded parses).
+    grant: Option<RefCell<&'g mut dyn FnMut(usize) -> bool>>,
+    /// Bytes counted so far, as [`value_cost`] counts them.
+    cost: Cell<usize>,
+    /// Bytes granted so far.
+    granted: Cell<usize>,
+    /// Set when `grant` refused: the parse stopped for the budget.
+    over_budget: Cell<bool>,
     /// The rule violation that aborted the parse, if one did.
     error: RefCell<Option<JsonError>>,
     /// Path of the innermost value being read when serde_json failed.
@@ -312,7 +414,27 @@ struct ParseCtx {
     suspects: RefCell<Vec<(usize, String)>>,
 }
 
-impl ParseCtx {
+impl ParseCtx<'_> {
+    /// Counts `bytes` more of parsed value; asks for more grant when the
+    /// count passes what was granted. `Err` once the budget refuses.
+    fn count<E: de::Error>(&self, path: &Path<'_>, bytes: usize) -> Result<(), E> {
+        let Some(grant) = &self.grant else {
+            return Ok(());
+        };
+        let cost = self.cost.get().saturating_add(bytes);
+        self.cost.set(cost);
+        while cost > self.granted.get() {
+            let ask = GRANT_CHUNK.max(cost - self.granted.get());
+            let ok = (grant.borrow_mut())(ask);
+            if !ok {
+                self.over_budget.set(true);
+                return Err(self.fail(path, "over the memory budget"));
+            }
+            self.granted.set(self.granted.get().saturating_add(ask));
+        }
+        Ok(())
+    }
+
     fn fail<E: de::Error>(&self, path: &Path<'_>, reason: impl Into<String>) -> E {
         *self.error.borrow_mut() = Some(JsonError::new(path.render(), reason));
         E::custom("lossless json rule violated")
@@ -333,14 +455,14 @@ impl ParseCtx {
     }
 }
 
-struct ValueSeed<'c, 'p> {
-    ctx: &'c ParseCtx,
+struct ValueSeed<'c, 'p, 'g> {
+    ctx: &'c ParseCtx<'g>,
     path: &'p Path<'p>,
     /// Containers enclosing this value.
     depth: usize,
 }
 
-impl<'de> DeserializeSeed<'de> for ValueSeed<'_, '_> {
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_, '_, '_> {
     type Value = Value;
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -348,7 +470,7 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
+impl<'de> Visitor<'de> for ValueSeed<'_, '_, '_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -356,34 +478,41 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.ctx.count(self.path, VALUE_COST)?;
         Ok(Value::Null)
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.ctx.count(self.path, VALUE_COST)?;
         Ok(Value::Bool(v))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.ctx.count(self.path, VALUE_COST + v.len())?;
         Ok(Value::String(v.to_owned()))
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.ctx.count(self.path, VALUE_COST + v.len())?;
         Ok(Value::String(v))
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.ctx.count(self.path, VALUE_COST)?;
         self.ctx.next_number();
         check_integer(i128::from(v)).map_err(|reason| self.ctx.fail(self.path, reason))?;
         Ok(Value::from(v))
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.ctx.count(self.path, VALUE_COST)?;
         self.ctx.next_number();
         check_integer(i128::from(v)).map_err(|reason| self.ctx.fail(self.path, reason))?;
         Ok(Value::from(v))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.ctx.count(self.path, VALUE_COST)?;
         let index = self.ctx.next_number();
         check_float(v).map_err(|reason| self.ctx.fail(self.path, reason))?;
         // Integer tokens beyond i64/u64 arrive here as floats; such a float
@@ -405,6 +534,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         if depth > MAX_JSON_DEPTH {
             return Err(self.ctx.fail(self.path, depth_reason()));
         }
+        self.ctx.count(self.path, VALUE_COST)?;
         let mut items = Vec::new();
         loop {
             let path = Path::Index(self.path, items.len());
@@ -429,6 +559,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         if depth > MAX_JSON_DEPTH {
             return Err(self.ctx.fail(self.path, depth_reason()));
         }
+        self.ctx.count(self.path, VALUE_COST)?;
         let mut out = Map::new();
         loop {
             let key = match map.next_key::<String>() {
@@ -440,6 +571,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
                 }
             };
             let path = Path::Key(self.path, &key);
+            self.ctx.count(&path, ENTRY_COST + key.len())?;
             if out.contains_key(&key) {
                 return Err(self
                     .ctx
@@ -465,6 +597,50 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
 
 fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::*;
+
+    fn parse_with_budget(text: &str, budget: usize) -> (Result<Bounded, BoundedError>, usize) {
+        let mut granted = 0usize;
+        let mut grant = |n: usize| {
+            if granted + n > budget {
+                return false;
+            }
+            granted += n;
+            true
+        };
+        let r = parse_lossless_within(text, "output", &mut grant);
+        (r, granted)
+    }
+
+    #[test]
+    fn a_text_that_blows_up_when_parsed_is_refused_within_its_budget() {
+        // 2 MB of `0,` is a million values: ~32 MB parsed.
+        let text = format!("[{}0]", "0,".repeat(1_000_000));
+        let (r, granted) = parse_with_budget(&text, 4 << 20);
+        assert_eq!(r, Err(BoundedError::OverBudget { granted }));
+        assert!(granted <= 4 << 20, "{granted}");
+    }
+
+    #[test]
+    fn grants_cover_the_value_cost_and_match_the_unbounded_parse() {
+        let text = r#"{"a":[1,2,{"b":"xyz"}],"c":null,"d":true,"e":-1.5}"#;
+        let (r, granted) = parse_with_budget(text, 1 << 20);
+        let b = r.unwrap();
+        assert_eq!(b.value, parse_lossless(text, "t").unwrap());
+        assert_eq!(b.granted, granted);
+        assert!(b.granted >= value_cost(&b.value));
+        assert!(value_cost(&b.value) > text.len());
+    }
+
+    #[test]
+    fn rule_errors_stay_json_errors() {
+        let (r, _) = parse_with_budget(r#"{"a":1,"a":2}"#, 1 << 20);
+        assert!(matches!(r, Err(BoundedError::Json(e)) if e.reason.contains("duplicate key")));
+    }
 }
 
 #[cfg(test)]

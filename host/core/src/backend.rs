@@ -3,6 +3,7 @@ use std::future::Future;
 use serde_json::{Map, Value};
 
 use crate::RunError;
+use crate::budget::ByteBudget;
 
 /// A dynamic task: run `node` in the next superstep with `payload` as its
 /// private input.
@@ -104,4 +105,11 @@ pub trait Backend: Send + Sync {
     /// cancelled, budget spent). The executor asks before every superstep
     /// that has tasks to run, not when the run is about to complete.
     fn check_continue(&self) -> Result<(), RunError>;
+
+    /// The run's host byte budget, when it has one: the executor charges
+    /// the state, step events and checkpoint copies to it, the workers the
+    /// outputs they parse.
+    fn bytes(&self) -> Option<&ByteBudget> {
+        None
+    }
 }

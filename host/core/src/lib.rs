@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+pub mod budget;
 mod checkpoint;
 mod error;
 mod executor;

@@ -24,7 +24,9 @@ use crate::checkpoint::{
     Checkpoint, CheckpointSource, Checkpointer, Start, TaskRecord, TaskResult, ThreadState,
     new_checkpoint_id, now_ms,
 };
+use crate::json::value_cost;
 use crate::reducers::{self, kind};
+use crate::text::guest_name;
 use crate::{
     Backend, ConditionalEdge, END, ErrorCode, GraphSpec, NodeContext, NodeOutput, Reducer,
     RouteTarget, RunError, START, SendPacket, SpecError, Worker,
@@ -33,6 +35,18 @@ use crate::{
 /// Supersteps a run may take unless its [`RunConfig`] says otherwise (the
 /// historical LangGraph default, still the JS one).
 pub const DEFAULT_RECURSION_LIMIT: u32 = 25;
+
+/// Dynamic targets one node result may name: its `goto` targets and `Send`s
+/// plus what its routers return. Real fan-outs are tens to hundreds of
+/// tasks; past this a result is a guest trying to make the host allocate
+/// (200,000 sends took 1.1 GiB before this bound), refused as
+/// `invalid_update` before the payloads are parsed.
+pub const MAX_TARGETS_PER_RESULT: usize = 1024;
+
+/// Tasks one superstep may plan. A step's tasks queue within their run
+/// (at most `instances` run at once), so this bounds the queue and the
+/// step's bookkeeping, not the parallelism.
+pub const MAX_TASKS_PER_STEP: usize = 4096;
 
 /// A validated graph spec plus the indexes the executor plans with.
 ///
@@ -172,7 +186,8 @@ impl CompiledGraph {
             .filter(|(channel, _)| {
                 let known = self.reducers.contains_key(channel);
                 if !known {
-                    tracing::warn!(node, channel, "write to an unknown channel dropped");
+                    let channel = guest_name(channel);
+                    tracing::warn!(node, %channel, "write to an unknown channel dropped");
                 }
                 known
             })
@@ -187,8 +202,8 @@ impl CompiledGraph {
         }
         if !self.nodes.contains(&send.node) {
             return Err(invalid_update(format!(
-                "node {source:?} sent a task to unknown node {:?}",
-                send.node
+                "node {source:?} sent a task to unknown node {}",
+                guest_name(&send.node)
             )));
         }
         Ok(())
@@ -202,7 +217,8 @@ impl CompiledGraph {
             Ok(Some(target))
         } else {
             Err(invalid_update(format!(
-                "node {source:?} returned goto {target:?}, which is not a node"
+                "node {source:?} returned goto {}, which is not a node",
+                guest_name(target)
             )))
         }
     }
@@ -229,7 +245,8 @@ impl CompiledGraph {
             let target = if cond.path_map.is_empty() {
                 if name != END && !self.nodes.contains(&name) {
                     return Err(invalid_update(format!(
-                        "router {router:?} of node {source:?} returned {name:?}, which is neither a node nor __end__"
+                        "router {router:?} of node {source:?} returned {}, which is neither a node nor __end__",
+                        guest_name(&name)
                     )));
                 }
                 name
@@ -243,7 +260,8 @@ impl CompiledGraph {
                             .map(|e| format!("{:?}", e.key))
                             .collect();
                         return Err(invalid_update(format!(
-                            "router {router:?} of node {source:?} returned {name:?}, which is not a key of its path map (allowed: {})",
+                            "router {router:?} of node {source:?} returned {}, which is not a key of its path map (allowed: {})",
+                            guest_name(&name),
                             allowed.join(", ")
                         )));
                     }
@@ -504,10 +522,18 @@ async fn drive<B: Backend + 'static>(
             )
         }
     };
+    settle(&**backend, &state)?;
     if write_input && let Some(saver) = saver {
-        let checkpoint = state.checkpoint(graph, head.as_deref(), CheckpointSource::Input);
-        saver.put_checkpoint(&checkpoint).await?;
-        head = Some(checkpoint.id);
+        let id = save_checkpoint(
+            &**backend,
+            saver,
+            graph,
+            &state,
+            head.as_deref(),
+            CheckpointSource::Input,
+        )
+        .await?;
+        head = Some(id);
     }
     // `None` only while task 0 of a multi-task step holds it, or if that
     // task panicked (then a fresh one is fetched).
@@ -539,23 +565,30 @@ async fn drive<B: Backend + 'static>(
         let reused: Vec<Option<TaskOutcome>> = tasks
             .iter()
             .map(|t| {
-                prior
-                    .get(&t.path())
-                    .filter(|r| r.node == t.node)
-                    .and_then(|r| match &r.result {
-                        TaskResult::Done {
-                            writes,
-                            next,
-                            sends,
-                        } => Some(TaskOutcome::Done(TaskWrites {
-                            writes: writes.clone(),
-                            next: next.clone(),
-                            sends: sends.clone(),
-                        })),
-                        TaskResult::Interrupted { .. } => None,
-                    })
+                let reused =
+                    prior
+                        .get(&t.path())
+                        .filter(|r| r.node == t.node)
+                        .and_then(|r| match &r.result {
+                            TaskResult::Done {
+                                writes,
+                                next,
+                                sends,
+                            } => Some(TaskOutcome::Done(TaskWrites {
+                                writes: writes.clone(),
+                                next: next.clone(),
+                                sends: sends.clone(),
+                            })),
+                            TaskResult::Interrupted { .. } => None,
+                        });
+                if let Some(TaskOutcome::Done(w)) = &reused {
+                    charge(&**backend, w.cost(), &|| {
+                        format!("the recorded writes of node {:?}", t.node)
+                    })?;
+                }
+                Ok(reused)
             })
-            .collect();
+            .collect::<Result<_, RunError>>()?;
         let resumes: Vec<Vec<Value>> = tasks
             .iter()
             .map(|t| resume.get(&t.path()).cloned().unwrap_or_default())
@@ -605,14 +638,25 @@ async fn drive<B: Backend + 'static>(
             Some(worker) => worker,
             None => main.insert(backend.worker().await?),
         };
-        let event = state.commit(graph, worker, &tasks, outcomes).await?;
+        let event = state
+            .commit(graph, &**backend, worker, &tasks, outcomes)
+            .await?;
+        settle(&**backend, &state)?;
         on_step(&event);
+        drop(event);
         prior.clear();
         resume.clear();
         if let Some(saver) = saver {
-            let checkpoint = state.checkpoint(graph, head.as_deref(), CheckpointSource::Loop);
-            saver.put_checkpoint(&checkpoint).await?;
-            head = Some(checkpoint.id);
+            let id = save_checkpoint(
+                &**backend,
+                saver,
+                graph,
+                &state,
+                head.as_deref(),
+                CheckpointSource::Loop,
+            )
+            .await?;
+            head = Some(id);
         }
     }
 }
@@ -645,6 +689,7 @@ pub async fn update_state<B: Backend + 'static>(
     };
     let parent = thread.checkpoint.id.clone();
     let mut state = LoopState::from_checkpoint(thread.checkpoint);
+    settle(&**backend, &state)?;
     let mut worker = backend.worker().await?;
     let writes = graph.filter_writes(&node, values);
     let mut next = Vec::new();
@@ -665,8 +710,9 @@ pub async fn update_state<B: Backend + 'static>(
         sends,
     });
     state
-        .commit(graph, &mut worker, &[task], vec![outcome])
+        .commit(graph, &**backend, &mut worker, &[task], vec![outcome])
         .await?;
+    settle(&**backend, &state)?;
     Ok(state.checkpoint(graph, Some(&parent), CheckpointSource::Update))
 }
 
@@ -749,6 +795,57 @@ fn invalid_update(message: String) -> RunError {
     RunError::new(ErrorCode::InvalidUpdate, message)
 }
 
+/// Charges transient bytes to the run's byte budget, if it has one.
+fn charge<B: Backend>(
+    backend: &B,
+    bytes: usize,
+    what: &dyn Fn() -> String,
+) -> Result<(), RunError> {
+    match backend.bytes() {
+        Some(budget) => budget.charge(bytes, what),
+        None => Ok(()),
+    }
+}
+
+fn release<B: Backend>(backend: &B, bytes: usize) {
+    if let Some(budget) = backend.bytes() {
+        budget.release(bytes);
+    }
+}
+
+/// The barrier of the byte budget: the state now held (channels and
+/// pending sends) replaces everything the step charged.
+fn settle<B: Backend>(backend: &B, state: &LoopState) -> Result<(), RunError> {
+    let Some(budget) = backend.bytes() else {
+        return Ok(());
+    };
+    budget.settle(state.cost(), &|| {
+        format!("the state after step {}", state.step)
+    })
+}
+
+/// Saves a checkpoint of `state` and returns its id; the copy is charged
+/// while it is written.
+async fn save_checkpoint<B: Backend>(
+    backend: &B,
+    saver: &dyn Checkpointer,
+    graph: &CompiledGraph,
+    state: &LoopState,
+    parent: Option<&str>,
+    source: CheckpointSource,
+) -> Result<String, RunError> {
+    let copy = state.cost();
+    charge(backend, copy, &|| {
+        format!("the checkpoint of step {}", state.step)
+    })?;
+    let checkpoint = state.checkpoint(graph, parent, source);
+    let id = checkpoint.id.clone();
+    let saved = saver.put_checkpoint(&checkpoint).await;
+    drop(checkpoint);
+    release(backend, copy);
+    saved.map(|()| id)
+}
+
 /// Everything the loop needs between supersteps; serializable so a later
 /// checkpointer can persist it after each commit and resume from it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -808,7 +905,33 @@ struct TaskWrites {
     sends: Vec<SendPacket>,
 }
 
+impl TaskWrites {
+    /// Host bytes the writes and sends hold.
+    fn cost(&self) -> usize {
+        let writes: usize = self
+            .writes
+            .iter()
+            .map(|(k, v)| k.len() + value_cost(v))
+            .sum();
+        writes + self.sends.iter().map(send_cost).sum::<usize>()
+    }
+}
+
+fn send_cost(send: &SendPacket) -> usize {
+    send.node.len() + value_cost(&send.payload)
+}
+
 impl LoopState {
+    /// Host bytes the state holds: the channels and the pending sends.
+    fn cost(&self) -> usize {
+        let channels: usize = self
+            .channels
+            .iter()
+            .map(|(k, v)| k.len() + value_cost(v))
+            .sum();
+        channels + self.sends.iter().map(send_cost).sum::<usize>()
+    }
+
     /// Starts a run: channels at their defaults, the input applied as
     /// `__start__`'s writes, entry points triggered and the conditional edges
     /// of `__start__` routed on the resulting state.
@@ -929,9 +1052,10 @@ impl LoopState {
     /// The barrier: applies the step's writes in task order, computes the
     /// next step's triggers and advances the step. On error the state must be
     /// discarded.
-    async fn commit<W: Worker>(
+    async fn commit<B: Backend, W: Worker>(
         &mut self,
         graph: &CompiledGraph,
+        backend: &B,
         worker: &mut W,
         tasks: &[Task],
         outcomes: Vec<TaskOutcome>,
@@ -950,6 +1074,12 @@ impl LoopState {
             ));
         }
         check_last_value_conflicts(graph, tasks, &writes)?;
+        check_task_count(self.step, tasks, &writes)?;
+        // The step event is a copy of every task's writes.
+        let event_cost = writes.iter().map(|w| w.cost()).sum::<usize>();
+        charge(backend, event_cost, &|| {
+            format!("the event of step {}", self.step)
+        })?;
 
         let mut updates = Vec::with_capacity(tasks.len());
         let mut pull = BTreeSet::new();
@@ -1006,6 +1136,25 @@ impl LoopState {
         self.step = self.step.saturating_add(1);
         Ok(event)
     }
+}
+
+/// The next superstep may plan at most [`MAX_TASKS_PER_STEP`] tasks; the
+/// error names the node that asked for the most.
+fn check_task_count(step: u32, tasks: &[Task], writes: &[TaskWrites]) -> Result<(), RunError> {
+    let total: usize = writes.iter().map(|w| w.next.len() + w.sends.len()).sum();
+    if total <= MAX_TASKS_PER_STEP {
+        return Ok(());
+    }
+    let (node, most) = tasks
+        .iter()
+        .zip(writes)
+        .map(|(t, w)| (t.node.as_str(), w.next.len() + w.sends.len()))
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or(("?", 0));
+    Err(invalid_update(format!(
+        "superstep {} would start {total} tasks (node {node:?} asked for {most}); a superstep may start at most {MAX_TASKS_PER_STEP}",
+        step + 1
+    )))
 }
 
 /// A last-value channel takes one write per superstep.
@@ -1223,6 +1372,7 @@ async fn run_task<W: Worker>(
         } => (update, goto, sends),
         NodeOutput::Interrupt(value) => return Ok(TaskOutcome::Interrupted(value)),
     };
+    check_targets(node, goto.len() + command_sends.len())?;
     let writes = graph.filter_writes(node, update);
     let mut next = Vec::new();
     for target in &goto {
@@ -1242,6 +1392,7 @@ async fn run_task<W: Worker>(
         for cond in graph.conditionals(node) {
             let answers = worker.route(&cond.router, &fresh).await?;
             graph.resolve_routes(node, cond, answers, &mut next, &mut sends)?;
+            check_targets(node, next.len() + sends.len())?;
         }
     }
     Ok(TaskOutcome::Done(TaskWrites {
@@ -1249,6 +1400,17 @@ async fn run_task<W: Worker>(
         next,
         sends,
     }))
+}
+
+/// A node result (with its routers' answers) may name at most
+/// [`MAX_TARGETS_PER_RESULT`] goto targets and sends.
+pub(crate) fn check_targets(node: &str, count: usize) -> Result<(), RunError> {
+    if count > MAX_TARGETS_PER_RESULT {
+        return Err(invalid_update(format!(
+            "node {node:?} returned {count} goto targets and sends; a node result may name at most {MAX_TARGETS_PER_RESULT}"
+        )));
+    }
+    Ok(())
 }
 
 fn collect_interrupts(

@@ -25,8 +25,8 @@ pub use checkpoint::{
 };
 pub use error::{ErrorCode, RunError};
 pub use executor::{
-    CompiledGraph, DEFAULT_RECURSION_LIMIT, Interrupt, RunConfig, RunOutcome, StepEvent,
-    TaskUpdate, run, run_thread, update_state,
+    CompiledGraph, DEFAULT_RECURSION_LIMIT, Interrupt, MAX_TARGETS_PER_RESULT, MAX_TASKS_PER_STEP,
+    RunConfig, RunOutcome, StepEvent, TaskUpdate, run, run_thread, update_state,
 };
 pub use spec::{
     ChannelSpec, ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN,

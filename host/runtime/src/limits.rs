@@ -20,6 +20,11 @@ pub const MAX_COMPONENT_BYTES: usize = 64 * MIB;
 /// fit a slot.
 pub const MAX_MEMORY_CAP: usize = 4096 * MIB;
 
+/// Longest timeout (and grace period) a run may ask for: a week. Deadlines
+/// are `Instant` additions, which panic on overflow; bounding the inputs
+/// keeps every deadline computation far from that edge.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Core instances, tables and memories one store may create. A Rust guest
 /// component needs a handful of each (its module, the WASI adapter and shims);
 /// the wasmtime default of 10,000 would let a hostile component exhaust the
@@ -72,6 +77,21 @@ pub struct Limits {
     /// Superstep budget per invocation (LangGraph's `recursion_limit`).
     /// Default 25, LangGraph.js's value: graphs that loop longer must say so.
     pub recursion_limit: u32,
+    /// Bytes the host may keep for the run outside wasm memory: the state,
+    /// parsed node outputs, `Send` payloads, interrupt payloads, step events
+    /// and checkpoint copies, counted as their in-memory size (a JSON text
+    /// grows up to ~30x when parsed, so outputs are counted while they are
+    /// parsed and refused before the excess is allocated). Default 64 MiB:
+    /// LangGraph states are kilobytes to a few megabytes, and 32 such runs
+    /// fit the default 2 GiB host budget, which these bytes are also charged
+    /// to.
+    pub host_bytes: usize,
+    /// Instances (pool slots) the run may hold at once. Its parallel tasks
+    /// beyond this queue within the run, not against other runs. Default 8:
+    /// four times the cores of the reference machine, so a fan-out keeps
+    /// every core busy, while one run can take at most 1/32 of the default
+    /// 256-slot pool.
+    pub instances: u32,
 }
 
 impl Default for Limits {
@@ -82,6 +102,27 @@ impl Default for Limits {
             fuel: 200_000_000_000,
             memory: 128 * MIB,
             recursion_limit: DEFAULT_RECURSION_LIMIT,
+            host_bytes: 64 * MIB,
+            instances: 8,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits `describe` (and the instantiation before it) run under
+    /// when a graph is loaded: a spec is a few kilobytes computed in
+    /// microseconds, so a graph that needs more is broken or hostile, and a
+    /// folder must not wait on it. 500 ms and 5e9 fuel (about 0.25 s of
+    /// compute) stop a spinning `describe` well under a second.
+    pub fn for_load() -> Self {
+        Limits {
+            timeout: Duration::from_millis(500),
+            grace: Duration::from_millis(100),
+            fuel: 5_000_000_000,
+            memory: 64 * MIB,
+            recursion_limit: 1,
+            host_bytes: 16 * MIB,
+            instances: 1,
         }
     }
 }
@@ -112,6 +153,29 @@ impl Limits {
         if self.recursion_limit == 0 {
             return bad("recursion limit must be at least 1".into());
         }
+        if self.timeout > MAX_TIMEOUT {
+            return bad(format!(
+                "timeout must be at most {} s, got {} ms",
+                MAX_TIMEOUT.as_secs(),
+                self.timeout.as_millis()
+            ));
+        }
+        if self.grace > MAX_TIMEOUT {
+            return bad(format!(
+                "grace must be at most {} s, got {} ms",
+                MAX_TIMEOUT.as_secs(),
+                self.grace.as_millis()
+            ));
+        }
+        if self.host_bytes < MIB {
+            return bad(format!(
+                "host byte budget must be at least 1 MiB, got {} bytes",
+                self.host_bytes
+            ));
+        }
+        if self.instances == 0 {
+            return bad("instances per run must be at least 1".into());
+        }
         Ok(())
     }
 }
@@ -135,6 +199,9 @@ pub struct RuntimeConfig {
     pub pooling: bool,
     /// Limits applied when a run does not set its own.
     pub default_limits: Limits,
+    /// Limits of `describe` and the instantiation before it when a graph
+    /// is loaded ([`Limits::for_load`]).
+    pub load_limits: Limits,
 }
 
 impl Default for RuntimeConfig {
@@ -145,6 +212,7 @@ impl Default for RuntimeConfig {
             epoch_tick: Duration::from_millis(1),
             pooling: true,
             default_limits: Limits::default(),
+            load_limits: Limits::for_load(),
         }
     }
 }
@@ -179,6 +247,16 @@ impl MemoryBudget {
     #[cfg(test)]
     pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
+    }
+}
+
+impl sandgraph_core::budget::HostMemory for MemoryBudget {
+    fn try_reserve(&self, bytes: usize) -> bool {
+        MemoryBudget::try_reserve(self, bytes)
+    }
+
+    fn release(&self, bytes: usize) {
+        MemoryBudget::release(self, bytes)
     }
 }
 

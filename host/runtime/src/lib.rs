@@ -14,7 +14,8 @@ mod runtime;
 mod sandbox;
 mod wasi;
 
-pub use limits::{Limits, RuntimeConfig};
+pub use host_api::{GuestLogLevel, LogSink};
+pub use limits::{Limits, MAX_TIMEOUT, RuntimeConfig};
 pub use loader::{Graph, HOST_WORLD_VERSION};
 pub use runtime::{RunOptions, Runtime};
 pub use sandbox::RunControl;

@@ -135,6 +135,7 @@ impl Runtime {
     /// A runtime whose guest logs go to `sink` (tests inject a recorder).
     pub fn with_sink(config: RuntimeConfig, sink: Arc<dyn LogSink>) -> Result<Self, RunError> {
         config.default_limits.check()?;
+        config.load_limits.check()?;
         let engine = if config.pooling {
             match Engine::new(&engine_config(Some(&config))) {
                 Ok(e) => e,
@@ -302,13 +303,18 @@ impl Runtime {
             recursion_limit: limits.recursion_limit,
             context: opts.context.clone(),
         };
-        let control = RunControl::new(limits, opts.cancel.clone());
+        let control = self.control(limits, opts.cancel.clone());
         let backend = Arc::new(Sandbox {
             shared: self.shared.clone(),
             graph: graph.clone(),
             control,
         });
         Ok((config, backend))
+    }
+
+    /// A run's control, its byte budget charged to the host-wide budget.
+    fn control(&self, limits: Limits, cancel: CancellationToken) -> Arc<RunControl> {
+        RunControl::attached(limits, cancel, self.shared.budget.clone())
     }
 
     /// Runs `graph` on `input` to completion (or interrupt), streaming one
@@ -326,6 +332,7 @@ impl Runtime {
             graph = graph.name(),
             elapsed_us = backend.control.elapsed().as_micros() as u64,
             fuel = backend.control.fuel_used(),
+            host_bytes_peak = backend.control.bytes().peak(),
             ok = outcome.is_ok(),
             "run finished"
         );
@@ -367,7 +374,7 @@ impl Runtime {
         as_node: Option<&str>,
     ) -> Result<Checkpoint, RunError> {
         let limits = self.shared.config.default_limits.clone();
-        let control = RunControl::new(limits, CancellationToken::new());
+        let control = self.control(limits, CancellationToken::new());
         let backend = Arc::new(Sandbox {
             shared: self.shared.clone(),
             graph: graph.clone(),
@@ -394,7 +401,7 @@ impl Runtime {
         opts: RunOptions,
     ) -> Result<Result<(), String>, RunError> {
         let limits = self.limits_for(graph, &opts)?;
-        let control = RunControl::new(limits, opts.cancel.clone());
+        let control = self.control(limits, opts.cancel.clone());
         let mut instance =
             Sandbox::instantiate(&self.shared, &graph.pre, graph.name.clone(), &control).await?;
         instance.validate(input, &opts.context).await

@@ -5,11 +5,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use sandgraph_core::budget::{ByteBudget, HostMemory};
+use sandgraph_core::text::{MAX_GUEST_NAME_BYTES, guest_message, guest_name, guest_text};
 use sandgraph_core::{
-    Backend, ErrorCode, NodeContext, NodeOutput, RouteTarget, RunError, SendPacket, Worker, json,
+    Backend, ErrorCode, MAX_TARGETS_PER_RESULT, NodeContext, NodeOutput, RouteTarget, RunError,
+    SendPacket, Worker, json,
 };
 use serde_json::{Map, Value};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -31,6 +34,19 @@ const BACKTRACE_FRAMES: usize = 6;
 /// the guest is running wasm, and the wall clock only fires for a call stuck
 /// in the host.
 const WALL_CLOCK_SLACK: Duration = Duration::from_millis(250);
+/// Fuel a call takes from its run's budget at a time, topped up on every
+/// epoch tick while the call runs. Parallel tasks of one run share one
+/// budget this way: none is handed the whole remainder. 1e9 is about 50 ms
+/// of pure compute on the reference machine, 50 epoch ticks: far more than
+/// a call burns between two top-ups, so a call never runs dry while its
+/// run still has fuel.
+const FUEL_SLICE: u64 = 1_000_000_000;
+/// Fuel wasmtime injects into running code at a time; the rest of a call's
+/// fuel waits in the store's reserve. Compiled code keeps its fuel counter
+/// in a register and writes it back over the store's, so a top-up made
+/// from the epoch callback only survives in the reserve: this interval
+/// (about half a millisecond of compute) bounds what a top-up can lose.
+const FUEL_INJECT_INTERVAL: u64 = 10_000_000;
 
 /// Deadlines, cancellation and fuel of one run, shared by all its instances.
 #[derive(Debug)]
@@ -40,20 +56,56 @@ pub struct RunControl {
     soft_deadline: Instant,
     cancel: CancellationToken,
     cancelled_at: OnceLock<Instant>,
+    /// Fuel spent by calls that ended (and by running calls, up to their
+    /// last top-up).
     fuel_used: AtomicU64,
+    /// Fuel not yet handed to a call.
+    fuel_pool: AtomicU64,
+    /// The run's own instance slots ([`Limits::instances`]): its tasks
+    /// queue here before they queue for the host's pool.
+    slots: Arc<Semaphore>,
+    /// What the host keeps for the run outside wasm memory.
+    bytes: ByteBudget,
 }
 
 impl RunControl {
+    /// A run's control whose byte budget is not charged to a host budget
+    /// (loading a graph).
     pub(crate) fn new(limits: Limits, cancel: CancellationToken) -> Arc<Self> {
+        Self::build(limits, cancel, None)
+    }
+
+    /// A run's control whose bytes are also charged to `host`.
+    pub(crate) fn attached(
+        limits: Limits,
+        cancel: CancellationToken,
+        host: Arc<dyn HostMemory>,
+    ) -> Arc<Self> {
+        Self::build(limits, cancel, Some(host))
+    }
+
+    fn build(
+        limits: Limits,
+        cancel: CancellationToken,
+        host: Option<Arc<dyn HostMemory>>,
+    ) -> Arc<Self> {
         let started = Instant::now();
         Arc::new(RunControl {
             soft_deadline: started + limits.timeout,
+            fuel_pool: AtomicU64::new(limits.fuel),
+            slots: Arc::new(Semaphore::new(limits.instances.max(1) as usize)),
+            bytes: ByteBudget::new(limits.host_bytes, host),
             limits,
             started,
             cancel,
             cancelled_at: OnceLock::new(),
             fuel_used: AtomicU64::new(0),
         })
+    }
+
+    /// The run's host byte budget.
+    pub fn bytes(&self) -> &ByteBudget {
+        &self.bytes
     }
 
     /// The run's limits.
@@ -87,8 +139,28 @@ impl RunControl {
         now >= self.hard_deadline()
     }
 
+    /// Fuel no call holds yet.
     fn fuel_remaining(&self) -> u64 {
-        self.limits.fuel.saturating_sub(self.fuel_used())
+        self.fuel_pool.load(Ordering::Acquire)
+    }
+
+    /// Takes up to [`FUEL_SLICE`] from the pool for a call; 0 when spent.
+    fn reserve_fuel(&self) -> u64 {
+        let mut got = 0;
+        let _ = self
+            .fuel_pool
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pool| {
+                got = pool.min(FUEL_SLICE);
+                Some(pool - got)
+            });
+        got
+    }
+
+    /// A call ended having been handed `given` fuel with `left` unspent.
+    fn settle_fuel(&self, given: u64, left: u64) {
+        let left = left.min(given);
+        self.fuel_used.fetch_add(given - left, Ordering::AcqRel);
+        self.fuel_pool.fetch_add(left, Ordering::AcqRel);
     }
 
     fn stop_error(&self) -> RunError {
@@ -126,6 +198,8 @@ pub(crate) struct StoreState {
     pub(crate) host: HostApi,
     stdout: GuestOutput,
     stderr: GuestOutput,
+    /// Fuel handed to the call in progress (its slice plus top-ups).
+    fuel_given: u64,
 }
 
 impl WasiView for StoreState {
@@ -165,7 +239,7 @@ impl Sandbox {
         graph_name: Arc<str>,
         control: &Arc<RunControl>,
     ) -> Result<Instance, RunError> {
-        let permit = acquire_slot(shared, control).await?;
+        let permits = acquire_slot(shared, control).await?;
         let stdout = GuestOutput::default();
         let stderr = GuestOutput::default();
         let state = StoreState {
@@ -175,14 +249,19 @@ impl Sandbox {
             host: HostApi::new(graph_name, control.clone(), shared.sink.clone()),
             stdout,
             stderr,
+            fuel_given: 0,
         };
         let mut store = Store::new(&shared.engine, state);
         store.limiter(|s| &mut s.limiter);
+        store
+            .fuel_async_yield_interval(Some(FUEL_INJECT_INTERVAL))
+            .map_err(host_bug)?;
         let ctl = control.clone();
-        store.epoch_deadline_callback(move |_| {
+        store.epoch_deadline_callback(move |mut cx| {
             if ctl.hard_stop_reached(Instant::now()) {
                 return Err(Trap::Interrupt.into());
             }
+            top_up_fuel(&mut cx, &ctl)?;
             // Yield to tokio on every tick so a spinning guest never pins a
             // worker thread (the plain `Yield` was measured unfair).
             Ok(UpdateDeadline::YieldCustom(
@@ -190,44 +269,94 @@ impl Sandbox {
                 Box::pin(tokio::task::yield_now()),
             ))
         });
-        store.set_epoch_deadline(1);
-        let remaining = control.fuel_remaining();
-        if remaining == 0 {
-            return Err(control.fuel_error());
-        }
-        store.set_fuel(remaining).map_err(host_bug)?;
+        arm(&mut store, control)?;
         let call = pre.instantiate_async(&mut store);
-        let bindings = match with_wall_clock(control, call).await {
+        let out = with_wall_clock(control, call).await;
+        disarm(&mut store, control);
+        let bindings = match out {
             Ok(Ok(b)) => b,
             Ok(Err(e)) => return Err(classify(e, &store, control, "instantiation")),
             Err(e) => return Err(e),
         };
-        account_fuel(&store, control, remaining);
         Ok(Instance {
             store,
             bindings,
             control: control.clone(),
-            _permit: permit,
+            _permits: permits,
         })
     }
 }
 
+/// Hands a call a slice of its run's fuel and a fresh epoch deadline.
+fn arm(store: &mut Store<StoreState>, control: &RunControl) -> Result<(), RunError> {
+    let given = control.reserve_fuel();
+    if given == 0 {
+        return Err(control.fuel_error());
+    }
+    store.data_mut().fuel_given = given;
+    store.set_fuel(given).map_err(host_bug)?;
+    store.set_epoch_deadline(1);
+    Ok(())
+}
+
+/// Gives the fuel a call did not spend back to its run.
+fn disarm(store: &mut Store<StoreState>, control: &RunControl) {
+    let left = store.get_fuel().unwrap_or(0);
+    let given = std::mem::take(&mut store.data_mut().fuel_given);
+    control.settle_fuel(given, left);
+    // Nothing runs in this store until the next `arm`.
+    let _ = store.set_fuel(0);
+}
+
+/// On an epoch tick: a call that spent half its slice takes another from
+/// the run's pool (none left: it runs out and traps `out_of_fuel`).
+fn top_up_fuel(
+    cx: &mut wasmtime::StoreContextMut<'_, StoreState>,
+    control: &RunControl,
+) -> wasmtime::Result<()> {
+    let left = cx.get_fuel()?;
+    if left >= FUEL_SLICE / 2 {
+        return Ok(());
+    }
+    let more = control.reserve_fuel();
+    if more > 0 {
+        cx.set_fuel(left.saturating_add(more))?;
+        cx.data_mut().fuel_given += more;
+    }
+    Ok(())
+}
+
+/// A slot of the run (its tasks queue here first, so one run's fan-out
+/// never queues against other runs), then a slot of the host's pool, which
+/// admits runs in arrival order. Both waits end at the run's deadline or
+/// its cancellation.
 async fn acquire_slot(
     shared: &Arc<Shared>,
     control: &Arc<RunControl>,
+) -> Result<[OwnedSemaphorePermit; 2], RunError> {
+    let run = wait_for_slot(control, control.slots.clone()).await?;
+    let host = wait_for_slot(control, shared.slots.clone()).await?;
+    Ok([run, host])
+}
+
+async fn wait_for_slot(
+    control: &RunControl,
+    slots: Arc<Semaphore>,
 ) -> Result<OwnedSemaphorePermit, RunError> {
-    if let Ok(p) = shared.slots.clone().try_acquire_owned() {
+    if let Ok(p) = slots.clone().try_acquire_owned() {
         return Ok(p);
     }
-    let wait = control
-        .hard_deadline()
-        .saturating_duration_since(Instant::now());
-    match tokio::time::timeout(wait, shared.slots.clone().acquire_owned()).await {
-        Ok(Ok(p)) => Ok(p),
-        _ => Err(RunError::new(
+    let busy = || {
+        RunError::new(
             ErrorCode::Timeout,
             "host busy: no instance slot became free before the run's deadline",
-        )),
+        )
+    };
+    let deadline = tokio::time::Instant::from_std(control.hard_deadline());
+    tokio::select! {
+        permit = slots.acquire_owned() => permit.map_err(|_| busy()),
+        () = tokio::time::sleep_until(deadline) => Err(busy()),
+        () = control.cancel.cancelled() => Err(control.stop_error()),
     }
 }
 
@@ -253,6 +382,10 @@ impl Backend for Sandbox {
         }
         Ok(())
     }
+
+    fn bytes(&self) -> Option<&ByteBudget> {
+        Some(&self.control.bytes)
+    }
 }
 
 /// One live instance in its own store.
@@ -260,26 +393,26 @@ pub(crate) struct Instance {
     store: Store<StoreState>,
     bindings: bindings::GraphComponent,
     control: Arc<RunControl>,
-    _permit: OwnedSemaphorePermit,
+    /// The run's slot and the host pool's slot, held while the instance
+    /// lives.
+    _permits: [OwnedSemaphorePermit; 2],
 }
 
-/// Runs `fut` under the run's hard deadline plus slack. Epochs cannot
-/// interrupt a call blocked in the host, so this is the last line.
+/// Runs `fut` under the run's hard deadline plus slack, and ends it a grace
+/// period after the caller cancels. Epochs cannot interrupt a call blocked
+/// in the host (a guest sleeping or polling), so this is the last line; the
+/// future is dropped and the instance is not used again.
 async fn with_wall_clock<F: Future>(control: &RunControl, fut: F) -> Result<F::Output, RunError> {
-    let wait = control
-        .hard_deadline()
-        .saturating_duration_since(Instant::now())
-        + WALL_CLOCK_SLACK;
-    tokio::time::timeout(wait, fut)
-        .await
-        .map_err(|_| control.stop_error())
-}
-
-fn account_fuel(store: &Store<StoreState>, control: &RunControl, given: u64) {
-    let left = store.get_fuel().unwrap_or(0);
-    control
-        .fuel_used
-        .fetch_add(given.saturating_sub(left), Ordering::AcqRel);
+    let deadline = tokio::time::Instant::from_std(control.hard_deadline() + WALL_CLOCK_SLACK);
+    let after_cancel = async {
+        control.cancel.cancelled().await;
+        tokio::time::sleep(control.limits.grace + WALL_CLOCK_SLACK).await;
+    };
+    tokio::select! {
+        out = fut => Ok(out),
+        () = tokio::time::sleep_until(deadline) => Err(control.stop_error()),
+        () = after_cancel => Err(control.stop_error()),
+    }
 }
 
 fn host_bug(e: wasmtime::Error) -> RunError {
@@ -313,7 +446,10 @@ fn classify(
             _ => {}
         }
         let mut msg = format!("{what} trapped: {}", trap_text(*trap));
-        let stderr = guest_stderr_summary(&data.stderr.tail(STDERR_TAIL_BYTES));
+        let stderr = guest_text(
+            &guest_stderr_summary(&data.stderr.tail(STDERR_TAIL_BYTES)),
+            STDERR_TAIL_BYTES,
+        );
         if !stderr.is_empty() {
             msg.push_str(&format!("; guest stderr: {stderr}"));
         }
@@ -362,7 +498,10 @@ fn backtrace_summary(bt: &wasmtime::WasmBacktrace) -> (String, bool) {
         .frames()
         .iter()
         .map(|f| match f.func_name() {
-            Some(n) => format!("{:#}", rustc_demangle::demangle(n)),
+            Some(n) => guest_text(
+                &format!("{:#}", rustc_demangle::demangle(n)),
+                MAX_GUEST_NAME_BYTES,
+            ),
             None => format!("func[{}]", f.func_index()),
         })
         .collect();
@@ -413,28 +552,99 @@ fn guest_error(what: &str, e: bindings::GraphError) -> RunError {
     match e {
         bindings::GraphError::InvalidState(m) => RunError::new(
             ErrorCode::NodeError,
-            format!("{what} could not decode its input: {m}"),
+            format!("{what} could not decode its input: {}", guest_message(&m)),
         ),
-        bindings::GraphError::Unknown(m) => {
-            RunError::new(ErrorCode::NodeError, format!("{what}: unknown name: {m}"))
+        bindings::GraphError::Unknown(m) => RunError::new(
+            ErrorCode::NodeError,
+            format!("{what}: unknown name: {}", guest_name(&m)),
+        ),
+        bindings::GraphError::Failed(m) => RunError::new(
+            ErrorCode::NodeError,
+            format!("{what} failed: {}", guest_message(&m)),
+        ),
+    }
+}
+
+/// Transient bytes charged to a run's byte budget, given back on drop.
+struct Charged<'a> {
+    budget: &'a ByteBudget,
+    bytes: usize,
+}
+
+impl<'a> Charged<'a> {
+    fn new(
+        budget: &'a ByteBudget,
+        bytes: usize,
+        what: &dyn Fn() -> String,
+    ) -> Result<Self, RunError> {
+        budget.charge(bytes, what)?;
+        Ok(Charged { budget, bytes })
+    }
+}
+
+impl Drop for Charged<'_> {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
+    }
+}
+
+/// Parses a guest's JSON text within the run's byte budget: the text itself
+/// is charged while it is parsed, the parsed value for as long as the
+/// executor holds it (until the barrier settles the step). A value that
+/// would not fit is refused as `memory_limit` before it is allocated.
+fn parse_output(control: &RunControl, what: &str, text: &str) -> Result<Value, RunError> {
+    parse_bounded(control, what, text).map(|b| b.value)
+}
+
+/// [`parse_output`] that also says how many bytes stay charged for the
+/// value.
+fn parse_bounded(control: &RunControl, what: &str, text: &str) -> Result<json::Bounded, RunError> {
+    let budget = &control.bytes;
+    let _text = Charged::new(budget, text.len(), &|| {
+        format!("{what} returned {} bytes of JSON, which", text.len())
+    })?;
+    let mut granted = 0usize;
+    let mut grant = |n: usize| {
+        let ok = budget.try_charge(n);
+        if ok {
+            granted += n;
         }
-        bindings::GraphError::Failed(m) => {
-            RunError::new(ErrorCode::NodeError, format!("{what} failed: {m}"))
+        ok
+    };
+    let parsed = json::parse_lossless_within(text, "output", &mut grant);
+    match parsed {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            budget.release(granted);
+            Err(match e {
+                json::BoundedError::Json(e) => RunError::new(
+                    ErrorCode::InvalidOutput,
+                    format!(
+                        "{what} returned invalid JSON at {}",
+                        guest_message(&e.to_string())
+                    ),
+                ),
+                json::BoundedError::OverBudget { granted } => RunError::new(
+                    ErrorCode::MemoryLimit,
+                    format!(
+                        "{what} returned JSON ({} bytes of text) that would not fit the run's host byte budget of {} MiB: refused after {} MiB parsed ({} MiB held; raise it with --host-memory-mb)",
+                        text.len(),
+                        control.limits.host_bytes >> 20,
+                        granted >> 20,
+                        budget.used() >> 20,
+                    ),
+                ),
+            })
         }
     }
 }
 
-fn parse_output(what: &str, text: &str) -> Result<Value, RunError> {
-    json::parse_lossless(text, "output").map_err(|e| {
-        RunError::new(
-            ErrorCode::InvalidOutput,
-            format!("{what} returned invalid JSON at {e}"),
-        )
-    })
-}
-
-fn parse_object(what: &str, text: &str) -> Result<Map<String, Value>, RunError> {
-    match parse_output(what, text)? {
+fn parse_object(
+    control: &RunControl,
+    what: &str,
+    text: &str,
+) -> Result<Map<String, Value>, RunError> {
+    match parse_output(control, what, text)? {
         Value::Object(m) => Ok(m),
         other => Err(RunError::new(
             ErrorCode::InvalidOutput,
@@ -463,37 +673,34 @@ fn to_json(v: &Value) -> String {
 }
 
 impl Instance {
-    /// Prepares the store for one call: fresh fuel from the run's remaining
-    /// budget and a fresh epoch deadline.
-    fn arm(&mut self) -> Result<u64, RunError> {
-        let remaining = self.control.fuel_remaining();
-        if remaining == 0 {
-            return Err(self.control.fuel_error());
-        }
-        self.store.set_fuel(remaining).map_err(host_bug)?;
-        self.store.set_epoch_deadline(1);
-        Ok(remaining)
-    }
-
     /// Runs one export call under the wall clock and classifies failures.
     async fn call<R>(
         &mut self,
         what: &str,
         f: impl AsyncFnOnce(&bindings::GraphComponent, &mut Store<StoreState>) -> wasmtime::Result<R>,
     ) -> Result<R, RunError> {
-        let given = self.arm()?;
         let control = self.control.clone();
+        arm(&mut self.store, &control)?;
         let out = with_wall_clock(&control, f(&self.bindings, &mut self.store)).await;
-        account_fuel(&self.store, &control, given);
+        disarm(&mut self.store, &control);
         match out? {
-            Ok(r) => {
-                if control.fuel_used() > control.limits.fuel {
-                    return Err(control.fuel_error());
-                }
-                Ok(r)
-            }
+            Ok(r) => Ok(r),
             Err(e) => Err(classify(e, &self.store, &control, what)),
         }
+    }
+
+    /// The JSON text of `input` for a call, charged to the run's byte
+    /// budget while the call holds it.
+    fn input_text<'c>(
+        control: &'c RunControl,
+        what: &str,
+        input: &Value,
+    ) -> Result<(String, Charged<'c>), RunError> {
+        let text = to_json(input);
+        let charged = Charged::new(&control.bytes, text.len(), &|| {
+            format!("the input of {what}")
+        })?;
+        Ok((text, charged))
     }
 
     /// Calls `describe`.
@@ -510,14 +717,18 @@ impl Instance {
         input: &Value,
         ctx: &NodeContext,
     ) -> Result<Result<(), String>, RunError> {
-        let input = to_json(input);
+        let control = self.control.clone();
+        let (input, _held) = Self::input_text(&control, "validate", input)?;
         let ctx = wit_context(ctx);
-        self.call("validate", async |b, s| {
-            b.sandgraph_graph_graph()
-                .call_validate(s, &input, &ctx)
-                .await
-        })
-        .await
+        let verdict = self
+            .call("validate", async |b, s| {
+                b.sandgraph_graph_graph()
+                    .call_validate(s, &input, &ctx)
+                    .await
+            })
+            .await?;
+        // The reason reaches a person or a model: bounded and inert.
+        Ok(verdict.map_err(|reason| guest_message(&reason)))
     }
 }
 
@@ -532,11 +743,33 @@ fn wit_context(ctx: &NodeContext) -> bindings::CallContext {
     }
 }
 
-fn send_packet(what: &str, s: bindings::WitSend) -> Result<SendPacket, RunError> {
+fn send_packet(
+    control: &RunControl,
+    what: &str,
+    s: bindings::WitSend,
+) -> Result<SendPacket, RunError> {
     Ok(SendPacket {
-        payload: parse_output(&format!("{what} send to \"{}\"", s.node), &s.payload)?,
+        payload: parse_output(
+            control,
+            &format!("{what} send to {}", guest_name(&s.node)),
+            &s.payload,
+        )?,
         node: s.node,
     })
+}
+
+/// Refuses a result naming more targets than a node result may, before
+/// any payload is parsed (the same bound the executor applies).
+fn check_target_count(what: &str, count: usize) -> Result<(), RunError> {
+    if count > MAX_TARGETS_PER_RESULT {
+        return Err(RunError::new(
+            ErrorCode::InvalidUpdate,
+            format!(
+                "{what} returned {count} goto targets and sends; a node result may name at most {MAX_TARGETS_PER_RESULT}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Worker for Instance {
@@ -547,7 +780,8 @@ impl Worker for Instance {
         ctx: &NodeContext,
     ) -> Result<NodeOutput, RunError> {
         let what = format!("node \"{node}\"");
-        let state = to_json(input);
+        let control = self.control.clone();
+        let (state, held) = Self::input_text(&control, &what, input)?;
         let wctx = wit_context(ctx);
         let res = self
             .call(&what, async |b, s| {
@@ -556,18 +790,26 @@ impl Worker for Instance {
                     .await
             })
             .await?;
+        drop(held);
+        drop(state);
         match res.map_err(|e| guest_error(&what, e))? {
-            bindings::NodeResult::Update(u) => Ok(NodeOutput::Update(parse_object(&what, &u)?)),
-            bindings::NodeResult::Command(c) => Ok(NodeOutput::Command {
-                update: parse_object(&what, &c.update)?,
-                goto: c.goto,
-                sends: c
-                    .sends
-                    .into_iter()
-                    .map(|s| send_packet(&what, s))
-                    .collect::<Result<_, _>>()?,
-            }),
+            bindings::NodeResult::Update(u) => {
+                Ok(NodeOutput::Update(parse_object(&control, &what, &u)?))
+            }
+            bindings::NodeResult::Command(c) => {
+                check_target_count(&what, c.goto.len().saturating_add(c.sends.len()))?;
+                Ok(NodeOutput::Command {
+                    update: parse_object(&control, &what, &c.update)?,
+                    goto: c.goto,
+                    sends: c
+                        .sends
+                        .into_iter()
+                        .map(|s| send_packet(&control, &what, s))
+                        .collect::<Result<_, _>>()?,
+                })
+            }
             bindings::NodeResult::Interrupt(p) => Ok(NodeOutput::Interrupt(parse_output(
+                &control,
                 &format!("{what} interrupt"),
                 &p,
             )?)),
@@ -576,7 +818,8 @@ impl Worker for Instance {
 
     async fn route(&mut self, router: &str, state: &Value) -> Result<Vec<RouteTarget>, RunError> {
         let what = format!("router \"{router}\"");
-        let state = to_json(state);
+        let control = self.control.clone();
+        let (state, held) = Self::input_text(&control, &what, state)?;
         let res = self
             .call(&what, async |b, s| {
                 b.sandgraph_graph_graph()
@@ -584,11 +827,16 @@ impl Worker for Instance {
                     .await
             })
             .await?;
-        res.map_err(|e| guest_error(&what, e))?
+        drop(held);
+        let targets = res.map_err(|e| guest_error(&what, e))?;
+        check_target_count(&what, targets.len())?;
+        targets
             .into_iter()
             .map(|t| match t {
                 bindings::WitRouteTarget::Node(n) => Ok(RouteTarget::Node(n)),
-                bindings::WitRouteTarget::Send(s) => Ok(RouteTarget::Send(send_packet(&what, s)?)),
+                bindings::WitRouteTarget::Send(s) => {
+                    Ok(RouteTarget::Send(send_packet(&control, &what, s)?))
+                }
             })
             .collect()
     }
@@ -600,7 +848,9 @@ impl Worker for Instance {
         update: &Value,
     ) -> Result<Value, RunError> {
         let what = format!("reducer of channel \"{channel}\"");
-        let (cur, upd) = (to_json(current), to_json(update));
+        let control = self.control.clone();
+        let (cur, held_cur) = Self::input_text(&control, &what, current)?;
+        let (upd, held_upd) = Self::input_text(&control, &what, update)?;
         let res = self
             .call(&what, async |b, s| {
                 b.sandgraph_graph_graph()
@@ -608,6 +858,41 @@ impl Worker for Instance {
                     .await
             })
             .await?;
-        parse_output(&what, &res.map_err(|e| guest_error(&what, e))?)
+        drop((held_cur, held_upd, cur, upd));
+        // The value replaces the channel's: the barrier counts it with the
+        // state, so only its parse is bounded here.
+        let text = res.map_err(|e| guest_error(&what, e))?;
+        let parsed = parse_bounded(&control, &what, &text)?;
+        control.bytes.release(parsed.granted);
+        Ok(parsed.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_calls_share_the_run_fuel_never_more() {
+        let limits = Limits {
+            fuel: 2 * FUEL_SLICE + 7,
+            ..Limits::default()
+        };
+        let control = RunControl::new(limits, CancellationToken::new());
+        // Three calls at once: two slices, then the rest, then nothing.
+        let given = [
+            control.reserve_fuel(),
+            control.reserve_fuel(),
+            control.reserve_fuel(),
+        ];
+        assert_eq!(given, [FUEL_SLICE, FUEL_SLICE, 7]);
+        assert_eq!(control.reserve_fuel(), 0);
+        // Unspent fuel goes back to the run, spent fuel is counted.
+        control.settle_fuel(FUEL_SLICE, FUEL_SLICE - 100);
+        assert_eq!(control.fuel_used(), 100);
+        assert_eq!(control.fuel_remaining(), FUEL_SLICE - 100);
+        // A call reporting more left than it was given cannot mint fuel.
+        control.settle_fuel(7, 1_000);
+        assert_eq!(control.fuel_remaining(), FUEL_SLICE - 100 + 7);
     }
 }

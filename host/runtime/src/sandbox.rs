@@ -627,7 +627,7 @@ fn parse_bounded(control: &RunControl, what: &str, text: &str) -> Result<json::B
                 json::BoundedError::OverBudget { granted } => RunError::new(
                     ErrorCode::MemoryLimit,
                     format!(
-                        "{what} returned JSON ({} bytes of text) that would not fit the run's host byte budget of {} MiB: refused after {} MiB parsed ({} MiB held; raise it with --host-memory-mb)",
+                        "{what} returned JSON ({} bytes of text) that would not fit the run's host byte budget of {} MiB: refused after {} MiB parsed, with {} MiB held by the rest of the run (raise it with --host-memory-mb)",
                         text.len(),
                         control.limits.host_bytes >> 20,
                         granted >> 20,

@@ -1,0 +1,261 @@
+//! Noisy neighbours (issue 11): the latency of one client's `echo_graph`
+//! calls over MCP Streamable HTTP on an idle server, then beside two
+//! hostile clients on the same server, in one run. Client A runs
+//! `hostile_fanout_spin`, whose one node sends 300 tasks that spin forever;
+//! client B runs 8 `hostile_infinite_loop` calls at once. Client C makes
+//! sequential echo calls; p50, p99 and max of both phases are printed with
+//! their ratios. The aim: p99 beside the neighbours no worse than 10x idle,
+//! max under 1 s.
+//!
+//! `cargo bench -p sandgraph-mcp --bench neighbours` (optionally
+//! `-- CALLS`, the echo calls per phase, default 200).
+//!
+//! The neighbours run until their deadline ([`NEIGHBOUR_TIMEOUT`]); only
+//! echo calls that start while all nine are still in flight are measured,
+//! and the row says how many that was if the deadline came first.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use sandgraph_mcp::{HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
+use serde_json::json;
+
+type Client = Arc<RunningService<RoleClient, ()>>;
+
+/// Tasks A's fan-out sends.
+const FANOUT_TASKS: u64 = 300;
+/// B's concurrent spinning runs.
+const SPINNERS: usize = 8;
+/// Deadline of every neighbour run: longer than the measured calls need on
+/// a fair server, short enough that an unfair one ends the row.
+const NEIGHBOUR_TIMEOUT: Duration = Duration::from_secs(30);
+/// Echo calls before each phase's measurement (connection, caches).
+const WARMUP_CALLS: usize = 20;
+/// Wait after the neighbours are in flight, so their tasks are running.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// The operator's config: both hostile graphs as tools, ended by their
+/// deadline only (the fuel is raised past what they can burn in it).
+fn config() -> String {
+    let ms = NEIGHBOUR_TIMEOUT.as_millis();
+    format!(
+        "[graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
+         [graphs.hostile_fanout_spin]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n"
+    )
+}
+
+async fn registry() -> (Registry, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    for (name, component) in [
+        ("echo.wasm", sandgraph_tests::ECHO),
+        ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
+        ("fanout.wasm", sandgraph_tests::HOSTILE_FANOUT_SPIN),
+    ] {
+        std::fs::copy(component, dir.path().join(name)).expect("copy a graph");
+    }
+    let config = OperatorConfig::parse(&config(), Path::new("neighbours.toml"))
+        .expect("the bench config is valid");
+    let options = RegistryOptions {
+        dirs: vec![dir.path().to_path_buf()],
+        strict: true,
+        config,
+        ..RegistryOptions::default()
+    };
+    let (registry, _) = Registry::open(sandgraph_tests::runtime().clone(), options)
+        .await
+        .expect("the registry opens");
+    (registry, dir)
+}
+
+async fn client(url: &str) -> Client {
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+    );
+    Arc::new(().serve(transport).await.expect("a session"))
+}
+
+async fn call(client: &Client, name: &str, args: serde_json::Value) -> CallToolResult {
+    let mut params = CallToolRequestParams::new(name.to_owned());
+    params.arguments = args.as_object().cloned();
+    client.call_tool(params).await.expect("a tool result")
+}
+
+/// One echo call, checked; its latency.
+async fn echo(client: &Client, i: usize) -> Duration {
+    let topic = format!("c{i}");
+    let t = Instant::now();
+    let r = call(client, "echo_graph", json!({"input": {"topic": topic}})).await;
+    let elapsed = t.elapsed();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"topic": topic, "log": [format!("seen:{topic}")]}))
+    );
+    elapsed
+}
+
+struct Row {
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    calls: usize,
+}
+
+impl Row {
+    fn new(mut latencies: Vec<Duration>) -> Row {
+        assert!(!latencies.is_empty(), "no call was measured");
+        latencies.sort();
+        let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+        Row {
+            p50: pct(0.50),
+            p99: pct(0.99),
+            max: latencies[latencies.len() - 1],
+            calls: latencies.len(),
+        }
+    }
+
+    fn print(&self, what: &str) {
+        println!(
+            "{what:<11} p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  ({} calls)",
+            ms(self.p50),
+            ms(self.p99),
+            ms(self.max),
+            self.calls
+        );
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+async fn bench(calls: usize) {
+    let (registry, _dir) = registry().await;
+    let server = McpServer::new(
+        registry,
+        ServerOptions {
+            // A's fan-out is one run: 1 + 8 neighbours + 1 echo in flight.
+            max_concurrent_runs: 16,
+            ..ServerOptions::default()
+        },
+    );
+    let http = HttpServer::bind(
+        server.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().expect("an address")),
+    )
+    .await
+    .expect("the server binds");
+    let url = http.url();
+    let c = client(&url).await;
+    println!(
+        "echo_graph from one client, {calls} sequential calls per phase; \
+         noisy: {FANOUT_TASKS}-task spinning fan-out + {SPINNERS} spinning runs"
+    );
+
+    for i in 0..WARMUP_CALLS {
+        echo(&c, i).await;
+    }
+    let mut idle = Vec::with_capacity(calls);
+    for i in 0..calls {
+        idle.push(echo(&c, i).await);
+    }
+    let idle = Row::new(idle);
+    idle.print("idle");
+
+    let (a, b) = (client(&url).await, client(&url).await);
+    let mut neighbours = Vec::new();
+    neighbours.push(tokio::spawn(async move {
+        call(&a, "hostile_fanout_spin", json!({"n": FANOUT_TASKS})).await
+    }));
+    for _ in 0..SPINNERS {
+        let b = b.clone();
+        neighbours.push(tokio::spawn(async move {
+            call(&b, "hostile_infinite_loop", json!({"input": {}})).await
+        }));
+    }
+    let started = Instant::now();
+    while server.stats().in_flight < 1 + SPINNERS {
+        assert!(
+            started.elapsed() < NEIGHBOUR_TIMEOUT,
+            "the neighbours never all started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(SETTLE).await;
+
+    let mut noisy = Vec::with_capacity(calls);
+    let mut cut_short = false;
+    for i in 0..WARMUP_CALLS + calls {
+        if neighbours.iter().any(|n| n.is_finished()) {
+            cut_short = true;
+            break;
+        }
+        let latency = echo(&c, i).await;
+        if i >= WARMUP_CALLS {
+            noisy.push(latency);
+        }
+    }
+    let noisy = Row::new(noisy);
+    noisy.print("noisy");
+    if cut_short {
+        println!(
+            "  (the neighbours reached their {} s deadline first)",
+            NEIGHBOUR_TIMEOUT.as_secs()
+        );
+    }
+    let ratio = |n: Duration, i: Duration| n.as_secs_f64() / i.as_secs_f64();
+    println!(
+        "noisy/idle  p50 {:>7.1}x     p99 {:>7.1}x     max {:>7.1}x",
+        ratio(noisy.p50, idle.p50),
+        ratio(noisy.p99, idle.p99),
+        ratio(noisy.max, idle.max)
+    );
+    println!(
+        "aim: p99 <= 10x idle: {}; max < 1 s: {}",
+        if noisy.p99.as_secs_f64() <= 10.0 * idle.p99.as_secs_f64() {
+            "met"
+        } else {
+            "MISSED"
+        },
+        if noisy.max < Duration::from_secs(1) {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+
+    // The neighbours end at their deadline, not sooner; cancelling them
+    // here keeps the run short.
+    server.cancel_all();
+    for n in neighbours {
+        let r = n.await.expect("a neighbour task");
+        assert_eq!(
+            r.is_error,
+            Some(true),
+            "a neighbour ended without error: {r:?}"
+        );
+    }
+    http.shutdown();
+    let _ = http.wait().await;
+}
+
+fn main() {
+    let calls: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(200);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    rt.block_on(bench(calls.max(1)));
+}

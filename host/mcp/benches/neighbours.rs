@@ -5,7 +5,10 @@
 //! client B runs 8 `hostile_infinite_loop` calls at once. Client C makes
 //! sequential echo calls; p50, p99 and max of both phases are printed with
 //! their ratios. The aim: p99 beside the neighbours no worse than 10x idle,
-//! max under 1 s.
+//! max under 1 s. The server runs on a runtime with one worker per core,
+//! like `sandgraph serve`; the clients run on a thread of their own, as
+//! they would in another process, so what is measured is the server's
+//! share of the machine, not the clients' tasks queueing behind guests.
 //!
 //! `cargo bench -p sandgraph-mcp --bench neighbours` (optionally
 //! `-- CALLS`, the echo calls per phase, default 200).
@@ -138,8 +141,10 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-async fn bench(calls: usize) {
-    let (registry, _dir) = registry().await;
+/// The server under test, on the calling runtime: echo and both hostile
+/// graphs behind MCP Streamable HTTP on 127.0.0.1.
+async fn start_server() -> (HttpServer, McpServer, tempfile::TempDir) {
+    let (registry, dir) = registry().await;
     let server = McpServer::new(
         registry,
         ServerOptions {
@@ -154,7 +159,12 @@ async fn bench(calls: usize) {
     )
     .await
     .expect("the server binds");
-    let url = http.url();
+    (http, server, dir)
+}
+
+/// The three clients and the measurement, on their own runtime: only the
+/// server shares its threads with the neighbours' guests.
+async fn measure(url: String, server: McpServer, calls: usize) {
     let c = client(&url).await;
     println!(
         "echo_graph from one client, {calls} sequential calls per phase; \
@@ -244,8 +254,6 @@ async fn bench(calls: usize) {
             "a neighbour ended without error: {r:?}"
         );
     }
-    http.shutdown();
-    let _ = http.wait().await;
 }
 
 fn main() {
@@ -253,9 +261,28 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(200);
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // The server's runtime has one worker per core, as `sandgraph serve`
+    // does; the clients get a thread of their own, as they would in
+    // another process.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    rt.block_on(bench(calls.max(1)));
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("clients")
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let (http, server, _dir) = server_rt.block_on(start_server());
+    println!(
+        "{} cores; server on {} tokio workers, clients on their own thread",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        server_rt.metrics().num_workers()
+    );
+    client_rt.block_on(measure(http.url(), server, calls.max(1)));
+    server_rt.block_on(async {
+        http.shutdown();
+        let _ = http.wait().await;
+    });
 }

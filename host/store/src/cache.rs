@@ -1,13 +1,56 @@
 //! The compile cache: compiled artifacts keyed by (wasm digest, engine
-//! fingerprint), each stored with the digest of its own bytes, and graph
-//! specs keyed by wasm digest.
+//! fingerprint), each stored with the digest of its own bytes, graph specs
+//! keyed by wasm digest, and the components that failed to load, keyed like
+//! artifacts.
 
 use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTableMetadata};
+use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use crate::{StoreError, schema};
+
+/// Longest failure message kept in a [`LoadFailure`] row; a longer one is
+/// cut (and marked so). Messages quote guest output (a panic message, a
+/// backtrace), and a hostile component must not grow the cache with them.
+pub const MAX_LOAD_FAILURE_MESSAGE_BYTES: usize = 4096;
+
+/// Why a component failed to load, remembered so the next start skips it
+/// at once. The caller decides what is worth remembering (failures caused
+/// by the component itself, not by the host's state at the time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadFailure {
+    /// The error code (`load`).
+    pub code: String,
+    /// The error message, at most [`MAX_LOAD_FAILURE_MESSAGE_BYTES`].
+    pub message: String,
+    /// Unix milliseconds when it failed.
+    pub at_ms: u64,
+    /// The load limits in force then: wall-clock milliseconds, fuel and
+    /// memory bytes. A caller with more generous limits may retry.
+    pub timeout_ms: u64,
+    /// See `timeout_ms`.
+    pub fuel: u64,
+    /// See `timeout_ms`.
+    pub memory_bytes: u64,
+}
+
+impl LoadFailure {
+    /// `message` cut to [`MAX_LOAD_FAILURE_MESSAGE_BYTES`] at a character
+    /// boundary, with ` [cut]` appended when it was.
+    pub fn bounded_message(message: &str) -> String {
+        const MARK: &str = " [cut]";
+        if message.len() <= MAX_LOAD_FAILURE_MESSAGE_BYTES {
+            return message.to_owned();
+        }
+        let mut end = MAX_LOAD_FAILURE_MESSAGE_BYTES - MARK.len();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}{MARK}", &message[..end])
+    }
+}
 
 /// Compiled artifacts and specs.
 #[derive(Clone)]
@@ -93,6 +136,67 @@ impl CompileCache {
         Ok(())
     }
 
+    /// The recorded load failure of `(wasm_digest, engine)`. A row that
+    /// does not decode is reported as missing (the component is retried).
+    pub fn load_failure(
+        &self,
+        wasm_digest: &str,
+        engine: &str,
+    ) -> Result<Option<LoadFailure>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(schema::LOAD_FAILURES)?;
+        let Some(text) = t.get((wasm_digest, engine))?.map(|v| v.value().to_owned()) else {
+            return Ok(None);
+        };
+        match serde_json::from_str(&text) {
+            Ok(failure) => Ok(Some(failure)),
+            Err(e) => {
+                tracing::warn!(wasm_digest, "ignoring a bad load failure row: {e}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Records that `(wasm_digest, engine)` failed to load, replacing any
+    /// earlier record; the message is cut to
+    /// [`MAX_LOAD_FAILURE_MESSAGE_BYTES`].
+    pub fn put_load_failure(
+        &self,
+        wasm_digest: &str,
+        engine: &str,
+        failure: &LoadFailure,
+    ) -> Result<(), StoreError> {
+        let bounded = LoadFailure {
+            message: LoadFailure::bounded_message(&failure.message),
+            ..failure.clone()
+        };
+        let text = serde_json::to_string(&bounded)
+            .map_err(|e| StoreError::Db(format!("cannot encode a load failure: {e}")))?;
+        let tx = self.db.begin_write()?;
+        tx.open_table(schema::LOAD_FAILURES)?
+            .insert((wasm_digest, engine), text.as_str())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Forgets the load failure of `(wasm_digest, engine)` (it loaded after
+    /// all, e.g. under more generous limits); `false` when there was none.
+    pub fn remove_load_failure(&self, wasm_digest: &str, engine: &str) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        let removed = tx
+            .open_table(schema::LOAD_FAILURES)?
+            .remove((wasm_digest, engine))?
+            .is_some();
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    /// Number of recorded load failures (all engines).
+    pub fn load_failure_count(&self) -> Result<u64, StoreError> {
+        let tx = self.db.begin_read()?;
+        Ok(tx.open_table(schema::LOAD_FAILURES)?.len()?)
+    }
+
     /// Number of cached artifacts (all engines).
     pub fn artifact_count(&self) -> Result<u64, StoreError> {
         let tx = self.db.begin_read()?;
@@ -146,6 +250,47 @@ mod tests {
             0,
             "and the bad record is gone"
         );
+    }
+
+    #[test]
+    fn load_failures_round_trip_per_engine_and_are_bounded() {
+        use super::{LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.redb");
+        let failure = LoadFailure {
+            code: "load".into(),
+            message: format!("describe failed: {}", "é".repeat(10_000)),
+            at_ms: 1_700_000_000_000,
+            timeout_ms: 500,
+            fuel: 5_000_000_000,
+            memory_bytes: 64 << 20,
+        };
+        {
+            let cache = Store::open(&path).unwrap().compile_cache();
+            assert!(cache.load_failure("w", "e").unwrap().is_none());
+            cache.put_load_failure("w", "e", &failure).unwrap();
+        }
+        let cache = Store::open(&path).unwrap().compile_cache();
+        let read = cache.load_failure("w", "e").unwrap().unwrap();
+        assert!(read.message.len() <= MAX_LOAD_FAILURE_MESSAGE_BYTES);
+        assert!(read.message.starts_with("describe failed: é"));
+        assert!(
+            read.message.ends_with(" [cut]"),
+            "{}",
+            &read.message[4000..]
+        );
+        assert_eq!((read.code.as_str(), read.at_ms), ("load", failure.at_ms));
+        assert_eq!(
+            (read.timeout_ms, read.fuel, read.memory_bytes),
+            (500, 5_000_000_000, 64 << 20)
+        );
+        // Another engine, or another digest, is another key.
+        assert!(cache.load_failure("w", "other").unwrap().is_none());
+        assert!(cache.load_failure("x", "e").unwrap().is_none());
+        assert_eq!(cache.load_failure_count().unwrap(), 1);
+        assert!(cache.remove_load_failure("w", "e").unwrap());
+        assert!(!cache.remove_load_failure("w", "e").unwrap());
+        assert!(cache.load_failure("w", "e").unwrap().is_none());
     }
 
     #[test]

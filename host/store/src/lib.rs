@@ -22,7 +22,7 @@ pub use agent_graph::{
     SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
     WakeStatus, WorkStop, WorkTarget,
 };
-pub use cache::{CachedArtifact, CompileCache};
+pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
 pub use schema::SCHEMA_VERSION;

@@ -21,6 +21,14 @@ pub(crate) const ARTIFACTS: TableDefinition<(&str, &str), &[u8]> =
 /// spec as JSON text. A spec does not depend on the engine.
 pub(crate) const SPECS: TableDefinition<&str, &str> = TableDefinition::new("specs");
 
+/// Components that failed to load: key `(wasm sha256 hex, engine
+/// fingerprint hex)`, value a `LoadFailure` as JSON (`code`, `message`,
+/// `at_ms` and the load limits in force). The next start skips the
+/// component at once instead of compiling and describing it again; a
+/// changed file has another digest, so it is retried.
+pub(crate) const LOAD_FAILURES: TableDefinition<(&str, &str), &str> =
+    TableDefinition::new("load_failures");
+
 /// Durable threads: key thread id, value JSON
 /// `{"graph", "head", "created_at_ms", "updated_at_ms"}`; `head` names the
 /// thread's newest checkpoint. Written with the thread's first checkpoint.
@@ -156,6 +164,7 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(AG_RECORDS)?;
     tx.open_table(AG_WAKES)?;
     tx.open_table(AG_WAKE_ATTEMPTS)?;
+    tx.open_table(LOAD_FAILURES)?;
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use sandgraph_core::{
 use wasmtime::component::Component;
 
 use crate::bindings::{self, GraphComponentPre, WitReducer};
-use crate::limits::MAX_COMPONENT_BYTES;
+use crate::limits::{Limits, MAX_COMPONENT_BYTES};
 use crate::runtime::Shared;
 use crate::sandbox::{RunControl, Sandbox, StoreState};
 
@@ -286,21 +286,78 @@ pub(crate) async fn load(shared: &Arc<Shared>, bytes: &[u8]) -> Result<Graph, Ru
     from_component(shared, component).await
 }
 
-/// Builds a [`Graph`] from an already compiled component.
+/// The stage of a load that runs guest code, for [`at_load`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Instantiate,
+    Describe,
+}
+
+/// A failure to instantiate or describe a graph under the load limits, as
+/// the error of the load.
+///
+/// What the component caused is [`ErrorCode::Load`], naming the load limit
+/// it hit. A condition of the host at the time keeps its own code
+/// (`timeout` for no free instance slot, `memory_limit` for a spent
+/// host-wide budget): the same component may load a moment later, so the
+/// registry does not remember such a failure. A wall-clock timeout during
+/// instantiation counts as the host's (it is where a call waits for a
+/// slot); one during `describe` is the component's: it had its instance
+/// and did not describe itself in time.
+fn at_load(stage: Stage, limits: &Limits, e: RunError) -> RunError {
+    let what = match stage {
+        Stage::Instantiate => "instantiating the component",
+        Stage::Describe => "describe",
+    };
+    match e.code {
+        ErrorCode::Timeout if stage == Stage::Instantiate => RunError::new(
+            ErrorCode::Timeout,
+            format!("cannot load the graph now: {}", e.message),
+        ),
+        ErrorCode::MemoryLimit if e.message.contains("host-wide") => RunError::new(
+            ErrorCode::MemoryLimit,
+            format!("cannot load the graph now: {}", e.message),
+        ),
+        ErrorCode::Timeout => load_error(format!(
+            "{what} did not finish within the load limit of {} ms (a graph must describe itself \
+             at once)",
+            limits.timeout.as_millis()
+        )),
+        ErrorCode::OutOfFuel => load_error(format!(
+            "{what} used up the load fuel budget of {} (a graph must describe itself at once)",
+            limits.fuel
+        )),
+        ErrorCode::MemoryLimit => load_error(format!(
+            "{what} exceeded the load memory cap of {} MiB per instance",
+            limits.memory >> 20
+        )),
+        _ => load_error(format!("{what} failed: {}", e.message)),
+    }
+}
+
+/// Builds a [`Graph`] from an already compiled component: instantiates it
+/// and calls `describe` under the runtime's load limits
+/// ([`crate::RuntimeConfig::load_limits`]), in a throwaway instance.
+///
+/// # Errors
+///
+/// [`ErrorCode::Load`] for everything the component caused (see
+/// [`at_load`] for the host's conditions, which keep their own code).
 pub(crate) async fn from_component(
     shared: &Arc<Shared>,
     component: Component,
 ) -> Result<Graph, RunError> {
     let pre = link(shared, &component)?;
-    // Describe under default limits in a throwaway instance.
-    let control = RunControl::new(shared.config.default_limits.clone(), Default::default());
+    let limits = shared.config.load_limits.clone();
+    let control = RunControl::new(limits.clone(), Default::default());
     let mut instance = Sandbox::instantiate(shared, &pre, Arc::from("<loading>"), &control)
         .await
-        .map_err(|e| load_error(format!("instantiating the component failed: {e}")))?;
+        .map_err(|e| at_load(Stage::Instantiate, &limits, e))?;
     let raw = instance
         .describe()
         .await
-        .map_err(|e| load_error(format!("describe failed: {e}")))?;
+        .map_err(|e| at_load(Stage::Describe, &limits, e))?;
+    drop(instance);
     let spec = convert_spec(raw)?;
     let compiled = CompiledGraph::new(spec.clone()).map_err(|e| load_error(e.to_string()))?;
     Ok(Graph {
@@ -333,6 +390,83 @@ mod tests {
         );
         let comp = [0, b'a', b's', b'm', 0x0d, 0, 1, 0];
         assert!(check_header(&comp).is_ok());
+    }
+
+    #[test]
+    fn load_errors_name_the_limit_and_keep_host_conditions_apart() {
+        let limits = Limits::for_load();
+        let e = |code, msg: &str| RunError::new(code, msg);
+        let spin = at_load(
+            Stage::Describe,
+            &limits,
+            e(ErrorCode::Timeout, "run exceeded its timeout of 500 ms"),
+        );
+        assert_eq!(spin.code, ErrorCode::Load);
+        assert_eq!(
+            spin.message,
+            "describe did not finish within the load limit of 500 ms (a graph must describe \
+             itself at once)"
+        );
+        let fuel = at_load(
+            Stage::Describe,
+            &limits,
+            e(
+                ErrorCode::OutOfFuel,
+                "run used up its fuel budget of 5000000000",
+            ),
+        );
+        assert_eq!(fuel.code, ErrorCode::Load);
+        assert!(
+            fuel.message.contains("load fuel budget of 5000000000"),
+            "{}",
+            fuel.message
+        );
+        let mem = at_load(
+            Stage::Describe,
+            &limits,
+            e(
+                ErrorCode::MemoryLimit,
+                "describe exceeded the memory cap of 64 MiB per instance",
+            ),
+        );
+        assert_eq!(mem.code, ErrorCode::Load);
+        assert!(
+            mem.message.contains("load memory cap of 64 MiB"),
+            "{}",
+            mem.message
+        );
+        let trap = at_load(
+            Stage::Describe,
+            &limits,
+            e(
+                ErrorCode::Trap,
+                "describe trapped: wasm `unreachable` executed",
+            ),
+        );
+        assert_eq!(trap.code, ErrorCode::Load);
+        assert!(
+            trap.message
+                .starts_with("describe failed: describe trapped")
+        );
+        // The host's state, not the component: not a load failure.
+        let busy = at_load(
+            Stage::Instantiate,
+            &limits,
+            e(
+                ErrorCode::Timeout,
+                "host busy: no instance slot became free",
+            ),
+        );
+        assert_eq!(busy.code, ErrorCode::Timeout);
+        let budget = at_load(
+            Stage::Describe,
+            &limits,
+            e(
+                ErrorCode::MemoryLimit,
+                "describe could not grow memory: the host-wide memory budget is spent",
+            ),
+        );
+        assert_eq!(budget.code, ErrorCode::MemoryLimit);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The compile cache in use: a component comes from the cached artifact of
-//! its wasm digest and this engine, or is compiled and stored.
+//! its wasm digest and this engine, or is compiled and stored; a component
+//! that failed to load is remembered, so the next start skips it.
 
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::GraphSpec;
-use sandgraph_runtime::{ErrorCode, RunError, Runtime};
-use sandgraph_store::CompileCache;
+use sandgraph_runtime::{ErrorCode, Limits, RunError, Runtime};
+use sandgraph_store::{CompileCache, LoadFailure};
 use wasmtime::component::Component;
 
 /// The cache of one registry: the store (if any) and this engine's
@@ -48,6 +50,65 @@ impl Cache {
             .and_then(|text| store.put_spec(digest, &text).map_err(|e| e.to_string()));
         if let Err(e) = stored {
             tracing::warn!(digest, "compile cache: cannot store a spec: {e}");
+        }
+    }
+
+    /// The recorded load failure of the component with `digest` on this
+    /// engine, and whether it still stands under `limits` (the runtime's
+    /// load limits): a failure recorded under limits that were not more
+    /// generous in every respect (wall clock, fuel, memory) is retried.
+    pub(crate) fn load_failure(
+        &self,
+        digest: &str,
+        limits: &Limits,
+    ) -> Option<(LoadFailure, bool)> {
+        let store = self.store.as_ref()?;
+        match store.load_failure(digest, &self.fingerprint) {
+            Ok(Some(failure)) => {
+                let stands = limits.timeout.as_millis() <= u128::from(failure.timeout_ms)
+                    && limits.fuel <= failure.fuel
+                    && limits.memory as u64 <= failure.memory_bytes;
+                Some((failure, stands))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(digest, "compile cache: cannot read a load failure: {e}");
+                None
+            }
+        }
+    }
+
+    /// Records that the component with `digest` failed to load under
+    /// `limits`. Only [`ErrorCode::Load`] failures are recorded: those are
+    /// the component's own (an invalid file, a failing or slow `describe`,
+    /// an invalid spec); any other code is a condition of the host at the
+    /// time (no free instance slot, the host-wide memory budget spent, a
+    /// shutdown) and the next start tries again.
+    pub(crate) fn put_load_failure(&self, digest: &str, error: &RunError, limits: &Limits) {
+        let Some(store) = &self.store else { return };
+        if error.code != ErrorCode::Load {
+            return;
+        }
+        let failure = LoadFailure {
+            code: error.code.as_str().to_owned(),
+            message: error.message.clone(),
+            at_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            timeout_ms: u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
+            fuel: limits.fuel,
+            memory_bytes: limits.memory as u64,
+        };
+        if let Err(e) = store.put_load_failure(digest, &self.fingerprint, &failure) {
+            tracing::warn!(digest, "compile cache: cannot record a load failure: {e}");
+        }
+    }
+
+    /// Forgets the load failure of `digest` on this engine (it loaded).
+    pub(crate) fn remove_load_failure(&self, digest: &str) {
+        let Some(store) = &self.store else { return };
+        if let Err(e) = store.remove_load_failure(digest, &self.fingerprint) {
+            tracing::warn!(digest, "compile cache: cannot forget a load failure: {e}");
         }
     }
 
@@ -116,14 +177,23 @@ impl Cache {
     }
 }
 
-/// Runs `f` on the blocking pool; a panic there becomes a load error.
+/// Runs `f` on the blocking pool. A panic there (the compiler's, on this
+/// component) becomes a load error; a task cancelled by a shutting-down
+/// runtime a `timeout`, which is not remembered as the component's failure.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, RunError> + Send + 'static,
 ) -> Result<T, RunError> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(RunError::new(
-            ErrorCode::Load,
-            format!("compiling the component failed: {e}"),
-        ))
+        Err(if e.is_panic() {
+            RunError::new(
+                ErrorCode::Load,
+                "compiling the component failed: the compiler panicked",
+            )
+        } else {
+            RunError::new(
+                ErrorCode::Timeout,
+                "compiling the component was cancelled: the host is shutting down",
+            )
+        })
     })
 }

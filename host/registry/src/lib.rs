@@ -21,7 +21,11 @@
 //! artifact, keyed by the sha256 of the wasm bytes and the engine
 //! fingerprint: the artifact is deserialized, after its digest is checked,
 //! at the first call. A graph seen for the first time is compiled once at
-//! mount (its spec comes from running it) and the artifact is stored.
+//! mount (its spec comes from running it) and the artifact is stored. A
+//! component that fails to load (an invalid file, a `describe` that traps
+//! or runs into the runtime's load limits, an invalid spec) is remembered
+//! in the cache with its error, and skipped at once by later starts until
+//! its bytes change.
 
 #![warn(missing_docs)]
 
@@ -35,7 +39,8 @@ mod watch;
 pub use config::{DEFAULT_CONFIG_FILE, GraphOverrides, LimitOverrides, OperatorConfig};
 pub use error::{MountErrorKind, MountWarning, RegistryError};
 pub use registry::{
-    MountReport, MountedGraph, RESERVED_NAME, Registry, RegistryEvent, RegistryOptions, Scope,
+    MAX_CONCURRENT_MOUNTS, MountReport, MountedGraph, RESERVED_NAME, Registry, RegistryEvent,
+    RegistryOptions, Scope,
 };
 pub use tool::{CallOptions, GraphTool, ToolOutput, ToolSource, synthesize_description};
 pub use watch::{DEBOUNCE, WatchHandle};

@@ -19,6 +19,19 @@ use crate::tool::{Built, GraphTool, ToolSource};
 /// The name no graph tool may take: it belongs to the code-running tool.
 pub const RESERVED_NAME: &str = "run_code";
 
+/// Files of a folder read, compiled and described at once by
+/// [`Registry::open`]. More lanes let more slow `describe`s wait out their
+/// load deadline side by side, but each lane holds a file (up to
+/// [`MAX_FILE_BYTES`]), a compilation (which already uses every core) and
+/// one load instance (up to the load memory cap): four keeps a folder of
+/// hostile graphs within a few hundred MiB while five graphs stuck at the
+/// load deadline cost about two deadlines, not five.
+pub const MAX_CONCURRENT_MOUNTS: usize = 4;
+
+/// A file read and its tool built: the file's digest and the build, or
+/// why the file could not be read.
+type ReadAndBuilt = Result<(String, Result<Built, MountWarning>), MountWarning>;
+
 /// Capacity of the event channel; a subscriber that falls further behind
 /// gets `RecvError::Lagged` and should re-list.
 const EVENT_CAPACITY: usize = 256;
@@ -201,7 +214,14 @@ pub(crate) fn list_wasm(
 }
 
 impl Registry {
-    /// Mounts every `*.wasm` of `options.dirs`, in sorted path order.
+    /// Mounts every `*.wasm` of `options.dirs`. Up to
+    /// [`MAX_CONCURRENT_MOUNTS`] files are read, compiled and described at
+    /// once, so a slow graph (one whose `describe` runs into the load
+    /// limits) does not hold up the others; they are then registered in
+    /// sorted path order, so names, duplicates and reports do not depend on
+    /// which finished first. A component that failed to load before (same
+    /// bytes, same engine, load limits no more generous) is skipped at once:
+    /// the compile cache remembers it until the file changes.
     ///
     /// A graph that fails to mount is logged (unless
     /// [`RegistryOptions::log_warnings`] is off), listed in
@@ -221,8 +241,8 @@ impl Registry {
         }
         let registry = Registry::new(runtime, &options);
         let mut report = MountReport::default();
-        for (path, meta) in files {
-            match registry.mount_tracked(&path, &meta).await {
+        for (path, meta, read) in registry.build_files(files).await {
+            match registry.settle_tracked(&path, &meta, read) {
                 Ok((tool, notice)) => {
                     report.mounted.push(MountedGraph {
                         name: tool.name().to_owned(),
@@ -326,17 +346,82 @@ impl Registry {
         self.inner.events.subscribe()
     }
 
-    /// Mounts a file of a folder and records it for the watcher.
-    async fn mount_tracked(
+    /// Reads and builds the `files` of the folders, up to
+    /// [`MAX_CONCURRENT_MOUNTS`] at once; the results come back in the
+    /// order of `files`.
+    async fn build_files(
+        &self,
+        files: Vec<(PathBuf, std::fs::Metadata)>,
+    ) -> Vec<(PathBuf, std::fs::Metadata, ReadAndBuilt)> {
+        let lanes = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_MOUNTS));
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, (path, _)) in files.iter().enumerate() {
+            let registry = self.clone();
+            let path = path.clone();
+            let lanes = lanes.clone();
+            tasks.spawn(async move {
+                // The semaphore is never closed.
+                let _lane = lanes.acquire_owned().await;
+                (i, registry.read_and_build(&path).await)
+            });
+        }
+        let mut results: Vec<Option<ReadAndBuilt>> = files.iter().map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((i, outcome)) => results[i] = Some(outcome),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Only a shutting-down runtime cancels the tasks.
+                Err(_) => {}
+            }
+        }
+        files
+            .into_iter()
+            .zip(results)
+            .map(|((path, meta), outcome)| {
+                let outcome = outcome.unwrap_or_else(|| {
+                    Err(MountWarning::new(
+                        &path,
+                        MountErrorKind::Load,
+                        "mounting was cancelled: the host is shutting down".to_owned(),
+                    ))
+                });
+                (path, meta, outcome)
+            })
+            .collect()
+    }
+
+    /// The part of mounting a file of a folder that may run alongside
+    /// others: reading it and building its tool.
+    async fn read_and_build(&self, path: &Path) -> ReadAndBuilt {
+        let bytes = read(path)?;
+        let digest = sha256_hex(&bytes);
+        let built = self
+            .build_digested(bytes, digest.clone(), ToolSource::File(path.to_path_buf()))
+            .await;
+        Ok((digest, built))
+    }
+
+    /// Registers what [`Registry::read_and_build`] built for a file of a
+    /// folder, logs the outcome and records the file for the watcher.
+    fn settle_tracked(
         &self,
         path: &Path,
         meta: &std::fs::Metadata,
+        read: ReadAndBuilt,
     ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
-        let bytes = read(path)?;
-        let digest = sha256_hex(&bytes);
-        let outcome = self
-            .mount_source(bytes, ToolSource::File(path.to_path_buf()), None)
-            .await;
+        let (digest, built) = match read {
+            Ok(read) => read,
+            Err(w) => {
+                self.log(&w);
+                return Err(w);
+            }
+        };
+        let outcome = built.and_then(|built| self.insert(built, None));
+        match &outcome {
+            Ok((_, Some(notice))) => self.log(notice),
+            Err(w) => self.log(w),
+            Ok(_) => {}
+        }
         let status = match &outcome {
             Ok((tool, _)) => FileStatus::Mounted(tool.name().to_owned()),
             Err(w) => FileStatus::Failed(w.kind),
@@ -455,12 +540,26 @@ impl Registry {
         bytes: Vec<u8>,
         source: ToolSource,
     ) -> Result<Built, MountWarning> {
+        let digest = sha256_hex(&bytes);
+        self.build_digested(bytes, digest, source).await
+    }
+
+    /// [`Registry::build`] of bytes whose sha256 is `digest`.
+    ///
+    /// A component the compile cache remembers as failed to load (same
+    /// digest and engine, load limits no more generous) is refused at once;
+    /// a new failure caused by the component is remembered.
+    async fn build_digested(
+        &self,
+        bytes: Vec<u8>,
+        digest: String,
+        source: ToolSource,
+    ) -> Result<Built, MountWarning> {
         let inner = &self.inner;
         let label = match &source {
             ToolSource::File(p) => p.clone(),
             other => PathBuf::from(other.label("?")),
         };
-        let digest = sha256_hex(&bytes);
         let bytes: Arc<[u8]> = Arc::from(bytes);
         if let Some(spec) = inner.cache.spec(&digest) {
             return GraphTool::build(
@@ -472,19 +571,33 @@ impl Registry {
                 Some((digest, bytes, inner.cache.clone())),
             );
         }
-        let load_err = |e: sandgraph_runtime::RunError| {
-            MountWarning::new(label.clone(), MountErrorKind::Load, e.message)
+        let limits = &inner.runtime.config().load_limits;
+        let remembered = inner.cache.load_failure(&digest, limits);
+        if let Some((failure, true)) = &remembered {
+            return Err(MountWarning::new(
+                label,
+                MountErrorKind::Load,
+                format!(
+                    "skipped: failed to load earlier (cached): {}; it is retried when the file \
+                     changes",
+                    failure.message
+                ),
+            ));
+        }
+        let loaded = match inner.cache.component(&inner.runtime, &digest, &bytes).await {
+            Ok(component) => inner.runtime.load_component(component).await,
+            Err(e) => Err(e),
         };
-        let component = inner
-            .cache
-            .component(&inner.runtime, &digest, &bytes)
-            .await
-            .map_err(load_err)?;
-        let graph = inner
-            .runtime
-            .load_component(component)
-            .await
-            .map_err(load_err)?;
+        let graph = match loaded {
+            Ok(graph) => graph,
+            Err(e) => {
+                inner.cache.put_load_failure(&digest, &e, limits);
+                return Err(MountWarning::new(label, MountErrorKind::Load, e.message));
+            }
+        };
+        if remembered.is_some() {
+            inner.cache.remove_load_failure(&digest);
+        }
         inner.cache.put_spec(&digest, graph.spec());
         GraphTool::build(
             &inner.runtime,

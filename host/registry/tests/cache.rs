@@ -1,17 +1,22 @@
 //! The compile cache: a warm start compiles nothing, bad artifacts are
-//! recompiled, and concurrent first calls load a graph once.
+//! recompiled, concurrent first calls load a graph once, and a graph that
+//! failed to load is skipped at once until its file changes.
 
 mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use common::{folder, fresh_runtime, options};
+use common::{at, folder, fresh_runtime, options};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
-use sandgraph_registry::{CallOptions, Registry, RegistryOptions};
-use sandgraph_runtime::Runtime;
+use sandgraph_registry::{CallOptions, MountErrorKind, MountReport, Registry, RegistryOptions};
+use sandgraph_runtime::{CancellationToken, Limits, RunOptions, Runtime, RuntimeConfig};
 use sandgraph_store::Store;
-use sandgraph_tests::{ECHO, GREET};
+use sandgraph_tests::{
+    ECHO, GREET, HOSTILE_DESCRIBE_ALLOC, HOSTILE_DESCRIBE_SPIN, HOSTILE_DESCRIBE_TRAP,
+    HOSTILE_HOST_SLEEP,
+};
 use serde_json::json;
 
 /// The store's artifact table (see `host/store/src/schema.rs`).
@@ -269,4 +274,199 @@ async fn concurrent_first_calls_on_a_cold_graph_compile_it_once() {
     let registry = open_cached(&rt, dir.path(), &store).await;
     concurrent_first_calls(&registry, 8).await;
     assert_eq!(rt.compile_count(), 0);
+}
+
+/// Opens `dir` with the cache `store`, whatever fails to mount.
+async fn open_reporting(rt: &Runtime, dir: &Path, store: &Store) -> (Registry, MountReport) {
+    let opts = RegistryOptions {
+        cache: Some(store.clone()),
+        ..options(&[dir])
+    };
+    Registry::open(rt.clone(), opts).await.unwrap()
+}
+
+fn reasons(report: &MountReport) -> Vec<(String, &str)> {
+    report
+        .warnings
+        .iter()
+        .map(|w| {
+            assert_eq!(w.kind, MountErrorKind::Load, "{w}");
+            let file = w.path.file_name().unwrap().to_string_lossy().into_owned();
+            (file, w.reason.as_str())
+        })
+        .collect()
+}
+
+const SKIPPED: &str = "skipped: failed to load earlier (cached): ";
+const RETRIED: &str = "; it is retried when the file changes";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_that_failed_to_load_is_skipped_at_once_until_its_file_changes() {
+    let dir = folder(&[
+        ("a_echo.wasm", ECHO),
+        ("b_spin.wasm", HOSTILE_DESCRIBE_SPIN),
+        ("c_alloc.wasm", HOSTILE_DESCRIBE_ALLOC),
+        ("d_trap.wasm", HOSTILE_DESCRIBE_TRAP),
+    ]);
+    let d = dir.path();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+
+    // First start: every component compiled, the three hostile ones fail
+    // under the load limits and are remembered.
+    let rt = fresh_runtime();
+    let started = Instant::now();
+    let (registry, first) = open_reporting(&rt, d, &store).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(registry.names(), ["echo_graph"]);
+    assert_eq!(rt.compile_count(), 4);
+    let first: Vec<(String, String)> = reasons(&first)
+        .into_iter()
+        .map(|(f, r)| (f, r.to_owned()))
+        .collect();
+    let files: Vec<&str> = first.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(files, ["b_spin.wasm", "c_alloc.wasm", "d_trap.wasm"]);
+    assert!(
+        first.iter().all(|(_, r)| !r.starts_with("skipped")),
+        "{first:?}"
+    );
+    assert_eq!(store.compile_cache().load_failure_count().unwrap(), 3);
+    drop(registry);
+
+    // Second start (a new process): skipped at once, with the first error,
+    // nothing compiled or run.
+    let rt = fresh_runtime();
+    let started = Instant::now();
+    let (registry, second) = open_reporting(&rt, d, &store).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    assert_eq!(registry.names(), ["echo_graph"]);
+    assert_eq!(rt.compile_count(), 0, "a remembered failure was compiled");
+    let second = reasons(&second);
+    assert_eq!(second.len(), 3);
+    for ((file, reason), (first_file, first_reason)) in second.iter().zip(&first) {
+        assert_eq!(file, first_file);
+        assert_eq!(*reason, format!("{SKIPPED}{first_reason}{RETRIED}"));
+    }
+    drop(registry);
+
+    // The files change: the spin becomes greet (mounted), the trap becomes
+    // the alloc (failed before: skipped at once), the alloc is unchanged.
+    std::fs::copy(GREET, at(d, "b_spin.wasm")).unwrap();
+    std::fs::copy(HOSTILE_DESCRIBE_ALLOC, at(d, "d_trap.wasm")).unwrap();
+    let rt = fresh_runtime();
+    let (registry, third) = open_reporting(&rt, d, &store).await;
+    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+    assert_eq!(rt.compile_count(), 1, "only the new bytes were compiled");
+    let third = reasons(&third);
+    let files: Vec<&str> = third.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(files, ["c_alloc.wasm", "d_trap.wasm"]);
+    assert!(
+        third.iter().all(|(_, r)| r.starts_with(SKIPPED)),
+        "{third:?}"
+    );
+}
+
+#[tokio::test]
+async fn more_generous_load_limits_retry_a_remembered_failure() {
+    let dir = folder(&[("trap.wasm", HOSTILE_DESCRIBE_TRAP)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let rt = fresh_runtime();
+    open_reporting(&rt, dir.path(), &store).await;
+    assert_eq!(store.compile_cache().load_failure_count().unwrap(), 1);
+
+    // The same limits, or tighter: skipped.
+    let tighter = Runtime::with_config(RuntimeConfig {
+        max_instances: 4,
+        load_limits: Limits {
+            timeout: Duration::from_millis(200),
+            ..Limits::for_load()
+        },
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let (_, report) = open_reporting(&tighter, dir.path(), &store).await;
+    assert!(
+        report.warnings[0].reason.starts_with(SKIPPED),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(tighter.compile_count(), 0);
+
+    // A longer load deadline: tried again (and it fails again, described).
+    let generous = Runtime::with_config(RuntimeConfig {
+        max_instances: 4,
+        load_limits: Limits {
+            timeout: Duration::from_secs(2),
+            ..Limits::for_load()
+        },
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let (_, report) = open_reporting(&generous, dir.path(), &store).await;
+    let reason = &report.warnings[0].reason;
+    assert!(reason.starts_with("describe failed: "), "{reason}");
+    // Now recorded under the generous limits: skipped by them too.
+    let again = Runtime::with_config(generous.config().clone()).unwrap();
+    let (_, report) = open_reporting(&again, dir.path(), &store).await;
+    assert!(report.warnings[0].reason.starts_with(SKIPPED));
+    assert_eq!(again.compile_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_that_finds_the_host_busy_is_not_remembered() {
+    // One instance slot, held by a run sleeping in a host call while the
+    // folder mounts.
+    let rt = Runtime::with_config(RuntimeConfig {
+        max_instances: 1,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let sleeper = rt.load_file(Path::new(HOSTILE_HOST_SLEEP)).await.unwrap();
+    let cancel = CancellationToken::new();
+    let run = {
+        let (rt, sleeper, cancel) = (rt.clone(), sleeper.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let opts = RunOptions {
+                limits: Some(Limits {
+                    timeout: Duration::from_secs(20),
+                    ..Limits::default()
+                }),
+                cancel,
+                ..RunOptions::default()
+            };
+            rt.run(&sleeper, json!({}), opts).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    if run.is_finished() {
+        panic!("the sleeper ended early: {:?}", run.await.unwrap());
+    }
+
+    let dir = folder(&[("echo.wasm", ECHO)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let (registry, report) = open_reporting(&rt, dir.path(), &store).await;
+    assert!(registry.names().is_empty());
+    let reason = &report.warnings[0].reason;
+    assert!(
+        reason.starts_with("cannot load the graph now: "),
+        "{reason}"
+    );
+    assert_eq!(
+        store.compile_cache().load_failure_count().unwrap(),
+        0,
+        "the host's state is not the component's failure"
+    );
+
+    cancel.cancel();
+    run.await.unwrap().unwrap_err();
+    let (registry, report) = open_reporting(&rt, dir.path(), &store).await;
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(registry.names(), ["echo_graph"]);
 }

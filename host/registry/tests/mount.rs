@@ -15,7 +15,7 @@ use sandgraph_registry::{
 use sandgraph_runtime::ErrorCode;
 use sandgraph_tests::{
     ECHO, GRAPH_BAD_PARAMS, GRAPH_CONTEXT, GRAPH_INVALID_SPEC, GRAPH_RESERVED_NAME, GREET,
-    HOSTILE_INFINITE_LOOP,
+    HOSTILE_DESCRIBE_ALLOC, HOSTILE_DESCRIBE_SPIN, HOSTILE_DESCRIBE_TRAP, HOSTILE_INFINITE_LOOP,
 };
 use serde_json::json;
 
@@ -567,5 +567,91 @@ async fn an_oversized_file_is_refused_without_reading_it_whole() {
     assert_eq!(
         report.warnings[0].reason,
         "cannot read the file: the file is larger than the 64 MiB limit for a graph component"
+    );
+}
+
+/// Whether `reason` names a load limit that stops a spinning `describe`:
+/// the fuel budget, or the deadline when the machine is too busy for the
+/// fuel to run out first.
+fn names_a_spin_limit(reason: &str) -> bool {
+    reason.contains("describe used up the load fuel budget of 5000000000")
+        || reason.contains("describe did not finish within the load limit of 500 ms")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graphs_whose_describe_spins_allocates_or_traps_are_stopped_by_the_load_limits() {
+    let dir = folder(&[
+        ("a_spin.wasm", HOSTILE_DESCRIBE_SPIN),
+        ("b_alloc.wasm", HOSTILE_DESCRIBE_ALLOC),
+        ("c_echo.wasm", ECHO),
+        ("d_trap.wasm", HOSTILE_DESCRIBE_TRAP),
+        ("e_spin_again.wasm", HOSTILE_DESCRIBE_SPIN),
+        ("f_greet.wasm", GREET),
+    ]);
+    let d = dir.path();
+    let started = Instant::now();
+    let (registry, report) = open(d).await;
+    let elapsed = started.elapsed();
+    // A safety net, not a benchmark: each hostile describe ends within the
+    // 600 ms load deadline, and they run side by side. (Before the load
+    // limits a spinning describe alone took about 27 s.)
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+    let warnings: Vec<(&Path, MountErrorKind, &str)> = report
+        .warnings
+        .iter()
+        .map(|w| (w.path.as_path(), w.kind, w.reason.as_str()))
+        .collect();
+    let paths: Vec<&Path> = warnings.iter().map(|w| w.0).collect();
+    assert_eq!(
+        paths,
+        [
+            at(d, "a_spin.wasm").as_path(),
+            at(d, "b_alloc.wasm").as_path(),
+            at(d, "d_trap.wasm").as_path(),
+            at(d, "e_spin_again.wasm").as_path(),
+        ],
+        "in path order, whatever finished first"
+    );
+    assert!(warnings.iter().all(|w| w.1 == MountErrorKind::Load));
+    assert!(names_a_spin_limit(warnings[0].2), "{}", warnings[0].2);
+    assert!(names_a_spin_limit(warnings[3].2), "{}", warnings[3].2);
+    assert_eq!(
+        warnings[1].2,
+        "describe exceeded the load memory cap of 64 MiB per instance"
+    );
+    assert!(
+        warnings[2]
+            .2
+            .starts_with("describe failed: describe trapped"),
+        "{}",
+        warnings[2].2
+    );
+    assert!(
+        warnings[2]
+            .2
+            .contains("describe refuses to describe itself"),
+        "the panic message: {}",
+        warnings[2].2
+    );
+    // The good graphs serve.
+    let out = registry
+        .get("echo_graph")
+        .unwrap()
+        .call(json!({"input": {"topic": "t"}}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value["topic"], json!("t"));
+
+    // Strict mode names them all.
+    let opts = RegistryOptions {
+        strict: true,
+        ..options(&[d])
+    };
+    let err = Registry::open(runtime(), opts).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("4 graphs failed to mount (strict): "),
+        "{err}"
     );
 }

@@ -5,13 +5,17 @@
 
 use std::sync::Arc;
 
+use sandgraph_core::text::guest_text;
+
 use crate::bindings::{HostImports, LogLevel};
 use crate::limits::{MAX_LOG_LINES_PER_INSTANCE, MAX_LOG_MESSAGE_BYTES};
 use crate::sandbox::RunControl;
 
 /// Where guest log lines go.
 pub trait LogSink: Send + Sync + 'static {
-    /// One line from graph `graph`, already bounded.
+    /// One line from graph `graph`, already bounded (cut at
+    /// `MAX_LOG_MESSAGE_BYTES`, the cut marked) and escaped: it holds no
+    /// control character, so it is one inert line.
     fn log(&self, graph: &str, level: GuestLogLevel, message: &str);
 }
 
@@ -60,18 +64,6 @@ impl HostApi {
     }
 }
 
-/// Cuts `s` to at most `max` bytes on a character boundary.
-pub(crate) fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 impl HostImports for HostApi {
     fn log(&mut self, level: LogLevel, message: String) {
         self.lines += 1;
@@ -92,10 +84,13 @@ impl HostImports for HostApi {
             LogLevel::Warn => GuestLogLevel::Warn,
             LogLevel::Error => GuestLogLevel::Error,
         };
+        // One record, one inert line: a newline or an escape sequence in
+        // the guest's text is written as a visible escape, so the line can
+        // neither forge a host line nor drive the operator's terminal.
         self.sink.log(
             &self.graph,
             level,
-            truncate(&message, MAX_LOG_MESSAGE_BYTES),
+            &guest_text(&message, MAX_LOG_MESSAGE_BYTES),
         );
     }
 

@@ -27,6 +27,6 @@ pub use hooks::{
 pub use policy::{ArgLimit, PolicyConfig};
 pub use router::{
     DEFAULT_MAX_RETRIES, DEFAULT_SYSTEM_PROMPT, FALLBACK_TOOL, Fallback, GraphRoutingAgent,
-    MAX_JOURNAL_OUTCOME_BYTES, RouteError, RouteOptions, RouteOutcome, RouterOptions, ToolFilter,
-    feedback,
+    MAX_JOURNAL_OUTCOME_BYTES, MAX_JOURNAL_REASON_BYTES, RouteError, RouteOptions, RouteOutcome,
+    RouterOptions, ToolFilter, feedback,
 };

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use sandgraph_core::text::{MAX_GUEST_NAME_BYTES, guest_message, guest_name, guest_text};
 use sandgraph_llm::{ChatRequest, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::{CallOptions, GraphTool, Registry};
 use sandgraph_runtime::{CancellationToken, ErrorCode, RunError};
@@ -27,6 +28,13 @@ pub const DEFAULT_MAX_RETRIES: u32 = 3;
 /// second copy of every result, so bigger outcomes are kept as their first
 /// bytes plus their size.
 pub const MAX_JOURNAL_OUTCOME_BYTES: usize = 64 * 1024;
+
+/// The longest `reason` the journal keeps, in bytes of input text. A reason
+/// quotes a graph's error or `validate` reason (capped by the runtime at
+/// 4 KiB) or a model's plain-text answer (unbounded); 16 KiB keeps the
+/// host's prefix and the quoted text whole while a flood cannot fill the
+/// journal. The kept text is escaped: one inert line.
+pub const MAX_JOURNAL_REASON_BYTES: usize = 16 * 1024;
 
 /// The system prompt when none is configured.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You route a user's request to a tool. Call exactly one of the tools, the one that fits the request, with arguments that satisfy its parameters. If no tool fits the request, answer in plain text without calling a tool.";
@@ -249,7 +257,14 @@ fn journal_value(value: &Value) -> Value {
 }
 
 fn error_value(e: &RunError) -> Value {
-    json!({"error": {"code": e.code.as_str(), "message": e.message}})
+    json!({"error": {"code": e.code.as_str(), "message": journal_text(&e.message)}})
+}
+
+/// Text the journal keeps: capped at [`MAX_JOURNAL_REASON_BYTES`] (the cut
+/// marked) with every control character escaped, so a graph or a model can
+/// neither flood the journal nor forge a line of `sandgraph journal`.
+fn journal_text(text: &str) -> String {
+    guest_text(text, MAX_JOURNAL_REASON_BYTES)
 }
 
 impl GraphRoutingAgent {
@@ -672,8 +687,8 @@ impl GraphRoutingAgent {
             return Ok(Check::Rejected {
                 stage: "unknown_tool",
                 reason: format!(
-                    "unknown tool \"{}\"; choose one of: {}",
-                    call.name,
+                    "unknown tool {}; choose one of: {}",
+                    guest_name(&call.name),
                     names.join(", ")
                 ),
             });
@@ -688,7 +703,11 @@ impl GraphRoutingAgent {
             Err(e) => {
                 return Ok(Check::Rejected {
                     stage: "invalid_json",
-                    reason: format!("the arguments of \"{}\" are not valid JSON: {e}", call.name),
+                    reason: format!(
+                        "the arguments of {} are not valid JSON: {}",
+                        guest_name(&call.name),
+                        guest_message(&e.to_string())
+                    ),
                 });
             }
         };
@@ -699,11 +718,15 @@ impl GraphRoutingAgent {
             }),
             Err(e) if e.code == ErrorCode::InvalidArgs => Ok(Check::Rejected {
                 stage: "invalid_args",
-                reason: e.message,
+                reason: guest_message(&e.message),
             }),
             Err(e) if e.code == ErrorCode::Validation => Ok(Check::Rejected {
                 stage: "validate",
-                reason: format!("graph \"{}\" refused the request: {}", call.name, e.message),
+                reason: format!(
+                    "graph \"{}\" refused the request: {}",
+                    call.name,
+                    guest_message(&e.message)
+                ),
             }),
             // Loading the graph or running its `validate` failed: the
             // graph's own error, not a routing rejection.
@@ -774,11 +797,12 @@ impl GraphRoutingAgent {
             attempt,
             at_ms,
             request: request.to_owned(),
-            tool: r.tool,
-            args: r.args,
+            // A rejected choice names whatever tool the model made up.
+            tool: r.tool.map(|t| guest_text(&t, MAX_GUEST_NAME_BYTES)),
+            args: r.args.as_ref().map(journal_value),
             decision: r.decision.to_owned(),
             stage: r.stage.map(str::to_owned),
-            reason: r.reason,
+            reason: r.reason.as_deref().map(journal_text),
             outcome: r.outcome,
             model_ms: r.model_ms,
             check_ms: r.check_ms,
@@ -820,4 +844,22 @@ fn push_feedback(
         tool_call_id: id,
         content: feedback(reason),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_text_is_bounded_and_inert() {
+        let flood = format!("\u{1b}]0;pwned\u{7}\nerror[ok]: forged{}", "x".repeat(1 << 20));
+        let kept = journal_text(&flood);
+        assert!(kept.len() < MAX_JOURNAL_REASON_BYTES + 32, "{}", kept.len());
+        assert!(kept.starts_with("\\u{1b}]0;pwned\\u{7}\\nerror[ok]: forged"));
+        assert!(kept.ends_with("more bytes]"));
+        assert!(!kept.chars().any(char::is_control));
+        let v = error_value(&RunError::new(ErrorCode::NodeError, flood));
+        let message = v["error"]["message"].as_str().unwrap();
+        assert_eq!(message, kept);
+    }
 }

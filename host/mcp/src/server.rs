@@ -20,6 +20,7 @@ use rmcp::service::{
 };
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use sandgraph_controller::{ToolDef, ToolFailure, ToolResult};
+use sandgraph_core::text::{guest_name, guest_text};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
 use sandgraph_runtime::{CancellationToken, RunError, StepEvent};
 use serde_json::Value;
@@ -39,6 +40,13 @@ pub const BUSY: &str = "busy";
 /// Error code of a call to a name that is not a listed tool:
 /// `[unknown_tool] ...`.
 pub const UNKNOWN_TOOL: &str = "unknown_tool";
+
+/// The longest error text a tool result carries, in bytes of input text. A
+/// run's error quotes a graph's own message (capped by the runtime at 4 KiB)
+/// behind the host's words; 16 KiB keeps both whole, while a failure that
+/// still carries a flood cannot fill a model's context. The text is
+/// escaped: control characters arrive as visible escapes.
+pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 
 /// How the server runs calls.
 #[derive(Debug, Clone)]
@@ -448,7 +456,7 @@ impl McpServer {
             };
             return error_result(
                 UNKNOWN_TOOL,
-                &format!("no tool named \"{name}\"; available: {available}"),
+                &format!("no tool named {}; available: {available}", guest_name(name)),
             );
         };
         let _permit = match self.admit() {
@@ -600,12 +608,20 @@ fn progress_of(token: &ProgressToken, ev: &StepEvent) -> ProgressNotificationPar
 }
 
 /// `[<code>] <message>` as an error tool result.
+/// `[<code>] <message>` as an error result, the message bounded by
+/// [`MAX_ERROR_TEXT_BYTES`] and escaped: it may quote a graph's own text.
 fn error_result(code: &str, message: &str) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!("[{code}] {message}"))])
+    CallToolResult::error(vec![ContentBlock::text(error_text(&format!(
+        "[{code}] {message}"
+    )))])
+}
+
+fn error_text(text: &str) -> String {
+    guest_text(text, MAX_ERROR_TEXT_BYTES)
 }
 
 /// A run's outcome as a tool result: the final state as structured content
-/// plus its pretty JSON, or `[<code>] <message>`.
+/// plus its pretty JSON, or `[<code>] <message>` (bounded, escaped).
 fn to_result(outcome: Result<ToolOutput, RunError>) -> CallToolResult {
     match outcome {
         Ok(out) => {
@@ -618,7 +634,8 @@ fn to_result(outcome: Result<ToolOutput, RunError>) -> CallToolResult {
 }
 
 /// An agent-graph call as a tool result: the text block plus the value as
-/// structured content, or the failure's text (exactly its `Display`).
+/// structured content, or the failure's text (its `Display`, bounded and
+/// escaped).
 fn agent_graph_result(outcome: Result<ToolResult, ToolFailure>) -> CallToolResult {
     match outcome {
         Ok(r) => {
@@ -626,7 +643,7 @@ fn agent_graph_result(outcome: Result<ToolResult, ToolFailure>) -> CallToolResul
             result.structured_content = Some(r.value);
             result
         }
-        Err(f) => CallToolResult::error(vec![ContentBlock::text(f.to_string())]),
+        Err(f) => CallToolResult::error(vec![ContentBlock::text(error_text(&f.to_string()))]),
     }
 }
 
@@ -779,6 +796,25 @@ mod tests {
             panic!("a text block");
         };
         assert_eq!(t.text, "[timeout] run timed out");
+    }
+
+    #[test]
+    fn error_text_is_bounded_and_inert() {
+        let flood = format!(
+            "node \"fail\" failed: \u{1b}]0;pwned\u{7}\nerror[ok]: forged{}",
+            "x".repeat(1 << 20)
+        );
+        let r = to_result(Err(RunError::new(ErrorCode::NodeError, flood)));
+        assert_eq!(r.is_error, Some(true));
+        let ContentBlock::Text(t) = &r.content[0] else {
+            panic!("a text block");
+        };
+        assert!(t.text.len() < MAX_ERROR_TEXT_BYTES + 32, "{}", t.text.len());
+        assert!(t.text.starts_with(
+            "[node_error] node \"fail\" failed: \\u{1b}]0;pwned\\u{7}\\nerror[ok]: forged"
+        ));
+        assert!(t.text.ends_with("more bytes]"));
+        assert!(!t.text.chars().any(char::is_control));
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use sandgraph_runtime::{ErrorCode, RunError};
 
+use crate::show;
+
 /// The run stopped at an interrupt and waits for a resume value. Not an error.
 pub const INTERRUPTED: u8 = 20;
 /// `sandgraph build` could not build the crate.
@@ -76,8 +78,16 @@ impl Failure {
         }
     }
 
+    /// Prints the report as one line: the message bounded by
+    /// [`show::MAX_REPORT_BYTES`] and escaped. It may quote a graph, a model
+    /// or a client however it got here; none of them may drive the terminal
+    /// or forge a line.
     pub fn report(self) -> ExitCode {
-        eprintln!("error[{}]: {}", self.code, self.message);
+        eprintln!(
+            "error[{}]: {}",
+            self.code,
+            show::line(&self.message, show::MAX_REPORT_BYTES)
+        );
         ExitCode::from(self.exit)
     }
 }

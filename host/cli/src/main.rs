@@ -4,6 +4,7 @@ mod build;
 mod exit;
 mod route;
 mod serve;
+mod show;
 mod supervise;
 mod threads;
 mod tools;
@@ -229,7 +230,7 @@ async fn run(
     };
     let mut on_step = |ev: &sandgraph_runtime::StepEvent| {
         if stream && let Ok(line) = serde_json::to_string(ev) {
-            eprintln!("{line}");
+            eprintln!("{}", show::json(&line));
         }
     };
     if let Some(id) = &thread.thread {
@@ -266,7 +267,7 @@ fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
 pub(crate) fn print_pretty(v: &Value) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(v)
         .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?;
-    println!("{text}");
+    println!("{}", show::json(&text));
     Ok(())
 }
 
@@ -274,7 +275,7 @@ async fn inspect(path: &Path, mermaid: bool) -> Result<(), Failure> {
     let rt = Runtime::new()?;
     let graph = load(&rt, path).await?;
     if mermaid {
-        print!("{}", graph.spec().to_mermaid());
+        print!("{}", show::lines(&graph.spec().to_mermaid()));
         Ok(())
     } else {
         let v = serde_json::to_value(graph.spec()).map_err(|e| Failure::internal(e.to_string()))?;

@@ -14,6 +14,7 @@ use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::{JournalEntry, Store};
 
 use crate::exit::{self, Failure};
+use crate::show;
 use crate::threads::{db_path, storage};
 use crate::tools::{MountArgs, load_operator_config};
 
@@ -210,39 +211,40 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
     }
     println!(
         "{}",
-        serde_json::to_string_pretty(&printed)
-            .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+        show::json(
+            &serde_json::to_string_pretty(&printed)
+                .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+        )
     );
     Ok(ExitCode::SUCCESS)
 }
 
-fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(max).collect();
-    cut.push('…');
-    cut
-}
-
+/// One journal entry as text. Every field a person, a model or a graph
+/// wrote (request, tool, arguments, reason) is folded onto its line and
+/// escaped, so an entry can neither forge another nor drive the terminal.
 fn line(e: &JournalEntry) -> String {
     let decision = match &e.stage {
-        Some(stage) => format!("{} ({stage})", e.decision),
-        None => e.decision.clone(),
+        Some(stage) => format!(
+            "{} ({})",
+            show::folded(&e.decision, 40),
+            show::folded(stage, 40)
+        ),
+        None => show::folded(&e.decision, 40),
     };
     let args = e
         .args
         .as_ref()
-        .map(|a| one_line(&a.to_string(), 80))
+        .map(|a| show::folded(&a.to_string(), 80))
         .unwrap_or_default();
     let mut s = format!(
         "#{} {} attempt {} {} {}{}",
         e.seq,
-        e.route_id,
+        show::folded(&e.route_id, 80),
         e.attempt,
         decision,
-        e.tool.as_deref().unwrap_or("-"),
+        e.tool
+            .as_deref()
+            .map_or_else(|| "-".to_owned(), |t| show::folded(t, 80)),
         if args.is_empty() {
             String::new()
         } else {
@@ -258,12 +260,12 @@ fn line(e: &JournalEntry) -> String {
             .unwrap_or_default()
     ));
     if let Some(reason) = &e.reason {
-        s.push_str(&format!("\n    reason: {}", one_line(reason, 200)));
+        s.push_str(&format!("\n    reason: {}", show::folded(reason, 200)));
     }
     if e.attempt == 1 {
         s = format!(
             "{}\n{s}",
-            format_args!("request: {}", one_line(&e.request, 200))
+            format_args!("request: {}", show::folded(&e.request, 200))
         );
     }
     s
@@ -288,12 +290,56 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
         if args.json {
             println!(
                 "{}",
-                serde_json::to_string(e)
-                    .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+                show::json(
+                    &serde_json::to_string(e)
+                        .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+                )
             );
         } else {
             println!("{}", line(e));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_journal_entry_cannot_forge_lines_or_drive_the_terminal() {
+        let e = JournalEntry {
+            seq: 1,
+            route_id: "route-1".into(),
+            attempt: 1,
+            at_ms: 0,
+            request: "hi\u{1b}]0;pwned\u{7}\nerror[ok]: forged".into(),
+            tool: Some("ghost\u{1b}[31m".into()),
+            args: Some(json!({"a": "\u{9b}2J"})),
+            decision: "rejected".into(),
+            stage: Some("unknown_tool".into()),
+            reason: Some("bad\r\nerror[ok]: forged\u{202e}".into()),
+            outcome: None,
+            model_ms: 1,
+            check_ms: 2,
+            run_ms: None,
+            graph_digest: None,
+        };
+        let text = line(&e);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(
+            lines[0],
+            "request: hi\\u{1b}]0;pwned\\u{7} error[ok]: forged"
+        );
+        assert!(
+            lines[1].starts_with("#1 route-1 attempt 1 rejected (unknown_tool) ghost\\u{1b}[31m "),
+            "{text}"
+        );
+        assert!(lines[1].contains("\\u{9b}2J"), "{text}");
+        assert_eq!(lines[2], "    reason: bad error[ok]: forged\\u{202e}");
+        assert!(!text.chars().any(|c| c != '\n' && c.is_control()));
+    }
 }

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::exit::{self, Failure};
 use crate::route::{ModelArgs, agent_config, provider};
+use crate::show;
 use crate::threads::{db_path, storage};
 use crate::tools::{MountArgs, load_operator_config};
 
@@ -123,18 +124,24 @@ fn failure(e: SuperviseError) -> Failure {
 fn progress(e: &Event) {
     match e {
         Event::Turn { turn } => eprintln!("supervisor turn {turn}"),
-        Event::ToolCall { tool, result } => eprintln!("  {tool}: {result}"),
+        Event::ToolCall { tool, result } => eprintln!(
+            "  {}: {}",
+            show::folded(tool, 80),
+            show::line(result, show::MAX_LINE_BYTES)
+        ),
         Event::Wave { records } => {
             for r in records {
                 eprintln!(
                     "  record {} (work {}): {}",
-                    r.record_id,
-                    r.work_id.as_deref().unwrap_or("-"),
-                    r.summary.lines().next().unwrap_or("")
+                    show::folded(&r.record_id, 80),
+                    show::folded(r.work_id.as_deref().unwrap_or("-"), 80),
+                    show::folded(r.summary.lines().next().unwrap_or(""), 400)
                 );
             }
         }
-        Event::WakeDelivered { wake_id } => eprintln!("  wake {wake_id} delivered"),
+        Event::WakeDelivered { wake_id } => {
+            eprintln!("  wake {} delivered", show::folded(wake_id, 80));
+        }
     }
 }
 
@@ -184,8 +191,10 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
     });
     println!(
         "{}",
-        serde_json::to_string_pretty(&printed)
-            .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+        show::json(
+            &serde_json::to_string_pretty(&printed)
+                .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+        )
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -214,10 +223,10 @@ pub async fn agent_graph(cmd: AgentGraphCommand) -> Result<ExitCode, Failure> {
                     .map_err(|e| RunError::new(ErrorCode::Storage, e.message))?;
                 println!(
                     "{}\t{}\t{} turns\t{}",
-                    run.graph_id,
+                    show::folded(&run.graph_id, 80),
                     if closed { "finished" } else { "open" },
                     run.turns,
-                    run.goal.split_whitespace().collect::<Vec<_>>().join(" ")
+                    show::folded(&run.goal, 400)
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -272,14 +281,17 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
         });
         println!(
             "{}",
-            serde_json::to_string_pretty(&value)
-                .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+            show::json(
+                &serde_json::to_string_pretty(&value)
+                    .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+            )
         );
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = String::new();
     out.push_str(&format!(
-        "agent graph {graph_id} ({}, revision {}, {} updates)\n",
+        "agent graph {} ({}, revision {}, {} updates)\n",
+        show::folded(graph_id, 80),
         if projection.closed() {
             "finished"
         } else {
@@ -291,7 +303,8 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
     if let Some(run) = &run {
         out.push_str(&format!(
             "goal: {}\nsupervisor turns: {}\n",
-            run.goal, run.turns
+            show::folded(&run.goal, 4096),
+            run.turns
         ));
     }
     out.push_str("\nwork:\n");
@@ -314,15 +327,11 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
         out.push_str(&format!(
             "  {} {} {}:{}{} — {}\n",
             w.status().as_str(),
-            w.work_id(),
+            show::folded(w.work_id(), 80),
             w.work().target.kind.as_str(),
-            w.work().target.id,
+            show::folded(&w.work().target.id, 80),
             claim,
-            w.work()
-                .instruction
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
+            show::folded(&w.work().instruction, 4096)
         ));
     }
     out.push_str("\nrecords:\n");
@@ -332,8 +341,8 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
     for r in projection.records() {
         out.push_str(&format!(
             "  {} (work {}, {}): {}\n",
-            r.record_id,
-            r.work_id.as_deref().unwrap_or("-"),
+            show::folded(&r.record_id, 80),
+            show::folded(r.work_id.as_deref().unwrap_or("-"), 80),
             r.outcome
                 .map(|o| serde_json::to_value(o)
                     .unwrap_or_default()
@@ -341,7 +350,7 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
                     .unwrap_or("")
                     .to_owned())
                 .unwrap_or_else(|| "record".to_owned()),
-            r.summary.split_whitespace().collect::<Vec<_>>().join(" ")
+            show::folded(&r.summary, 4096)
         ));
     }
     out.push_str("\nwakes:\n");
@@ -355,20 +364,20 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
                 .unwrap_or_default()
                 .as_str()
                 .unwrap_or(""),
-            w.wake_id,
+            show::folded(&w.wake_id, 80),
             w.attempt_count
         ));
         for a in attempts {
             out.push_str(&format!(
                 "    attempt {} {}{}\n",
-                a.attempt_id,
+                show::folded(&a.attempt_id, 80),
                 serde_json::to_value(a.status)
                     .unwrap_or_default()
                     .as_str()
                     .unwrap_or(""),
                 a.failure_reason
                     .as_deref()
-                    .map(|r| format!(": {r}"))
+                    .map(|r| format!(": {}", show::folded(r, 4096)))
                     .unwrap_or_default()
             ));
         }
@@ -376,8 +385,8 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
     if let Some(f) = projection.finish() {
         out.push_str(&format!(
             "\nfinished: {} — {}\n",
-            f.result_ids.join(", "),
-            f.reason
+            show::folded(&f.result_ids.join(", "), 4096),
+            show::folded(&f.reason, 4096)
         ));
     }
     print!("{out}");

@@ -14,6 +14,7 @@ use sandgraph_store::Store;
 use serde_json::Value;
 
 use crate::exit::{self, Failure};
+use crate::show;
 
 /// `sandgraph tools ...`
 #[derive(clap::Subcommand)]
@@ -127,7 +128,10 @@ fn open_cache(args: &MountArgs) -> Option<Store> {
 
 fn print_report(report: &MountReport) {
     for w in report.warnings.iter().chain(&report.notices) {
-        eprintln!("warning: {w}");
+        eprintln!(
+            "warning: {}",
+            show::line(&w.to_string(), show::MAX_LINE_BYTES)
+        );
     }
 }
 
@@ -179,10 +183,10 @@ fn print_table(registry: &Registry) {
         .unwrap_or(4);
     println!("{:<width$}  AS_TOOL  AS_GRAPH_TOOL  DESCRIPTION", "NAME");
     for t in tools {
-        let description = t.description().lines().next().unwrap_or("");
+        let description = show::folded(t.description().lines().next().unwrap_or(""), 200);
         println!(
             "{:<width$}  {:<7}  {:<13}  {description}",
-            t.name(),
+            show::line(t.name(), show::MAX_LINE_BYTES),
             yes_no(t.as_tool()),
             yes_no(t.as_graph_tool()),
         );
@@ -193,7 +197,7 @@ async fn list(args: &MountArgs, as_json: bool, watch: bool) -> Result<ExitCode, 
     let (registry, _) = open(args, LimitOverrides::default()).await?;
     if as_json {
         let defs: Vec<Value> = registry.list().iter().map(|t| t.definition()).collect();
-        println!("{}", render(&Value::Array(defs))?);
+        println!("{}", show::json(&render(&Value::Array(defs))?));
     } else {
         print_table(&registry);
     }
@@ -242,12 +246,15 @@ fn event_line(event: &RegistryEvent, as_json: bool) -> String {
         if let Some(r) = reason {
             v.insert("reason".into(), r.as_str().into());
         }
-        return Value::Object(v).to_string();
+        return show::json(&Value::Object(v).to_string());
     }
-    let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+    let path = show::line(
+        &path.map(|p| p.display().to_string()).unwrap_or_default(),
+        show::MAX_LINE_BYTES,
+    );
     match (name, reason) {
-        (Some(n), _) => format!("{kind} {n} from {path}"),
-        (None, Some(r)) => format!("{kind} {path}: {r}"),
+        (Some(n), _) => format!("{kind} {} from {path}", show::line(n, show::MAX_LINE_BYTES)),
+        (None, Some(r)) => format!("{kind} {path}: {}", show::line(r, show::MAX_LINE_BYTES)),
         (None, None) => format!("{kind} {path}"),
     }
 }
@@ -292,7 +299,7 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
         ..CallOptions::default()
     };
     let out = tool.call(input, opts).await?;
-    println!("{}", out.text);
+    println!("{}", show::json(&out.text));
     Ok(if out.interrupted {
         ExitCode::from(exit::INTERRUPTED)
     } else {

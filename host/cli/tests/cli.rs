@@ -270,3 +270,84 @@ fn build_compiles_checks_and_writes_the_component() {
     let o = sandgraph(&["build", out_dir.path().to_str().unwrap(), "--out", "x.wasm"]);
     assert_error(&o, "build", 12, "has no Cargo.toml");
 }
+
+/// Asserts that `text` holds no byte a terminal acts on: no C0 control but
+/// the newline ending a line, no DEL, no UTF-8-encoded C1 control.
+fn assert_inert(text: &str) {
+    for (i, c) in text.char_indices() {
+        assert!(
+            c == '\n' || !(c.is_control() || ('\u{80}'..='\u{9f}').contains(&c)),
+            "control character {:?} at byte {i} of {:?}",
+            c,
+            &text[i.saturating_sub(40)..(i + 40).min(text.len())]
+        );
+    }
+}
+
+#[test]
+fn a_hostile_node_error_is_one_bounded_inert_line() {
+    let o = sandgraph(&[
+        "run",
+        sandgraph_tests::HOSTILE_ESCAPE_ERROR,
+        "--input",
+        "{}",
+    ]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    // The guest's message is 32 MiB; the report stays one screenful.
+    assert!(o.stderr.len() < 16 * 1024, "{} bytes", o.stderr.len());
+    assert!(!o.stderr.contains(&0x1b), "no ESC reaches the terminal");
+    assert!(!o.stderr.contains(&0x07), "no BEL reaches the terminal");
+    let err = stderr(&o);
+    assert_inert(&err);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("error[")).count(),
+        1,
+        "{err}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with("error[ok]")), "{err}");
+    assert!(lines[0].starts_with("error[node_error]: "), "{err}");
+    // The escapes are shown, not dropped, and the cut is marked.
+    assert!(lines[0].contains("\\u{1b}]0;pwned\\u{7}"), "{err}");
+    assert!(lines[0].contains("\\nerror[ok]: forged"), "{err}");
+    assert!(lines[0].ends_with("more bytes]"), "{err}");
+}
+
+#[test]
+fn guest_log_lines_cannot_forge_host_lines() {
+    let o = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args(["run", sandgraph_tests::HOSTILE_LOG_FORGE, "--input", "{}"])
+        .env("SANDGRAPH_LOG", "info")
+        .output()
+        .expect("the sandgraph binary runs");
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&o)).unwrap(),
+        json!({"done": true})
+    );
+    assert!(
+        !o.stderr.contains(&0x1b),
+        "no ESC reaches the terminal: {err}"
+    );
+    assert_inert(&err);
+    assert!(
+        !err.lines().any(|l| l.starts_with("error[")),
+        "no line looks like a host error: {err}"
+    );
+    // Each record is one line, its newline and escape shown as text: the
+    // info and the warn line.
+    let forged: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("hello\\nerror[ok]: forged line\\u{1b}[31m"))
+        .collect();
+    assert_eq!(forged.len(), 2, "{err}");
+    // The 64 KiB flood line is capped, the cut marked.
+    let flood = err
+        .lines()
+        .find(|l| l.contains("\\u{1b}[2J"))
+        .expect("the flood line is logged");
+    assert!(flood.len() < 8 * 1024, "{} bytes", flood.len());
+    assert!(flood.contains("more bytes]"), "{flood}");
+}

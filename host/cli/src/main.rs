@@ -105,6 +105,12 @@ struct LimitArgs {
     /// Superstep budget (default 25)
     #[arg(long, value_name = "N")]
     recursion_limit: Option<u32>,
+    /// Bytes the host may keep for the run (state, outputs, events, checkpoints) in MiB (default 64)
+    #[arg(long, value_name = "N")]
+    host_memory_mb: Option<usize>,
+    /// Instances the run may hold at once; its parallel tasks queue beyond this (default 8)
+    #[arg(long, value_name = "N")]
+    instances: Option<u32>,
 }
 
 impl LimitArgs {
@@ -120,6 +126,12 @@ impl LimitArgs {
         }
         if let Some(r) = self.recursion_limit {
             l.recursion_limit = r;
+        }
+        if let Some(mb) = self.host_memory_mb {
+            l.host_bytes = mb.saturating_mul(1 << 20);
+        }
+        if let Some(n) = self.instances {
+            l.instances = n;
         }
         l
     }

@@ -275,6 +275,13 @@ fn read_args(arg: &str) -> Result<Value, Failure> {
 /// `sandgraph call NAME --graphs DIR --args JSON`.
 pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
     let input = read_args(&args.args)?;
+    // The registry's per-call overrides do not carry these two yet: refuse
+    // them rather than run with the defaults the caller meant to replace.
+    if args.limits.host_memory_mb.is_some() || args.limits.instances.is_some() {
+        return Err(invalid(
+            "--host-memory-mb and --instances apply to `sandgraph run` only, not yet to `call`",
+        ));
+    }
     let caps = LimitOverrides {
         timeout_ms: args.limits.timeout_ms,
         fuel: args.limits.fuel,

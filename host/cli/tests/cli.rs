@@ -351,3 +351,46 @@ fn guest_log_lines_cannot_forge_host_lines() {
     assert!(flood.len() < 8 * 1024, "{} bytes", flood.len());
     assert!(flood.contains("more bytes]"), "{flood}");
 }
+
+#[test]
+fn run_takes_the_host_memory_and_instance_limits() {
+    let o = sandgraph(&[
+        "run",
+        sandgraph_tests::ECHO,
+        "--input",
+        r#"{"topic":"hi"}"#,
+        "--host-memory-mb",
+        "128",
+        "--instances",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sandgraph(&[
+        "run",
+        sandgraph_tests::ECHO,
+        "--input",
+        "{}",
+        "--instances",
+        "0",
+    ]);
+    assert_error(
+        &o,
+        "invalid_input",
+        2,
+        "instances per run must be at least 1",
+    );
+    let o = sandgraph(&[
+        "run",
+        sandgraph_tests::ECHO,
+        "--input",
+        "{}",
+        "--host-memory-mb",
+        "0",
+    ]);
+    assert_error(
+        &o,
+        "invalid_input",
+        2,
+        "host byte budget must be at least 1 MiB",
+    );
+}

@@ -3,6 +3,13 @@
 //! compiled or run at mount), plus warm mount followed by loading every
 //! graph (deserializing its cached artifact), what a first call pays.
 //!
+//! The same folder plus 5 hostile graphs whose `describe` spins (2),
+//! allocates until the load memory cap (2) or traps (1): the time until
+//! `Registry::open` returns with the 20 good graphs served, on a first
+//! start (empty cache: the hostile ones run into the load limits, side by
+//! side) and on a second start (the cache remembers their failures: they
+//! are skipped at once).
+//!
 //! `cargo bench -p sandgraph-registry --bench mount`
 
 use std::path::Path;
@@ -14,6 +21,44 @@ use sandgraph_runtime::Runtime;
 use sandgraph_store::Store;
 
 const GRAPHS: usize = 20;
+
+/// The hostile graphs added to the folder for the `*_5_hostile` cases,
+/// by file name; the duplicates have the same bytes under another name.
+const HOSTILE: [(&str, &str); 5] = [
+    (
+        "hostile_describe_alloc.wasm",
+        sandgraph_tests::HOSTILE_DESCRIBE_ALLOC,
+    ),
+    (
+        "hostile_describe_alloc_2.wasm",
+        sandgraph_tests::HOSTILE_DESCRIBE_ALLOC,
+    ),
+    (
+        "hostile_describe_spin.wasm",
+        sandgraph_tests::HOSTILE_DESCRIBE_SPIN,
+    ),
+    (
+        "hostile_describe_spin_2.wasm",
+        sandgraph_tests::HOSTILE_DESCRIBE_SPIN,
+    ),
+    (
+        "hostile_describe_trap.wasm",
+        sandgraph_tests::HOSTILE_DESCRIBE_TRAP,
+    ),
+];
+
+/// A copy of `good` plus the [`HOSTILE`] graphs.
+fn with_hostile(good: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(good).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    for (name, path) in HOSTILE {
+        std::fs::copy(path, dir.path().join(name)).unwrap();
+    }
+    dir
+}
 
 /// A folder with up to [`GRAPHS`] components of `sandgraph_tests::ALL`
 /// that mount (distinct names, loadable, supported parameters).
@@ -45,6 +90,12 @@ fn folder(rt: &tokio::runtime::Runtime, runtime: &Runtime) -> tempfile::TempDir 
 }
 
 async fn mount(runtime: &Runtime, dir: &Path, cache: &Store) -> Registry {
+    mount_expecting(runtime, dir, cache, 0).await
+}
+
+/// Mounts `dir`; exactly `failing` graphs fail (the hostile ones), and
+/// [`GRAPHS`] are served.
+async fn mount_expecting(runtime: &Runtime, dir: &Path, cache: &Store, failing: usize) -> Registry {
     let (registry, report) = Registry::open(
         runtime.clone(),
         RegistryOptions {
@@ -56,7 +107,8 @@ async fn mount(runtime: &Runtime, dir: &Path, cache: &Store) -> Registry {
     )
     .await
     .unwrap();
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(report.warnings.len(), failing, "{:?}", report.warnings);
+    assert_eq!(report.mounted.len(), GRAPHS);
     registry
 }
 
@@ -120,6 +172,51 @@ fn bench(c: &mut Criterion) {
         runtime.compile_count(),
         before,
         "loading from the cache compiled"
+    );
+
+    // The same folder plus 5 hostile graphs: a first start (empty cache)
+    // and a second start (their failures remembered).
+    let hostile = with_hostile(dir.path());
+    let n = HOSTILE.len();
+    group.bench_function("cold_5_hostile", |b| {
+        b.to_async(&rt).iter_custom(|iters| {
+            let mut stores = Vec::new();
+            for _ in 0..iters {
+                fresh += 1;
+                let path = caches.path().join(format!("cold-hostile-{fresh}.redb"));
+                stores.push(Store::open(&path).unwrap());
+            }
+            let runtime = runtime.clone();
+            let dir = hostile.path().to_path_buf();
+            async move {
+                let mut total = Duration::ZERO;
+                for store in stores {
+                    let start = Instant::now();
+                    let registry = mount_expecting(&runtime, &dir, &store, n).await;
+                    total += start.elapsed();
+                    drop(registry);
+                }
+                total
+            }
+        });
+    });
+
+    let remembered = Store::open(&caches.path().join("warm-hostile.redb")).unwrap();
+    rt.block_on(mount_expecting(&runtime, hostile.path(), &remembered, n));
+    assert_eq!(
+        remembered.compile_cache().load_failure_count().unwrap(),
+        3,
+        "one failure per distinct hostile component"
+    );
+    let before = runtime.compile_count();
+    group.bench_function("warm_5_hostile", |b| {
+        b.to_async(&rt)
+            .iter(|| async { mount_expecting(&runtime, hostile.path(), &remembered, n).await });
+    });
+    assert_eq!(
+        runtime.compile_count(),
+        before,
+        "a second start compiled a remembered failure"
     );
     group.finish();
 }

@@ -165,8 +165,17 @@ fn check_ident(what: &str, name: &str) -> Result<(), SpecError> {
     }
     if name.len() > MAX_IDENT_LEN {
         return Err(err(format!(
-            "{what} name {name:?} is {} bytes long, more than {MAX_IDENT_LEN}",
+            "{what} name {} is {} bytes long, more than {MAX_IDENT_LEN}",
+            crate::text::guest_name(name),
             name.len()
+        )));
+    }
+    // Names are quoted into host messages, logs and diagrams: no terminal
+    // escapes, line breaks or bidi overrides.
+    if crate::text::has_unsafe_chars(name) {
+        return Err(err(format!(
+            "{what} name {} holds a control or bidi character",
+            crate::text::guest_name(name)
         )));
     }
     Ok(())
@@ -927,6 +936,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn names_with_control_characters_are_refused() {
+        let mut spec = valid();
+        spec.channels[0].name = "log\u{1b}]0;x\u{7}".into();
+        let e = spec.validate().unwrap_err().to_string();
+        assert!(e.contains("holds a control or bidi character"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e:?}");
     }
 
     #[test]

@@ -27,6 +27,9 @@ use crate::wasi::{GuestOutput, deny_by_default};
 
 /// How much of a guest's stderr an error message quotes (a panic message).
 const STDERR_TAIL_BYTES: usize = 600;
+/// Guest stdout or stderr written to the host's debug log, per stream and
+/// instance: escaped (one inert record) and capped below the 64 KiB kept.
+const MAX_GUEST_OUTPUT_LOG_BYTES: usize = 16 * 1024;
 /// Frames of guest backtrace quoted in a trap message.
 const BACKTRACE_FRAMES: usize = 6;
 /// Slack on top of the hard deadline for the wall-clock timeout around each
@@ -217,7 +220,7 @@ impl Drop for StoreState {
         for (stream, out) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let (text, dropped) = out.take();
             if !text.is_empty() {
-                tracing::debug!(target: "sandgraph::guest", graph = &*self.host.graph, stream, dropped, "{}", text.trim_end());
+                tracing::debug!(target: "sandgraph::guest", graph = &*self.host.graph, stream, dropped, "{}", guest_text(text.trim_end(), MAX_GUEST_OUTPUT_LOG_BYTES));
             }
         }
     }

@@ -9,6 +9,14 @@ use sandgraph_runtime::{
 use sandgraph_tests::{assert_test_exists, load, runtime};
 use serde_json::{Value, json};
 
+#[path = "graphs/containment.rs"]
+mod containment;
+use containment::{
+    hostile_describe_alloc, hostile_describe_spin, hostile_describe_trap, hostile_escape_error,
+    hostile_fanout_bloat, hostile_fanout_spin, hostile_host_sleep, hostile_log_forge,
+    hostile_many_sends,
+};
+
 sandgraph_tests::foreach_graph!(assert_test_exists);
 
 async fn run(path: &str, input: Value) -> Result<RunOutcome, RunError> {

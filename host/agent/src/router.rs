@@ -852,7 +852,10 @@ mod tests {
 
     #[test]
     fn journal_text_is_bounded_and_inert() {
-        let flood = format!("\u{1b}]0;pwned\u{7}\nerror[ok]: forged{}", "x".repeat(1 << 20));
+        let flood = format!(
+            "\u{1b}]0;pwned\u{7}\nerror[ok]: forged{}",
+            "x".repeat(1 << 20)
+        );
         let kept = journal_text(&flood);
         assert!(kept.len() < MAX_JOURNAL_REASON_BYTES + 32, "{}", kept.len());
         assert!(kept.starts_with("\\u{1b}]0;pwned\\u{7}\\nerror[ok]: forged"));

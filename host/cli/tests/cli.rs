@@ -394,3 +394,79 @@ fn run_takes_the_host_memory_and_instance_limits() {
         "host byte budget must be at least 1 MiB",
     );
 }
+
+/// Runs the CLI and returns its output and its peak resident set in KiB,
+/// as the kernel recorded it for the child (`wait4`'s `ru_maxrss`).
+fn run_measured(args: &[&str]) -> (Output, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args(args)
+        .env("SANDGRAPH_LOG", "off")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let (mut out_pipe, mut err_pipe) = (child.stdout.unwrap(), child.stderr.unwrap());
+    let readers = (
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut out_pipe, &mut v).unwrap();
+            v
+        }),
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut err_pipe, &mut v).unwrap();
+            v
+        }),
+    );
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data, zeroed is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; both pointers are valid for the call.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4 failed");
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: readers.0.join().unwrap(),
+        stderr: readers.1.join().unwrap(),
+    };
+    (output, usage.ru_maxrss as u64)
+}
+
+/// Peak RSS a `sandgraph run` process may reach on a hostile graph: the
+/// engine and a compiled component (~50 MiB for echo), the run's 64 MiB
+/// host byte budget, and its 8 instances' guest memory and lifted output
+/// texts. Before the byte budget, the bloat graph drove it past 6 GiB.
+const MAX_HOSTILE_RSS_KIB: u64 = 768 * 1024;
+
+#[test]
+fn hostile_outputs_stay_within_a_stated_rss_and_get_their_typed_error() {
+    for (graph, code, exit, needle) in [
+        (
+            sandgraph_tests::HOSTILE_FANOUT_BLOAT,
+            "memory_limit",
+            6,
+            "host byte budget of 64 MiB",
+        ),
+        (
+            sandgraph_tests::HOSTILE_MANY_SENDS,
+            "invalid_update",
+            9,
+            "returned 200000 goto targets and sends",
+        ),
+    ] {
+        let (o, rss_kib) = run_measured(&["run", graph, "--input", "{}"]);
+        assert_error(&o, code, exit, needle);
+        assert!(
+            rss_kib < MAX_HOSTILE_RSS_KIB,
+            "{graph}: peak RSS {} MiB, over the stated {} MiB",
+            rss_kib / 1024,
+            MAX_HOSTILE_RSS_KIB / 1024
+        );
+    }
+    // The next call is served.
+    let o = sandgraph(&["run", sandgraph_tests::ECHO, "--input", r#"{"topic":"x"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

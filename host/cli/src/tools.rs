@@ -277,16 +277,13 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
     let input = read_args(&args.args)?;
     // The registry's per-call overrides do not carry these two yet: refuse
     // them rather than run with the defaults the caller meant to replace.
-    if args.limits.host_memory_mb.is_some() || args.limits.instances.is_some() {
-        return Err(invalid(
-            "--host-memory-mb and --instances apply to `sandgraph run` only, not yet to `call`",
-        ));
-    }
     let caps = LimitOverrides {
         timeout_ms: args.limits.timeout_ms,
         fuel: args.limits.fuel,
         memory_mb: args.limits.memory_mb.map(|m| m as u64),
         recursion_limit: args.limits.recursion_limit,
+        host_memory_mb: args.limits.host_memory_mb.map(|m| m as u64),
+        instances: args.limits.instances,
     };
     let (registry, _) = open(&args.mount, caps).await?;
     let Some(tool) = registry.get(&args.name) else {

@@ -7,6 +7,8 @@
 //! fuel = 100000000000
 //! memory_mb = 64
 //! recursion_limit = 50
+//! host_memory_mb = 64      # host bytes per run (state, outputs, events)
+//! instances = 8            # instances one run may hold at once
 //!
 //! [graphs.greet_graph]     # per graph (all optional)
 //! as_tool = true
@@ -48,6 +50,10 @@ pub struct LimitOverrides {
     pub memory_mb: Option<u64>,
     /// Superstep budget of a run.
     pub recursion_limit: Option<u32>,
+    /// Host byte budget of a run (state, outputs, events), in MiB.
+    pub host_memory_mb: Option<u64>,
+    /// Instances a run may hold at once.
+    pub instances: Option<u32>,
 }
 
 impl LimitOverrides {
@@ -67,6 +73,14 @@ impl LimitOverrides {
         if let Some(r) = self.recursion_limit {
             base.recursion_limit = r;
         }
+        if let Some(mb) = self.host_memory_mb {
+            base.host_bytes = usize::try_from(mb)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(MIB);
+        }
+        if let Some(n) = self.instances {
+            base.instances = n;
+        }
         base
     }
 
@@ -77,6 +91,8 @@ impl LimitOverrides {
         base.fuel = base.fuel.min(lowered.fuel);
         base.memory = base.memory.min(lowered.memory);
         base.recursion_limit = base.recursion_limit.min(lowered.recursion_limit);
+        base.host_bytes = base.host_bytes.min(lowered.host_bytes);
+        base.instances = base.instances.min(lowered.instances);
         base
     }
 
@@ -87,6 +103,8 @@ impl LimitOverrides {
             fuel: other.fuel.or(self.fuel),
             memory_mb: other.memory_mb.or(self.memory_mb),
             recursion_limit: other.recursion_limit.or(self.recursion_limit),
+            host_memory_mb: other.host_memory_mb.or(self.host_memory_mb),
+            instances: other.instances.or(self.instances),
         }
     }
 }
@@ -107,6 +125,10 @@ pub struct GraphOverrides {
     pub memory_mb: Option<u64>,
     /// Superstep budget of a run.
     pub recursion_limit: Option<u32>,
+    /// Host byte budget of a run, in MiB.
+    pub host_memory_mb: Option<u64>,
+    /// Instances a run may hold at once.
+    pub instances: Option<u32>,
 }
 
 impl GraphOverrides {
@@ -117,6 +139,8 @@ impl GraphOverrides {
             fuel: self.fuel,
             memory_mb: self.memory_mb,
             recursion_limit: self.recursion_limit,
+            host_memory_mb: self.host_memory_mb,
+            instances: self.instances,
         }
     }
 }
@@ -236,6 +260,10 @@ impl OperatorConfig {
                     recursion_limit: g
                         .recursion_limit
                         .filter(|_| self.limits.recursion_limit.is_some()),
+                    host_memory_mb: g
+                        .host_memory_mb
+                        .filter(|_| self.limits.host_memory_mb.is_some()),
+                    instances: g.instances.filter(|_| self.limits.instances.is_some()),
                 };
                 let free = LimitOverrides {
                     timeout_ms: g.timeout_ms.filter(|_| self.limits.timeout_ms.is_none()),
@@ -244,6 +272,10 @@ impl OperatorConfig {
                     recursion_limit: g
                         .recursion_limit
                         .filter(|_| self.limits.recursion_limit.is_none()),
+                    host_memory_mb: g
+                        .host_memory_mb
+                        .filter(|_| self.limits.host_memory_mb.is_none()),
+                    instances: g.instances.filter(|_| self.limits.instances.is_none()),
                 };
                 capped.lower(free.replace(base))
             }
@@ -265,6 +297,16 @@ fn check_overrides(o: &LimitOverrides) -> Result<(), String> {
     }
     if o.recursion_limit == Some(0) {
         return Err("recursion_limit must be at least 1".into());
+    }
+    if let Some(mb) = o.host_memory_mb
+        && !(1..=1 << 20).contains(&mb)
+    {
+        return Err(format!(
+            "host_memory_mb must be between 1 and 1048576, got {mb}"
+        ));
+    }
+    if o.instances == Some(0) {
+        return Err("instances must be at least 1".into());
     }
     Ok(())
 }
@@ -323,6 +365,27 @@ mod tests {
         );
         let e = parse("[limits]\ntimeout_ms = -1\n").unwrap_err();
         assert!(e.starts_with("sandgraph.toml:2:14: "), "{e}");
+    }
+
+    #[test]
+    fn host_memory_and_instances_are_limits_like_the_others() {
+        let defaults = Limits::default();
+        let c = parse(
+            "[limits]\nhost_memory_mb = 32\n[graphs.a]\nhost_memory_mb = 128\ninstances = 2\n",
+        )
+        .unwrap();
+        let a = c.limits_for("a", &defaults);
+        // Never raised above the cap; no cap on instances: replaced.
+        assert_eq!(a.host_bytes, 32 * MIB);
+        assert_eq!(a.instances, 2);
+        assert_eq!(c.limits_for("b", &defaults).instances, defaults.instances);
+        let e = parse("[graphs.g]\ninstances = 0\n").unwrap_err();
+        assert_eq!(
+            e,
+            "sandgraph.toml: [graphs.g]: instances must be at least 1"
+        );
+        let e = parse("[limits]\nhost_memory_mb = 0\n").unwrap_err();
+        assert!(e.contains("host_memory_mb must be between 1 and"), "{e}");
     }
 
     #[test]

@@ -321,7 +321,10 @@ impl Registry {
 
     pub(crate) fn log(&self, warning: &MountWarning) {
         if self.inner.log_warnings {
-            tracing::warn!("{warning}");
+            // File names and load errors may carry guest or attacker text:
+            // one escaped, bounded record.
+            let line = sandgraph_core::text::guest_message(&warning.to_string());
+            tracing::warn!("{line}");
         }
     }
 

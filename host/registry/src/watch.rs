@@ -236,7 +236,7 @@ impl Registry {
                 self.log(&w);
                 self.emit(RegistryEvent::Failed {
                     path: path.to_path_buf(),
-                    reason: w.reason.clone(),
+                    reason: sandgraph_core::text::guest_message(&w.reason),
                 });
                 (FileStatus::Failed(w.kind), old.is_some())
             }

@@ -9,7 +9,7 @@ use sandgraph_registry::{
     CallOptions, DEFAULT_CONFIG_FILE, LimitOverrides, MountReport, OperatorConfig, Registry,
     RegistryError, RegistryEvent, RegistryOptions,
 };
-use sandgraph_runtime::{ErrorCode, RunError, Runtime};
+use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
 use sandgraph_store::Store;
 use serde_json::Value;
 
@@ -142,7 +142,10 @@ pub(crate) async fn open(
     let mut config = load_operator_config(args.config.as_deref())?;
     config.limits = config.limits.merged_with(&caps);
     config.check().map_err(registry_failure)?;
-    let runtime = Runtime::new()?;
+    let runtime = Runtime::with_config(RuntimeConfig {
+        load_limits: config.load_limits(),
+        ..RuntimeConfig::default()
+    })?;
     let options = RegistryOptions {
         dirs: args.graphs.clone(),
         strict: args.strict,

@@ -21,6 +21,10 @@
 //! values (a per-graph value never raises a `[limits]` cap; where
 //! `[limits]` does not set a field, the per-graph value replaces the
 //! default). The graph's declared `timeout_ms` then applies under both.
+//!
+//! `[load]` takes the same keys for the limits `describe` runs under when a
+//! graph is mounted (default 500 ms and 5e9 fuel: a spec is computed at
+//! once, so a graph that needs more is broken or hostile).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -155,6 +159,10 @@ pub struct OperatorConfig {
     /// Per-graph overrides, by graph name.
     #[serde(default)]
     pub graphs: BTreeMap<String, GraphOverrides>,
+    /// `[load]`: the limits `describe` runs under when a graph is mounted,
+    /// over [`Limits::for_load`] (500 ms, 5e9 fuel).
+    #[serde(default)]
+    pub load: LimitOverrides,
     /// `[llm]`: the model provider. Checked by `sandgraph-agent`.
     #[serde(default)]
     pub llm: toml::Table,
@@ -232,10 +240,17 @@ impl OperatorConfig {
             message: format!("{table}: {message}"),
         };
         check_overrides(&self.limits).map_err(|m| bad("[limits]", m))?;
+        check_overrides(&self.load).map_err(|m| bad("[load]", m))?;
         for (name, graph) in &self.graphs {
             check_overrides(&graph.limits()).map_err(|m| bad(&format!("[graphs.{name}]"), m))?;
         }
         Ok(())
+    }
+
+    /// The limits of `describe` at load: [`Limits::for_load`] with `[load]`
+    /// applied.
+    pub fn load_limits(&self) -> Limits {
+        self.load.replace(Limits::for_load())
     }
 
     /// The overrides of the graph `name`, if any.
@@ -365,6 +380,16 @@ mod tests {
         );
         let e = parse("[limits]\ntimeout_ms = -1\n").unwrap_err();
         assert!(e.starts_with("sandgraph.toml:2:14: "), "{e}");
+    }
+
+    #[test]
+    fn load_limits_come_from_the_load_table() {
+        assert_eq!(parse("").unwrap().load_limits(), Limits::for_load());
+        let c = parse("[load]\ntimeout_ms = 2000\nfuel = 1000\n").unwrap();
+        assert_eq!(c.load_limits().timeout, Duration::from_millis(2000));
+        assert_eq!(c.load_limits().fuel, 1000);
+        let e = parse("[load]\nfuel = 0\n").unwrap_err();
+        assert_eq!(e, "sandgraph.toml: [load]: fuel must be greater than zero");
     }
 
     #[test]

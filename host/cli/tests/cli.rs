@@ -397,6 +397,9 @@ fn run_takes_the_host_memory_and_instance_limits() {
 
 /// Runs the CLI and returns its output and its peak resident set in KiB,
 /// as the kernel recorded it for the child (`wait4`'s `ru_maxrss`).
+// The child is reaped by `wait4` below, which std's `wait` cannot do
+// while also reporting the child's resource usage.
+#[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&str]) -> (Output, u64) {
     use std::os::unix::process::ExitStatusExt;
     let child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))

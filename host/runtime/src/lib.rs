@@ -12,6 +12,7 @@ mod limits;
 mod loader;
 mod runtime;
 mod sandbox;
+mod turns;
 mod wasi;
 
 pub use host_api::{GuestLogLevel, LogSink};

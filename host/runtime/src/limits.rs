@@ -197,6 +197,11 @@ pub struct RuntimeConfig {
     /// Use the pooling allocator (falls back to on-demand allocation when the
     /// address-space reservation fails).
     pub pooling: bool,
+    /// Calls that ran longer than a few milliseconds (computing, or
+    /// spinning) that may run at once; the others wait their turn, parked,
+    /// so short calls only queue behind these. Default: the machine's
+    /// cores.
+    pub long_call_turns: usize,
     /// Limits applied when a run does not set its own.
     pub default_limits: Limits,
     /// Limits of `describe` and the instantiation before it when a graph
@@ -211,6 +216,7 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             epoch_tick: Duration::from_millis(1),
             pooling: true,
+            long_call_turns: std::thread::available_parallelism().map_or(2, |n| n.get()),
             default_limits: Limits::default(),
             load_limits: Limits::for_load(),
         }

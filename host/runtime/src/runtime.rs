@@ -24,6 +24,7 @@ use crate::limits::{
 };
 use crate::loader::{self, Graph};
 use crate::sandbox::{RunControl, Sandbox, StoreState};
+use crate::turns::Turns;
 
 /// State shared by all runs.
 pub(crate) struct Shared {
@@ -31,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) linker: Linker<StoreState>,
     pub(crate) budget: Arc<MemoryBudget>,
     pub(crate) slots: Arc<Semaphore>,
+    /// Turns on the cores for long calls.
+    pub(crate) turns: Arc<Turns>,
     pub(crate) sink: Arc<dyn LogSink>,
     pub(crate) config: RuntimeConfig,
     /// Components compiled by this runtime (not loaded from an artifact).
@@ -100,7 +103,7 @@ fn engine_config(pooling: Option<&RuntimeConfig>) -> Config {
     c
 }
 
-fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) {
+fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>, turns: Arc<Turns>) {
     let weak = engine.weak();
     drop(engine);
     let spawned = std::thread::Builder::new()
@@ -112,6 +115,7 @@ fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) {
                     Some(e) => e.increment_epoch(),
                     None => return,
                 }
+                turns.reap(std::time::Instant::now());
             }
         });
     if let Err(e) = spawned {
@@ -161,10 +165,17 @@ impl Runtime {
         add_host_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
             .map_err(host_err)?;
         let stop = Arc::new(AtomicBool::new(false));
-        spawn_ticker(engine.clone(), config.epoch_tick, stop.clone());
+        let turns = Turns::new(config.long_call_turns);
+        spawn_ticker(
+            engine.clone(),
+            config.epoch_tick,
+            stop.clone(),
+            turns.clone(),
+        );
         let shared = Shared {
             budget: MemoryBudget::new(config.memory_budget),
             slots: Arc::new(Semaphore::new(config.max_instances as usize)),
+            turns,
             engine,
             linker,
             sink,

@@ -23,6 +23,7 @@ use crate::host_api::HostApi;
 use crate::limits::{CapHit, Limits, MIB, StoreLimiter};
 use crate::loader::Graph;
 use crate::runtime::Shared;
+use crate::turns::{LONG_CALL, Lease};
 use crate::wasi::{GuestOutput, deny_by_default};
 
 /// How much of a guest's stderr an error message quotes (a panic message).
@@ -203,6 +204,10 @@ pub(crate) struct StoreState {
     stderr: GuestOutput,
     /// Fuel handed to the call in progress (its slice plus top-ups).
     fuel_given: u64,
+    /// When the call in progress started.
+    call_started: Instant,
+    /// Its turn on the cores once it became long.
+    lease: Option<Arc<Lease>>,
 }
 
 impl WasiView for StoreState {
@@ -253,6 +258,8 @@ impl Sandbox {
             stdout,
             stderr,
             fuel_given: 0,
+            call_started: Instant::now(),
+            lease: None,
         };
         let mut store = Store::new(&shared.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -260,11 +267,25 @@ impl Sandbox {
             .fuel_async_yield_interval(Some(FUEL_INJECT_INTERVAL))
             .map_err(host_bug)?;
         let ctl = control.clone();
+        let turns = shared.turns.clone();
         store.epoch_deadline_callback(move |mut cx| {
-            if ctl.hard_stop_reached(Instant::now()) {
+            let now = Instant::now();
+            if ctl.hard_stop_reached(now) {
                 return Err(Trap::Interrupt.into());
             }
             top_up_fuel(&mut cx, &ctl)?;
+            // A long call waits, parked, for its next turn on the cores.
+            if now.duration_since(cx.data().call_started) > LONG_CALL {
+                let lease = cx
+                    .data_mut()
+                    .lease
+                    .get_or_insert_with(|| turns.lease())
+                    .clone();
+                return Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(turns.next_turn(lease)),
+                ));
+            }
             // Yield to tokio on every tick so a spinning guest never pins a
             // worker thread (the plain `Yield` was measured unfair).
             Ok(UpdateDeadline::YieldCustom(
@@ -297,6 +318,7 @@ fn arm(store: &mut Store<StoreState>, control: &RunControl) -> Result<(), RunErr
         return Err(control.fuel_error());
     }
     store.data_mut().fuel_given = given;
+    store.data_mut().call_started = Instant::now();
     store.set_fuel(given).map_err(host_bug)?;
     store.set_epoch_deadline(1);
     Ok(())
@@ -307,6 +329,9 @@ fn disarm(store: &mut Store<StoreState>, control: &RunControl) {
     let left = store.get_fuel().unwrap_or(0);
     let given = std::mem::take(&mut store.data_mut().fuel_given);
     control.settle_fuel(given, left);
+    if let Some(lease) = &store.data().lease {
+        lease.release();
+    }
     // Nothing runs in this store until the next `arm`.
     let _ = store.set_fuel(0);
 }

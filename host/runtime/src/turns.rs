@@ -78,6 +78,11 @@ impl Turns {
             if let Ok(permit) = cores.acquire_owned().await {
                 *lease.slot() = Some((permit, Instant::now()));
             }
+            // The turn is handed over by waking this task, which tokio runs
+            // next on the waker's worker (its LIFO slot), ahead of every
+            // queued task: go to the back of the run queue first, so short
+            // calls queued meanwhile run before the spinning resumes.
+            tokio::task::yield_now().await;
         }
     }
 

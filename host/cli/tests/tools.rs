@@ -293,7 +293,7 @@ fn the_operator_config_overrides_flags_and_limits() {
         &o,
         "invalid_input",
         2,
-        "bad.toml:2:1: unknown field `timeout`, expected one of `timeout_ms`, `fuel`, `memory_mb`, `recursion_limit`",
+        "bad.toml:2:1: unknown field `timeout`, expected one of `timeout_ms`, `fuel`, `memory_mb`, `recursion_limit`, `host_memory_mb`, `instances`",
     );
 
     // Limit flags cap the call.

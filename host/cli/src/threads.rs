@@ -129,7 +129,7 @@ pub fn storage(e: StoreError) -> Failure {
     RunError::new(code, e.to_string()).into()
 }
 
-fn open(db: Option<&Path>) -> Result<ThreadStore, Failure> {
+pub(crate) fn open(db: Option<&Path>) -> Result<ThreadStore, Failure> {
     let path = db_path(db)?;
     Ok(Store::open(&path).map_err(storage)?.threads())
 }

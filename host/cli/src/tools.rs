@@ -63,9 +63,15 @@ pub struct CallArgs {
     /// Tool arguments: JSON text, or @FILE to read them from a file
     #[arg(long, value_name = "JSON", default_value = "{}")]
     args: String,
-    /// Thread id passed to the run
+    /// Run on the durable thread ID: continue its stored state and save a
+    /// checkpoint per superstep (an interrupt stays resumable)
     #[arg(long = "thread", value_name = "ID")]
     thread: Option<String>,
+    /// The thread database for --thread (default: $SANDGRAPH_DB, else
+    /// $XDG_DATA_HOME/sandgraph/threads.redb, else
+    /// ~/.local/share/sandgraph/threads.redb)
+    #[arg(long, value_name = "PATH", requires = "thread")]
+    db: Option<std::path::PathBuf>,
     /// Caps for this call, over the config's [limits]
     #[command(flatten)]
     limits: crate::LimitArgs,
@@ -301,8 +307,15 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
             args.name
         )));
     };
+    // A thread id without its store ran without checkpoints: an interrupt
+    // was printed with its thread id and then lost.
+    let threads = match &args.thread {
+        Some(_) => Some(crate::threads::open(args.db.as_deref())?),
+        None => None,
+    };
     let opts = CallOptions {
         thread_id: args.thread,
+        threads,
         ..CallOptions::default()
     };
     let out = tool.call(input, opts).await?;

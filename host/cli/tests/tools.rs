@@ -37,6 +37,7 @@ impl Env {
         cmd.args(args)
             .current_dir(self.dir.path())
             .env("SANDGRAPH_LOG", "off")
+            .env("SANDGRAPH_DB", self.path("threads.redb"))
             .env("SANDGRAPH_CACHE", self.path("cache.redb"));
         cmd
     }
@@ -330,6 +331,13 @@ fn an_interrupted_call_exits_20_with_the_thread_id() {
     assert_eq!(v["status"], json!("interrupted"));
     assert_eq!(v["thread_id"], json!("t-9"));
     assert_eq!(v["interrupts"][0]["value"], json!({"question": "approve?"}));
+    // The interrupted state is on disk: another process finds the thread
+    // and its pending interrupt.
+    let o = env.run(&["threads", "show", "t-9"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("approve?"), "{}", stdout(&o));
+    let o = env.run(&["threads", "list"]);
+    assert!(stdout(&o).contains("t-9"), "{}", stdout(&o));
 }
 
 #[test]

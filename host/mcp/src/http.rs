@@ -196,7 +196,14 @@ async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
         return next.run(req).await;
     }
     let counted = g.requests.enter();
-    let resp = next.run(req).await;
+    let delete = req.method() == Method::DELETE;
+    let mut resp = next.run(req).await;
+    if delete && resp.status() == StatusCode::ACCEPTED {
+        // rmcp answers a session termination with 202; the spec's clients
+        // (the Python SDK among them) expect 200 or 204 and report 202 as a
+        // failed termination.
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+    }
     let (parts, body) = resp.into_parts();
     let body = body.into_data_stream().map(move |chunk| {
         let _ = &counted;

@@ -366,3 +366,36 @@ async fn non_loopback_addresses_need_allow_remote() {
     };
     assert!(HttpServer::bind(mcp, options).await.is_err());
 }
+
+#[tokio::test]
+async fn a_session_is_terminated_with_204_as_the_spec_says() {
+    let f = folder();
+    let (_mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;
+    let r = post(&http, &[], INITIALIZE.to_owned()).await;
+    assert_eq!(r.status(), 200);
+    let session = r
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let delete = || {
+        reqwest::Client::new()
+            .delete(http.url())
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-06-18")
+    };
+    // The Python SDK reports anything but 200/204 as a failed termination.
+    let r = delete().send().await.unwrap();
+    assert_eq!(r.status(), 204, "{:?}", r.text().await);
+    // The session is gone: using it again is refused, the server is up.
+    let r = post(
+        &http,
+        &[("mcp-session-id", &session)],
+        INITIALIZE.to_owned(),
+    )
+    .await;
+    assert_ne!(r.status(), 200);
+    assert_up(&http, &[]).await;
+}

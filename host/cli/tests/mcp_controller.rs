@@ -392,12 +392,26 @@ impl HttpServe {
     }
 }
 
-/// `[not_root_session] agent graph <g>: only the root session <root> may
-/// call this tool (caller <caller>)`: the caller, after checking the rest.
-fn not_root<'a>(r: &'a CallToolResult, graph: &str, root: &str) -> &'a str {
+/// The caller named by a `not_root_session` failure on `graph`.
+fn caller_of(r: &CallToolResult, graph: &str) -> String {
     let t = failure(r);
     let prefix = format!(
-        "[not_root_session] agent graph {graph}: only the root session {root} may call this tool (caller "
+        "[not_root_session] agent graph {graph}: only its root session may call this tool (caller "
+    );
+    t.strip_prefix(&prefix)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{t:?} is not a not_root_session failure"))
+        .to_owned()
+}
+
+/// `[not_root_session] agent graph <g>: only its root session may call
+/// this tool (caller <caller>)`: the caller, after checking the rest and
+/// that the root's id is not in the text.
+fn not_root<'a>(r: &'a CallToolResult, graph: &str, root: &str) -> &'a str {
+    let t = failure(r);
+    assert!(!t.contains(root), "the root's id leaked: {t}");
+    let prefix = format!(
+        "[not_root_session] agent graph {graph}: only its root session may call this tool (caller "
     );
     let caller = t
         .strip_prefix(&prefix)
@@ -418,16 +432,16 @@ async fn over_http_only_the_creating_session_may_call_the_tools_across_restarts(
 
     let r = call(&a, "update_agent_graph", add_work("ga", "k1")).await;
     assert_eq!(ok(&r)["update"]["revision"], 1);
-    // The root, read back from the failure and checked against the store
-    // below.
+    // b is refused on a's graph; the refusal names b (the caller) only.
     let r = call(&b, "update_agent_graph", add_work("ga", "k1")).await;
-    let t = failure(&r).to_owned();
-    let root = t
-        .strip_prefix("[not_root_session] agent graph ga: only the root session ")
-        .and_then(|rest| rest.split_once(' '))
-        .map(|(root, _)| root.to_owned())
-        .unwrap_or_else(|| panic!("{t}"));
-    let caller_b = not_root(&r, "ga", &root).to_owned();
+    let caller_b = caller_of(&r, "ga");
+    // b roots a graph of its own; a's refusal there names a: ga's root,
+    // checked against the store below.
+    let r = call(&b, "update_agent_graph", add_work("gb", "k1")).await;
+    assert_eq!(ok(&r)["update"]["revision"], 1);
+    let r = call(&a, "update_agent_graph", add_work("gb", "k2")).await;
+    let root = not_root(&r, "gb", &caller_b).to_owned();
+    assert_ne!(root, caller_b);
     let r = call(&b, "view_agent_graph", json!({"graphId": "ga"})).await;
     assert_eq!(not_root(&r, "ga", &root), caller_b);
     let r = call(&b, "yield_agent_graph", json!({"graphId": "ga"})).await;
@@ -435,11 +449,6 @@ async fn over_http_only_the_creating_session_may_call_the_tools_across_restarts(
     // The root session goes on.
     let r = call(&a, "view_agent_graph", json!({"graphId": "ga"})).await;
     assert_eq!(ok(&r)["work"][0]["workId"], "w1");
-    // b roots a graph of its own.
-    let r = call(&b, "update_agent_graph", add_work("gb", "k1")).await;
-    assert_eq!(ok(&r)["update"]["revision"], 1);
-    let r = call(&a, "update_agent_graph", add_work("gb", "k2")).await;
-    assert_eq!(not_root(&r, "gb", &caller_b), root);
 
     // A second server cannot open the database while this one holds it.
     let out = env

@@ -25,7 +25,10 @@
 //! * work ends: a terminal record for a work item (in the store) makes it
 //!   `completed` or `failed`;
 //! * the text rule refuses every control character but tab, LF and CR (the
-//!   original's pattern let U+0001..U+0007 through).
+//!   original's pattern let U+0001..U+0007 through);
+//! * `not_root_session` does not name the root session (`only its root
+//!   session may call this tool`): the original handed the root's session
+//!   id to any caller, which let it send requests as the root.
 
 #![warn(missing_docs)]
 

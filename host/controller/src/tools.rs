@@ -350,11 +350,13 @@ impl Controller {
         if call.session_id == self.root_session_id {
             return Ok(());
         }
+        // The root's id is never named: it is another client's session,
+        // and a session id must not be handed to whoever asks.
         Err(ToolFailure::coded(
             NOT_ROOT_SESSION,
             format!(
-                "agent graph {graph_id}: only the root session {} may call this tool (caller {})",
-                self.root_session_id, call.session_id
+                "agent graph {graph_id}: only its root session may call this tool (caller {})",
+                call.session_id
             ),
         ))
     }

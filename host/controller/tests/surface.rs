@@ -223,9 +223,10 @@ fn root_guard_runs_first_for_every_tool_and_writes_nothing() {
         assert_eq!(
             e.to_string(),
             format!(
-                "[not_root_session] agent graph {graph}: only the root session {ROOT} may call this tool (caller session-attacker)"
+                "[not_root_session] agent graph {graph}: only its root session may call this tool (caller session-attacker)"
             )
         );
+        assert!(!e.to_string().contains(ROOT), "the root's id leaked");
     }
     assert!(f.graphs.list_schedule_updates(GRAPH).unwrap().is_empty());
     assert!(f.graphs.list_supervisor_wakes(GRAPH).unwrap().is_empty());

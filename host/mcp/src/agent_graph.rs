@@ -324,7 +324,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "[not_root_session] agent graph g: only the root session s1 may call this tool (caller s2)"
+            "[not_root_session] agent graph g: only its root session may call this tool (caller s2)"
         );
         // s2 roots its own graph.
         ag.call(UPDATE_TOOL, add("h"), "s2", "2".into()).unwrap();

@@ -196,9 +196,10 @@ async fn over_http_each_session_roots_its_own_graphs() {
         let r = call(&b, tool, args).await;
         assert_eq!(r.is_error, Some(true), "{r:?}");
         let t = text(&r);
-        let prefix = format!(
-            "[not_root_session] agent graph ga: only the root session {root} may call this tool (caller "
-        );
+        assert!(!t.contains(root.as_str()), "the root's id leaked: {t}");
+        let prefix =
+            "[not_root_session] agent graph ga: only its root session may call this tool (caller "
+                .to_owned();
         let caller = t
             .strip_prefix(&prefix)
             .and_then(|rest| rest.strip_suffix(')'))
@@ -211,7 +212,7 @@ async fn over_http_each_session_roots_its_own_graphs() {
     let r = call(&a, "view_agent_graph", json!({"graphId": "gb"})).await;
     assert_tool_error(
         &r,
-        "[not_root_session] agent graph gb: only the root session ",
+        "[not_root_session] agent graph gb: only its root session may call this tool (caller ",
     );
     assert_eq!(
         db.store

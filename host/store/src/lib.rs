@@ -48,14 +48,36 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Creates the folders of `path` that are missing as 0700 and the file, if
+/// missing, as 0600: databases hold graph state, journals with model
+/// requests, and compiled native code, none of it for other users.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let mut dirs = std::fs::DirBuilder::new();
+        dirs.recursive(true);
+        #[cfg(unix)]
+        dirs.mode(0o700);
+        dirs.create(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    file.mode(0o600);
+    match file.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl Store {
     /// Opens the database at `path`, creating it (and its tables) when
     /// missing. Refuses a database written by a newer schema, and one that
     /// is already open (redb locks the file: one process, one handle).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| StoreError::io(path, e))?;
-        }
+        create_private(path).map_err(|e| StoreError::io(path, e))?;
         let db = Database::create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
                 path: path.display().to_string(),
@@ -153,6 +175,19 @@ mod tests {
         drop(store);
         let store = Store::open(&path).unwrap();
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn new_databases_and_their_folders_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("made/here/sandgraph.redb");
+        drop(Store::open(&path).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("made/here")), 0o700);
+        assert_eq!(mode(&dir.path().join("made")), 0o700);
     }
 
     #[test]

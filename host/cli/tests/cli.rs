@@ -473,3 +473,25 @@ fn hostile_outputs_stay_within_a_stated_rss_and_get_their_typed_error() {
     let o = sandgraph(&["run", sandgraph_tests::ECHO, "--input", r#"{"topic":"x"}"#]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn limits_at_the_edge_of_their_types_are_refused_not_overflowed() {
+    let max = u64::MAX.to_string();
+    let echo = sandgraph_tests::ECHO;
+    let input = r#"{"topic":"x"}"#;
+    let o = sandgraph(&["run", echo, "--input", input, "--timeout-ms", &max]);
+    assert_error(&o, "invalid_input", 2, "timeout must be at most 604800 s");
+    let o = sandgraph(&["run", echo, "--input", input, "--memory-mb", &max]);
+    assert_error(
+        &o,
+        "invalid_input",
+        2,
+        "memory cap must be at most 4096 MiB",
+    );
+    // An unbounded byte budget saturates; nothing overflows.
+    let o = sandgraph(&["run", echo, "--input", input, "--host-memory-mb", &max]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A week is accepted: nothing overflows on the way.
+    let o = sandgraph(&["run", echo, "--input", input, "--timeout-ms", "604800000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

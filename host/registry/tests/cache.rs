@@ -470,3 +470,81 @@ async fn a_load_that_finds_the_host_busy_is_not_remembered() {
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert_eq!(registry.names(), ["echo_graph"]);
 }
+
+/// Swaps the stored artifact rows of two graphs (the store must be closed).
+fn swap_artifacts(db_path: &Path) {
+    let db = redb::Database::open(db_path).unwrap();
+    let rows: Vec<((String, String), Vec<u8>)> = {
+        let tx = db.begin_read().unwrap();
+        let t = tx.open_table(ARTIFACTS).unwrap();
+        t.iter()
+            .unwrap()
+            .map(|r| {
+                let (k, v) = r.unwrap();
+                let (a, b) = k.value();
+                ((a.to_owned(), b.to_owned()), v.value().to_vec())
+            })
+            .collect()
+    };
+    assert_eq!(rows.len(), 2, "two cached artifacts");
+    let tx = db.begin_write().unwrap();
+    {
+        let mut t = tx.open_table(ARTIFACTS).unwrap();
+        let ((a0, b0), v0) = &rows[0];
+        let ((a1, b1), v1) = &rows[1];
+        t.insert((a0.as_str(), b0.as_str()), v1.as_slice()).unwrap();
+        t.insert((a1.as_str(), b1.as_str()), v0.as_slice()).unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+#[tokio::test]
+async fn an_artifact_swapped_for_another_graphs_is_recompiled_not_deserialized() {
+    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let db_path = cache_dir.path().join("cache.redb");
+    {
+        let store = Store::open(&db_path).unwrap();
+        let rt = fresh_runtime();
+        let registry = open_cached(&rt, dir.path(), &store).await;
+        assert_eq!(rt.compile_count(), 2);
+        drop(registry);
+    }
+    // Each row now holds the other graph's compiled code with a valid MAC
+    // for that other row: both must be refused.
+    swap_artifacts(&db_path);
+    let store = Store::open(&db_path).unwrap();
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    for (name, args, key, want) in [
+        (
+            "greet_graph",
+            greet_args(),
+            "greeting",
+            json!("Good day, Ada."),
+        ),
+        (
+            "echo_graph",
+            json!({"input": {"topic": "t"}}),
+            "log",
+            json!(["seen:t"]),
+        ),
+    ] {
+        let out = registry
+            .get(name)
+            .unwrap()
+            .call(args, CallOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(out.value[key], want, "{name}");
+    }
+    assert_eq!(rt.compile_count(), 2, "both swapped artifacts recompiled");
+    // The key lives beside the database, owner-only.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let key = cache_dir.path().join("cache.redb.key");
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

@@ -260,8 +260,9 @@ impl Runtime {
     ///
     /// Deserializing runs no verification of the machine code: `bytes` must
     /// be exactly what `serialize` produced on an engine with the same
-    /// [`Runtime::engine_fingerprint`] (the compile cache checks a digest of
-    /// the stored bytes before calling this).
+    /// [`Runtime::engine_fingerprint`] (the compile cache authenticates the
+    /// stored bytes with an HMAC under a key outside its database before
+    /// calling this).
     pub unsafe fn deserialize(&self, bytes: &[u8]) -> Result<Component, RunError> {
         // SAFETY: forwarded to the caller's contract above.
         unsafe { Component::deserialize(&self.shared.engine, bytes) }.map_err(|e| {

@@ -1,13 +1,13 @@
 //! The compile cache: compiled artifacts keyed by (wasm digest, engine
-//! fingerprint), each stored with the digest of its own bytes, graph specs
-//! keyed by wasm digest, and the components that failed to load, keyed like
+//! fingerprint), each stored with its HMAC under a key kept outside the
+//! database (`<file>.key`), graph specs keyed by wasm digest, and the
+//! components that failed to load, keyed like
 //! artifacts.
 
 use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTableMetadata};
 use serde::{Deserialize, Serialize};
-use sha2::Digest;
 
 use crate::{StoreError, schema};
 
@@ -56,18 +56,118 @@ impl LoadFailure {
 #[derive(Clone)]
 pub struct CompileCache {
     db: Arc<Database>,
+    key: Arc<KeyFile>,
 }
 
-/// An artifact read back from the cache whose bytes matched their digest.
+/// An artifact read back from the cache that authenticated.
 #[derive(Debug)]
 pub struct CachedArtifact {
     /// The serialized compiled component.
     pub bytes: Vec<u8>,
 }
 
+/// The key that authenticates cached artifacts: 32 random bytes in
+/// `<database>.key`, 0600, made on first use. It is not in the database, so
+/// whoever can write the cache file (a shared cache, a restored CI cache)
+/// cannot forge an artifact the host will deserialize.
+#[derive(Debug)]
+pub(crate) struct KeyFile {
+    path: std::path::PathBuf,
+    key: std::sync::OnceLock<Option<[u8; 32]>>,
+}
+
+impl KeyFile {
+    pub(crate) fn beside(db: &std::path::Path) -> Self {
+        let mut name = db.as_os_str().to_owned();
+        name.push(".key");
+        KeyFile {
+            path: name.into(),
+            key: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The key, or `None` when it cannot be read, made, or trusted (then no
+    /// artifact is trusted: every graph is compiled).
+    fn get(&self) -> Option<&[u8; 32]> {
+        self.key
+            .get_or_init(|| match self.load_or_make() {
+                Ok(key) => Some(key),
+                Err(e) => {
+                    tracing::warn!(
+                        "compile cache key {}: {e}; cached artifacts are not used",
+                        self.path.display()
+                    );
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    fn load_or_make(&self) -> std::io::Result<[u8; 32]> {
+        use std::io::{Read, Write};
+        #[cfg(unix)]
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::File::open(&self.path) {
+            Ok(mut f) => {
+                #[cfg(unix)]
+                if f.metadata()?.permissions().mode() & 0o077 != 0 {
+                    return Err(std::io::Error::other(
+                        "readable or writable by others than its owner: refused",
+                    ));
+                }
+                let mut key = [0u8; 32];
+                f.read_exact(&mut key)?;
+                Ok(key)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut key = [0u8; 32];
+                std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
+                let mut options = std::fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                options.mode(0o600);
+                match options.open(&self.path) {
+                    Ok(mut f) => {
+                        f.write_all(&key)?;
+                        f.sync_all()?;
+                        Ok(key)
+                    }
+                    // Another process made it first: use theirs.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        let mut key = [0u8; 32];
+                        std::fs::File::open(&self.path)?.read_exact(&mut key)?;
+                        Ok(key)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// HMAC-SHA256 of an artifact under `key`, bound to the row it belongs to
+/// (wasm digest and engine), so a row copied under another key fails.
+fn artifact_mac(
+    key: &[u8; 32],
+    wasm_digest: &str,
+    engine: &str,
+    artifact: &[u8],
+) -> hmac::Hmac<sha2::Sha256> {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("hmac takes keys of any length"));
+    for part in [wasm_digest.as_bytes(), engine.as_bytes()] {
+        mac.update(&(part.len() as u64).to_le_bytes());
+        mac.update(part);
+    }
+    mac.update(artifact);
+    mac
+}
+
 impl CompileCache {
-    pub(crate) fn new(db: Arc<Database>) -> Self {
-        CompileCache { db }
+    pub(crate) fn new(db: Arc<Database>, key: Arc<KeyFile>) -> Self {
+        CompileCache { db, key }
     }
 
     /// The cached spec JSON of the component with digest `wasm_digest`.
@@ -86,9 +186,11 @@ impl CompileCache {
         Ok(())
     }
 
-    /// The artifact for `(wasm_digest, engine)`, checked against its recorded
-    /// digest. A record whose bytes do not match is deleted and reported as
-    /// missing, so the caller recompiles instead of deserializing bad bytes.
+    /// The artifact for `(wasm_digest, engine)`, checked against its
+    /// HMAC under the cache key (not in the database). A record that does not
+    /// authenticate (tampered, swapped from another row, written under
+    /// another key or an older format) is deleted, logged and reported as
+    /// missing, so the caller recompiles instead of deserializing it.
     pub fn artifact(
         &self,
         wasm_digest: &str,
@@ -100,9 +202,13 @@ impl CompileCache {
             t.get((wasm_digest, engine))?.map(|v| v.value().to_vec())
         };
         let Some(raw) = raw else { return Ok(None) };
+        let Some(key) = self.key.get() else {
+            return Ok(None);
+        };
         if raw.len() >= 32 {
-            let (digest, bytes) = raw.split_at(32);
-            if sha2::Sha256::digest(bytes).as_slice() == digest {
+            let (mac, bytes) = raw.split_at(32);
+            // verify_slice compares in constant time.
+            if hmac::Mac::verify_slice(artifact_mac(key, wasm_digest, engine, bytes), mac).is_ok() {
                 return Ok(Some(CachedArtifact {
                     bytes: bytes.to_vec(),
                 }));
@@ -110,7 +216,7 @@ impl CompileCache {
         }
         tracing::warn!(
             wasm_digest,
-            "cached artifact does not match its digest; discarding it"
+            "cached artifact failed authentication (tampered, swapped or from another key); discarding it and recompiling"
         );
         let tx = self.db.begin_write()?;
         tx.open_table(schema::ARTIFACTS)?
@@ -126,8 +232,14 @@ impl CompileCache {
         engine: &str,
         artifact: &[u8],
     ) -> Result<(), StoreError> {
+        let Some(key) = self.key.get() else {
+            // Without a key nothing would be trusted on read: store nothing.
+            return Ok(());
+        };
         let mut value = Vec::with_capacity(32 + artifact.len());
-        value.extend_from_slice(&sha2::Sha256::digest(artifact));
+        value.extend_from_slice(
+            &hmac::Mac::finalize(artifact_mac(key, wasm_digest, engine, artifact)).into_bytes(),
+        );
         value.extend_from_slice(artifact);
         let tx = self.db.begin_write()?;
         tx.open_table(schema::ARTIFACTS)?
@@ -226,6 +338,36 @@ impl CompileCache {
 #[cfg(test)]
 mod tests {
     use crate::Store;
+
+    #[test]
+    fn artifacts_need_the_key_beside_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.redb");
+        let store = Store::open(&path).unwrap();
+        store
+            .compile_cache()
+            .put_artifact("w", "e", b"compiled bytes")
+            .unwrap();
+        drop(store);
+        // Another key (the old one lost, or the database copied elsewhere):
+        // the artifact does not authenticate and is dropped.
+        std::fs::remove_file(dir.path().join("c.redb.key")).unwrap();
+        let store = Store::open(&path).unwrap();
+        assert!(store.compile_cache().artifact("w", "e").unwrap().is_none());
+        assert_eq!(store.compile_cache().artifact_count().unwrap(), 0);
+        drop(store);
+        // A key others can read is not trusted: nothing is stored or used.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let key = dir.path().join("c.redb.key");
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let store = Store::open(&path).unwrap();
+            let cache = store.compile_cache();
+            cache.put_artifact("w", "e", b"compiled bytes").unwrap();
+            assert!(cache.artifact("w", "e").unwrap().is_none());
+        }
+    }
 
     #[test]
     fn artifacts_round_trip_and_corruption_is_detected() {

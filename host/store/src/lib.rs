@@ -40,6 +40,8 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 pub struct Store {
     db: Arc<Database>,
     leases: threads::Leases,
+    /// The compile cache's key (`<file>.key`), read or made on first use.
+    cache_key: Arc<cache::KeyFile>,
 }
 
 impl std::fmt::Debug for Store {
@@ -87,6 +89,7 @@ impl Store {
         let store = Store {
             db: Arc::new(db),
             leases: threads::Leases::default(),
+            cache_key: Arc::new(cache::KeyFile::beside(path)),
         };
         store.init(path)?;
         Ok(store)
@@ -128,7 +131,7 @@ impl Store {
 
     /// The compile cache.
     pub fn compile_cache(&self) -> CompileCache {
-        CompileCache::new(self.db.clone())
+        CompileCache::new(self.db.clone(), self.cache_key.clone())
     }
 
     /// The routing audit journal.

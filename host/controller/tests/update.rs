@@ -950,3 +950,377 @@ fn snapshot_exposes_statuses_and_intent_ids() {
     assert!(p.claim_of("w-2").is_none());
     assert_eq!(p.live_claims().count(), 1);
 }
+
+/// Property tests of the untrusted inputs of the supervisor tools: the
+/// arguments a model sends to `update_agent_graph` (and `view`, `yield`) go
+/// through the tool call entry [`AgentGraphTools::call`], over a real store,
+/// and the text rules of [`sandgraph_controller::rules`] see any string.
+/// Nothing panics, errors never name the root session to another caller,
+/// and a committed update never leaves a graph that cannot be viewed.
+///
+/// Cases: `SANDGRAPH_PROPTEST_CASES` (default 256). The RNG seed is fixed so
+/// CI runs the same cases every time; `SANDGRAPH_PROPTEST_SEED` picks another.
+mod proptests {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed, TestRunner};
+    use serde_json::{Map, Value};
+
+    use sandgraph_controller::CallIdentity;
+    use sandgraph_controller::rules::{
+        ELLIPSIS, RENDER_MAX_LINE_CHARS, is_identity, is_js_whitespace, is_text, js_trim, one_line,
+        truncate_utf16, utf16_len, utf16_prefix,
+    };
+
+    use super::common::{Fixture, GRAPH, ROOT};
+
+    fn cases() -> u32 {
+        std::env::var("SANDGRAPH_PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(256)
+    }
+
+    fn seed() -> u64 {
+        std::env::var("SANDGRAPH_PROPTEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5a4d_6772_6170_6803)
+    }
+
+    fn config() -> Config {
+        Config {
+            cases: cases(),
+            failure_persistence: None,
+            rng_seed: RngSeed::Fixed(seed()),
+            ..Config::default()
+        }
+    }
+
+    fn any_text(max: usize) -> impl Strategy<Value = String> {
+        prop::collection::vec(any::<char>(), 0..max).prop_map(String::from_iter)
+    }
+
+    /// Strings for ids and texts: known ids, edge cases of the identity and
+    /// text rules (whitespace, controls, astral characters, lengths at the
+    /// bounds), and any characters.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            12 => prop::sample::select(vec![
+                "w-1", "w-2", "w-3", "w-4", "preset-a", "coder", "op-1", "r1", "graph_g1",
+                "do the work", "tab\tand\nlines",
+            ])
+            .prop_map(str::to_owned),
+            4 => prop::sample::select(vec![
+                "", " ", "a ", "\u{feff}a", "a\u{1}b", "a\tb", "a\u{7f}", "\u{1F600}", "é\r\nx",
+                "graph_work_0123456789abcdef0123456789abcdef",
+            ])
+            .prop_map(str::to_owned),
+            1 => (prop::sample::select(vec!["a", "\u{1F600}", " "]), 250usize..260)
+                .prop_map(|(c, n)| c.repeat(n)),
+            1 => (3_995usize..4_005).prop_map(|n| "r".repeat(n)),
+            1 => Just("i".repeat(60_001)),
+            2 => any_text(12),
+        ]
+    }
+
+    /// Any JSON, shallow: a wrong-typed field.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| serde_json::json!(f)),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((any_text(4), inner), 0..4)
+                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    /// A field value: mostly a string, sometimes anything.
+    fn string_field() -> impl Strategy<Value = Value> {
+        prop_oneof![20 => text().prop_map(Value::String), 1 => any_json()]
+    }
+
+    fn string_list() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            6 => prop::collection::vec(string_field(), 0..5).prop_map(Value::Array),
+            1 => (60usize..70).prop_map(|n| {
+                Value::Array((0..n).map(|i| Value::String(format!("r{i}"))).collect())
+            }),
+            1 => any_json(),
+        ]
+    }
+
+    /// An object of the given fields, each present with its probability
+    /// (always at 1.0), plus maybe a key nobody reads.
+    fn fields(
+        entries: Vec<(&'static str, f64, BoxedStrategy<Value>)>,
+    ) -> impl Strategy<Value = Value> {
+        let entries: Vec<_> = entries
+            .into_iter()
+            .map(|(k, p, v)| {
+                let v = if p < 1.0 {
+                    prop::option::weighted(p, v).boxed()
+                } else {
+                    v.prop_map(Some).boxed()
+                };
+                v.prop_map(move |v| (k, v))
+            })
+            .collect();
+        (
+            entries,
+            prop::option::weighted(0.03, (any_text(6), any_json())),
+        )
+            .prop_map(|(entries, extra)| {
+                let mut m = Map::new();
+                for (k, v) in entries {
+                    if let Some(v) = v {
+                        m.insert(k.to_owned(), v);
+                    }
+                }
+                if let Some((k, v)) = extra {
+                    m.insert(k, v);
+                }
+                Value::Object(m)
+            })
+    }
+
+    fn one_of_or_any(values: &[&'static str]) -> BoxedStrategy<Value> {
+        prop_oneof![
+            6 => prop::sample::select(values.to_vec()).prop_map(|s| Value::String(s.to_owned())),
+            1 => string_field(),
+        ]
+        .boxed()
+    }
+
+    fn add_work_item() -> impl Strategy<Value = Value> {
+        let selected = prop_oneof![
+            6 => prop::collection::vec(
+                fields(vec![
+                    ("sourceGraphId", 0.95, string_field().boxed()),
+                    ("resultId", 0.95, string_field().boxed()),
+                ]),
+                0..4,
+            )
+            .prop_map(Value::Array),
+            1 => any_json(),
+        ];
+        let target = prop_oneof![
+            3 => fields(vec![("subagentId", 1.0, string_field().boxed())]),
+            2 => fields(vec![("agentId", 1.0, string_field().boxed())]),
+            1 => fields(vec![("operatorId", 1.0, string_field().boxed())]),
+            1 => fields(vec![
+                ("targetKind", 1.0, one_of_or_any(&["new_agent", "new_preset", "existing_operator"])),
+                ("agentId", 0.5, string_field().boxed()),
+                ("subagentId", 0.5, string_field().boxed()),
+                ("operatorId", 0.5, string_field().boxed()),
+            ]),
+        ];
+        let rest = fields(vec![
+            (
+                "targetKind",
+                0.1,
+                one_of_or_any(&["new_agent", "new_preset", "existing_operator"]),
+            ),
+            ("agentId", 0.05, string_field().boxed()),
+            ("subagentId", 0.05, string_field().boxed()),
+            ("operatorId", 0.05, string_field().boxed()),
+            ("instruction", 0.95, string_field().boxed()),
+            ("inputIds", 0.4, string_list().boxed()),
+            ("selectedResultInputs", 0.2, selected.boxed()),
+            ("replaces", 0.2, string_field().boxed()),
+            ("replacementMode", 0.2, one_of_or_any(&["none", "replace"])),
+            ("workId", 0.4, string_field().boxed()),
+        ]);
+        (target, rest).prop_map(|(mut target, rest)| {
+            if let (Value::Object(t), Value::Object(r)) = (&mut target, rest) {
+                t.extend(r);
+            }
+            target
+        })
+    }
+
+    fn update_args() -> impl Strategy<Value = Value> {
+        let add_work = prop_oneof![
+            8 => prop::collection::vec(add_work_item(), 1..4).prop_map(Value::Array),
+            1 => (30usize..35).prop_map(|n| {
+                Value::Array(
+                    (0..n)
+                        .map(|i| serde_json::json!({"subagentId": format!("p-{i}"), "instruction": "x"}))
+                        .collect(),
+                )
+            }),
+            1 => any_json(),
+        ];
+        let stop = prop_oneof![
+            6 => prop::collection::vec(
+                fields(vec![("targetId", 0.95, string_field().boxed()), ("reason", 0.95, string_field().boxed())]),
+                0..4,
+            )
+            .prop_map(Value::Array),
+            1 => any_json(),
+        ];
+        let finish = prop_oneof![
+            6 => fields(vec![("resultIds", 0.8, string_list().boxed()), ("reason", 0.95, string_field().boxed())]),
+            1 => any_json(),
+        ];
+        fields(vec![
+            ("graphId", 0.97, graph_id().boxed()),
+            (
+                "operation",
+                0.15,
+                one_of_or_any(&["add_work", "stop", "finish"]),
+            ),
+            ("addWork", 0.85, add_work.boxed()),
+            ("stop", 0.25, stop.boxed()),
+            ("finish", 0.1, finish.boxed()),
+            ("idempotencyKey", 0.2, string_field().boxed()),
+        ])
+    }
+
+    fn graph_id() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            6 => prop::sample::select(vec![GRAPH, "graph_g2", "graph_g3"])
+                .prop_map(|s| Value::String(s.to_owned())),
+            1 => string_field(),
+        ]
+    }
+
+    /// One tool call: mostly updates, from the root session mostly.
+    fn tool_call() -> impl Strategy<Value = (String, Value, CallIdentity)> {
+        let named = |name: &str| Just(name.to_owned());
+        let view = fields(vec![
+            ("graphId", 0.97, graph_id().boxed()),
+            ("cursor", 0.3, string_field().boxed()),
+        ]);
+        let yield_ = fields(vec![("graphId", 0.97, graph_id().boxed())]);
+        let call = prop_oneof![
+            12 => (named("update_agent_graph"), update_args()),
+            2 => (named("view_agent_graph"), view),
+            1 => (named("yield_agent_graph"), yield_),
+            1 => (
+                prop_oneof![
+                    named("update_agent_graph"),
+                    named("view_agent_graph"),
+                    named("yield_agent_graph"),
+                    any_text(8),
+                ],
+                any_json(),
+            ),
+        ];
+        let session = prop_oneof![
+            16 => Just(ROOT.to_owned()),
+            1 => Just(String::new()),
+            1 => Just("session-other".to_owned()),
+            1 => any_text(8),
+        ];
+        (call, session, 0u64..4, any_text(6)).prop_map(
+            |((tool, args), session_id, last_turn, tool_call_id)| {
+                let call = CallIdentity {
+                    session_id,
+                    last_turn,
+                    tool_call_id,
+                };
+                (tool, args, call)
+            },
+        )
+    }
+
+    /// Tool calls with any arguments, over one store that grows across the
+    /// cases: no panic, no error that names the root session to another
+    /// caller, and after every committed update each graph still projects
+    /// and views.
+    #[test]
+    fn tool_calls_with_any_arguments_never_panic_nor_break_the_graph() {
+        let f = Fixture::new();
+        let mut runner = TestRunner::new(config());
+        runner
+            .run(&tool_call(), |(tool, args, call)| {
+                let r = f.tools.call(&tool, args, &call);
+                match &r {
+                    Ok(result) => {
+                        prop_assert_eq!(&call.session_id, ROOT);
+                        prop_assert!(!result.text.is_empty());
+                    }
+                    Err(e) => {
+                        prop_assert!(!e.message.is_empty());
+                        if call.session_id != ROOT {
+                            prop_assert!(
+                                !e.to_string().contains(ROOT),
+                                "{} leaks the root session to {:?}",
+                                e,
+                                call.session_id
+                            );
+                        }
+                    }
+                }
+                if r.is_ok() && tool == "update_agent_graph" {
+                    for graph in [GRAPH, "graph_g2", "graph_g3"] {
+                        let p = f.tools.snapshot(graph);
+                        prop_assert!(p.is_ok(), "{}: {:?}", graph, p.err());
+                        let view =
+                            f.call("view_agent_graph", serde_json::json!({ "graphId": graph }));
+                        prop_assert!(view.is_ok(), "{}: {:?}", graph, view.err());
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// The UTF-16 helpers: a prefix is a prefix within its bound and
+        /// never splits a character; a cut string ends with the ellipsis.
+        #[test]
+        fn utf16_cuts_stay_within_their_bound(s in any_text(24), max in 0usize..30) {
+            prop_assert_eq!(utf16_len(&s), s.encode_utf16().count());
+            let prefix = utf16_prefix(&s, max);
+            prop_assert!(s.starts_with(prefix));
+            prop_assert!(utf16_len(prefix) <= max);
+            if utf16_len(&s) > max {
+                // One more character would not fit.
+                let next = s[prefix.len()..].chars().next().unwrap();
+                prop_assert!(utf16_len(prefix) + next.len_utf16() > max);
+            }
+            let (cut, was_cut) = truncate_utf16(&s, max);
+            prop_assert_eq!(was_cut, utf16_len(&s) > max);
+            if was_cut {
+                prop_assert_eq!(cut, format!("{prefix}{ELLIPSIS}"));
+            } else {
+                prop_assert_eq!(cut, s.clone());
+            }
+        }
+
+        /// Trimming, the one-line form and the identity and text rules on
+        /// any string.
+        #[test]
+        fn text_rules_hold_for_any_string(s in prop_oneof![any_text(24), text()], max in 0usize..300) {
+            let trimmed = js_trim(&s);
+            prop_assert!(s.contains(trimmed));
+            prop_assert!(!trimmed.starts_with(is_js_whitespace));
+            prop_assert!(!trimmed.ends_with(is_js_whitespace));
+            let line = one_line(&s);
+            prop_assert!(utf16_len(&line) <= RENDER_MAX_LINE_CHARS);
+            prop_assert!(!line.starts_with(is_js_whitespace));
+            prop_assert!(!line.contains("  "));
+            prop_assert!(line.chars().all(|c| c == ' ' || !is_js_whitespace(c)));
+            if is_identity(&s) {
+                prop_assert!(is_text(&s, 256));
+                prop_assert_eq!(js_trim(&s), s.as_str());
+            }
+            if is_text(&s, max) {
+                prop_assert!((1..=max).contains(&utf16_len(&s)));
+                let control = |c: char| c == '\u{7f}' || c < ' ' && !"\t\n\r".contains(c);
+                prop_assert!(!s.chars().any(control), "{:?}", s);
+            }
+        }
+    }
+}

@@ -829,3 +829,7 @@ mod tests {
         assert_eq!(number_tokens(text), vec!["-1", "2.5e3", "40"]);
     }
 }
+
+#[cfg(test)]
+#[path = "json_proptest.rs"]
+mod proptests;

@@ -755,3 +755,382 @@ fn keys_needing_pointer_escapes_and_schema_like_annotations() {
         ]
     );
 }
+
+/// Property tests: the DSL compiler and the argument validator read
+/// untrusted JSON (a graph author's `parameters`, a model's arguments); no
+/// input makes them panic, and their errors keep their documented shape.
+///
+/// Cases: `SANDGRAPH_PROPTEST_CASES` (default 256). The RNG seed is fixed so
+/// CI runs the same cases every time; `SANDGRAPH_PROPTEST_SEED` picks another.
+mod proptests {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed};
+    use sandgraph_core::json::check_lossless;
+    use sandgraph_schema::ParameterSchema;
+    use serde_json::{Map, Number, Value};
+
+    fn cases() -> u32 {
+        std::env::var("SANDGRAPH_PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(256)
+    }
+
+    fn seed() -> u64 {
+        std::env::var("SANDGRAPH_PROPTEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5a4d_6772_6170_6802)
+    }
+
+    fn config() -> Config {
+        Config {
+            cases: cases(),
+            failure_persistence: None,
+            rng_seed: RngSeed::Fixed(seed()),
+            ..Config::default()
+        }
+    }
+
+    /// Names shared by specs and arguments, so arguments meet declared
+    /// properties; `""`, `/` and `~` test JSON-pointer escaping.
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => prop::sample::select(vec!["a", "b", "input", "", "a/b", "~0", "é"])
+                .prop_map(str::to_owned),
+            1 => prop::collection::vec(any::<char>(), 0..6).prop_map(String::from_iter),
+        ]
+    }
+
+    /// Any number serde_json can hold, lossless or not: `-0.0`, integers
+    /// past 2^53 and u64s included.
+    fn number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-100i64..100).prop_map(Value::from),
+            any::<f64>().prop_filter_map("finite", |f| Number::from_f64(f).map(Value::Number)),
+            prop::sample::select(vec![-0.0, 1.0, 0.5, 9_007_199_254_740_992.0, 1e300])
+                .prop_map(|f| Value::Number(Number::from_f64(f).expect("finite"))),
+        ]
+    }
+
+    fn scalar() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            number(),
+            prop_oneof![
+                prop::sample::select(vec!["string", "object", "x", ""]).prop_map(str::to_owned),
+                prop::collection::vec(any::<char>(), 0..8).prop_map(String::from_iter),
+            ]
+            .prop_map(Value::String),
+        ]
+    }
+
+    /// Any JSON value, up to 6 deep, keys from [`name`]; sometimes wrapped
+    /// in 60 to 80 arrays (past `MAX_JSON_DEPTH`).
+    fn any_json() -> impl Strategy<Value = Value> {
+        let tree = scalar().prop_recursive(6, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((name(), inner), 0..6)
+                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect::<Map<_, _>>())),
+            ]
+        });
+        prop_oneof![
+            9 => tree.clone(),
+            1 => (tree, 60usize..80).prop_map(|(mut v, depth)| {
+                for _ in 0..depth {
+                    v = Value::Array(vec![v]);
+                }
+                v
+            }),
+        ]
+    }
+
+    const TYPES: [&str; 9] = [
+        "string", "number", "integer", "boolean", "null", "array", "object", "json", "str",
+    ];
+
+    /// A value schema of the DSL, mostly well formed: every DSL key, each
+    /// present or not, its value mostly of the right kind, sometimes any.
+    fn node() -> impl Strategy<Value = Value> {
+        let leaf = prop::sample::select(TYPES.to_vec()).prop_map(|t| {
+            let mut m = Map::new();
+            m.insert("type".to_owned(), Value::String(t.to_owned()));
+            Value::Object(m)
+        });
+        leaf.prop_recursive(5, 32, 4, |inner| {
+            let type_ = prop_oneof![
+                6 => prop::sample::select(TYPES.to_vec()).prop_map(|t| Value::String(t.to_owned())),
+                1 => any_json(),
+            ];
+            let required = prop_oneof![Just(Value::Bool(true)), any_json()];
+            let text = prop_oneof![
+                prop::collection::vec(any::<char>(), 0..8)
+                    .prop_map(|c| Value::String(String::from_iter(c))),
+                any_json(),
+            ];
+            let enum_ = prop_oneof![
+                prop::collection::vec(scalar(), 0..4).prop_map(Value::Array),
+                any_json(),
+            ];
+            let properties = prop_oneof![
+                4 => prop::collection::vec((name(), inner.clone()), 0..4)
+                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect::<Map<_, _>>())),
+                1 => any_json(),
+            ];
+            let one_of = prop_oneof![
+                4 => prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                1 => any_json(),
+            ];
+            let additional = prop_oneof![any::<bool>().prop_map(Value::Bool), any_json()];
+            (
+                (
+                    prop::option::weighted(0.9, type_),
+                    prop::option::of(required),
+                    prop::option::of(text.clone()),
+                    prop::option::weighted(0.2, text),
+                    prop::option::weighted(0.2, any_json()),
+                    prop::option::weighted(0.2, any_json()),
+                ),
+                (
+                    prop::option::weighted(0.3, enum_),
+                    prop::option::weighted(0.2, scalar()),
+                    prop::option::weighted(0.3, inner),
+                    prop::option::weighted(0.4, properties),
+                    prop::option::weighted(0.5, additional),
+                    prop::option::weighted(0.2, one_of),
+                    prop::option::weighted(0.05, (name(), any_json())),
+                ),
+            )
+                .prop_map(
+                    |(
+                        (type_, required, description, title, default, examples),
+                        (enum_, const_, items, properties, additional, one_of, extra),
+                    )| {
+                        let mut m = Map::new();
+                        let mut put = |k: &str, v: Option<Value>| {
+                            if let Some(v) = v {
+                                m.insert(k.to_owned(), v);
+                            }
+                        };
+                        put("type", type_);
+                        put("required", required);
+                        put("description", description);
+                        put("title", title);
+                        put("default", default);
+                        put("examples", examples);
+                        put("enum", enum_);
+                        put("const", const_);
+                        put("items", items);
+                        put("properties", properties);
+                        put("additionalProperties", additional);
+                        put("oneOf", one_of);
+                        if let Some((k, v)) = extra {
+                            m.insert(k, v);
+                        }
+                        Value::Object(m)
+                    },
+                )
+        })
+    }
+
+    fn object(pairs: Vec<(String, Value)>) -> Value {
+        Value::Object(pairs.into_iter().collect())
+    }
+
+    /// A property: a node, maybe marked `required: true`.
+    fn property(node: Value, required: bool) -> Value {
+        match node {
+            Value::Object(mut m) if required => {
+                m.insert("required".to_owned(), Value::Bool(true));
+                Value::Object(m)
+            }
+            other => other,
+        }
+    }
+
+    /// Values of a scalar DSL type (for `enum` and `const`).
+    fn of_type(t: &'static str) -> BoxedStrategy<Value> {
+        match t {
+            "string" => prop::collection::vec(any::<char>(), 0..6)
+                .prop_map(|c| Value::String(String::from_iter(c)))
+                .boxed(),
+            "number" => prop_oneof![
+                4 => (-1e6..1e6f64).prop_filter_map("not -0", |f| {
+                    (f != 0.0).then(|| Number::from_f64(f).map(Value::Number)).flatten()
+                }),
+                1 => number(),
+            ]
+            .boxed(),
+            "integer" => prop_oneof![
+                4 => (-1000i64..1000).prop_map(Value::from),
+                2 => (-(1i64 << 53) + 1..1i64 << 53).prop_map(Value::from),
+                1 => any::<i64>().prop_map(Value::from),
+            ]
+            .boxed(),
+            "boolean" => any::<bool>().prop_map(Value::Bool).boxed(),
+            _ => Just(Value::Null).boxed(),
+        }
+    }
+
+    /// A well-formed value schema, up to 5 deep, so that specs compile and
+    /// the validator meets every kind of node.
+    fn good_node() -> impl Strategy<Value = Value> {
+        let scalar_node =
+            prop::sample::select(vec!["string", "number", "integer", "boolean", "null"])
+                .prop_flat_map(|t| {
+                    (
+                        Just(t),
+                        prop::option::weighted(0.4, prop::collection::vec(of_type(t), 1..4)),
+                        prop::option::weighted(0.2, of_type(t)),
+                        prop::option::weighted(0.3, prop::collection::vec(any::<char>(), 0..6)),
+                    )
+                })
+                .prop_map(|(t, enum_, const_, description)| {
+                    let mut m = vec![("type".to_owned(), Value::String(t.to_owned()))];
+                    if let Some(e) = &enum_ {
+                        m.push(("enum".to_owned(), Value::Array(e.clone())));
+                    }
+                    // `const` must be one of the `enum` members when both are there.
+                    match (enum_, const_) {
+                        (Some(e), Some(_)) => m.push(("const".to_owned(), e[0].clone())),
+                        (None, Some(c)) => m.push(("const".to_owned(), c)),
+                        _ => {}
+                    }
+                    if let Some(d) = description {
+                        m.push((
+                            "description".to_owned(),
+                            Value::String(String::from_iter(d)),
+                        ));
+                    }
+                    object(m)
+                });
+        let leaf = prop_oneof![
+            4 => scalar_node,
+            1 => Just(object(vec![("type".to_owned(), Value::String("json".to_owned()))])),
+        ];
+        leaf.prop_recursive(5, 32, 4, |inner| {
+            prop_oneof![
+                prop::option::of(inner.clone()).prop_map(|items| {
+                    let mut m = vec![("type".to_owned(), Value::String("array".to_owned()))];
+                    if let Some(items) = items {
+                        m.push(("items".to_owned(), items));
+                    }
+                    object(m)
+                }),
+                (
+                    prop::collection::vec((name(), inner.clone(), any::<bool>()), 0..4),
+                    any::<bool>(),
+                )
+                    .prop_map(|(props, additional)| {
+                        let props = props
+                            .into_iter()
+                            .map(|(k, node, required)| (k, property(node, required)))
+                            .collect();
+                        object(vec![
+                            ("type".to_owned(), Value::String("object".to_owned())),
+                            ("properties".to_owned(), object(props)),
+                            ("additionalProperties".to_owned(), Value::Bool(additional)),
+                        ])
+                    }),
+                prop::collection::vec(inner, 2..4).prop_map(|branches| object(vec![(
+                    "oneOf".to_owned(),
+                    Value::Array(branches)
+                )])),
+            ]
+        })
+    }
+
+    /// A `parameters` spec: a map of well-formed nodes, of nodes that may
+    /// break any rule, or any JSON at all.
+    fn parameters() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => prop::collection::vec((name(), good_node(), any::<bool>()), 0..5).prop_map(
+                |props| object(
+                    props
+                        .into_iter()
+                        .map(|(k, node, required)| (k, property(node, required)))
+                        .collect()
+                )
+            ),
+            2 => prop::collection::vec((name(), node()), 0..5).prop_map(object),
+            1 => any_json(),
+        ]
+    }
+
+    /// Checks one validation: no panic, errors never empty and rooted at
+    /// `arguments`, the answer stable, and accepted arguments lossless.
+    fn check_validate(schema: &ParameterSchema, args: &Value) -> Result<(), TestCaseError> {
+        let first = schema.validate(args);
+        prop_assert_eq!(&first, &schema.validate(args));
+        match first {
+            Ok(()) => {
+                prop_assert!(check_lossless(args).is_ok(), "accepted {}", args);
+                let _ = schema.graph_input(args.clone());
+            }
+            Err(e) => {
+                prop_assert!(!e.violations.is_empty());
+                prop_assert_eq!(e.code(), sandgraph_schema::INVALID_ARGS);
+                for v in &e.violations {
+                    prop_assert!(v.contains("\"arguments"), "{}", v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Compiling any spec never panics; a refusal lists violations
+        /// rooted at `parameters`; a compiled spec validates any arguments
+        /// without panicking.
+        #[test]
+        fn any_spec_compiles_or_is_refused_and_validates_any_arguments(
+            spec in parameters(),
+            args in prop::collection::vec(
+                prop_oneof![
+                    any_json(),
+                    prop::collection::vec((name(), any_json()), 0..5)
+                        .prop_map(|pairs| Value::Object(pairs.into_iter().collect::<Map<_, _>>())),
+                ],
+                1..4,
+            ),
+        ) {
+            match ParameterSchema::compile(&spec) {
+                Ok(schema) => {
+                    prop_assert_eq!(&schema.json_schema()["type"], "object");
+                    prop_assert_eq!(schema.spec(), Some(&spec));
+                    for args in &args {
+                        check_validate(&schema, args)?;
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(!e.violations.is_empty());
+                    prop_assert_eq!(e.code(), sandgraph_schema::UNSUPPORTED_SCHEMA);
+                    for v in &e.violations {
+                        prop_assert!(v.contains("parameters"), "{}", v);
+                    }
+                    prop_assert_eq!(ParameterSchema::compile(&spec).err(), Some(e));
+                }
+            }
+        }
+
+        /// The fallback schema validates any arguments without panicking.
+        #[test]
+        fn the_fallback_validates_any_arguments(
+            keys in prop::collection::vec((name(), any::<bool>()), 0..4),
+            args in any_json(),
+            input in any_json(),
+        ) {
+            let schema = ParameterSchema::fallback_input(&keys);
+            check_validate(&schema, &args)?;
+            let mut wrapped = Map::new();
+            wrapped.insert("input".to_owned(), input);
+            check_validate(&schema, &Value::Object(wrapped))?;
+        }
+    }
+}

@@ -36,21 +36,24 @@ fn greet_args() -> serde_json::Value {
     json!({"name": "Ada", "style": "formal"})
 }
 
+/// Every stored artifact row: ((wasm digest, engine), value).
+fn artifact_rows(db: &redb::Database) -> Vec<((String, String), Vec<u8>)> {
+    let tx = db.begin_read().unwrap();
+    let t = tx.open_table(ARTIFACTS).unwrap();
+    t.iter()
+        .unwrap()
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            let (a, b) = k.value();
+            ((a.to_owned(), b.to_owned()), v.value().to_vec())
+        })
+        .collect()
+}
+
 /// Flips the last byte of every stored artifact (the store must be closed).
 fn corrupt_artifacts(db_path: &Path) -> usize {
     let db = redb::Database::open(db_path).unwrap();
-    let records: Vec<((String, String), Vec<u8>)> = {
-        let tx = db.begin_read().unwrap();
-        let t = tx.open_table(ARTIFACTS).unwrap();
-        t.iter()
-            .unwrap()
-            .map(|r| {
-                let (k, v) = r.unwrap();
-                let (a, b) = k.value();
-                ((a.to_owned(), b.to_owned()), v.value().to_vec())
-            })
-            .collect()
-    };
+    let records = artifact_rows(&db);
     let tx = db.begin_write().unwrap();
     {
         let mut t = tx.open_table(ARTIFACTS).unwrap();
@@ -474,18 +477,7 @@ async fn a_load_that_finds_the_host_busy_is_not_remembered() {
 /// Swaps the stored artifact rows of two graphs (the store must be closed).
 fn swap_artifacts(db_path: &Path) {
     let db = redb::Database::open(db_path).unwrap();
-    let rows: Vec<((String, String), Vec<u8>)> = {
-        let tx = db.begin_read().unwrap();
-        let t = tx.open_table(ARTIFACTS).unwrap();
-        t.iter()
-            .unwrap()
-            .map(|r| {
-                let (k, v) = r.unwrap();
-                let (a, b) = k.value();
-                ((a.to_owned(), b.to_owned()), v.value().to_vec())
-            })
-            .collect()
-    };
+    let rows = artifact_rows(&db);
     assert_eq!(rows.len(), 2, "two cached artifacts");
     let tx = db.begin_write().unwrap();
     {

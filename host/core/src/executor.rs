@@ -562,33 +562,7 @@ async fn drive<B: Backend + 'static>(
 
         // Tasks finished before a crash or failure are taken from their
         // records, never run twice.
-        let reused: Vec<Option<TaskOutcome>> = tasks
-            .iter()
-            .map(|t| {
-                let reused =
-                    prior
-                        .get(&t.path())
-                        .filter(|r| r.node == t.node)
-                        .and_then(|r| match &r.result {
-                            TaskResult::Done {
-                                writes,
-                                next,
-                                sends,
-                            } => Some(TaskOutcome::Done(TaskWrites {
-                                writes: writes.clone(),
-                                next: next.clone(),
-                                sends: sends.clone(),
-                            })),
-                            TaskResult::Interrupted { .. } => None,
-                        });
-                if let Some(TaskOutcome::Done(w)) = &reused {
-                    charge(&**backend, w.cost(), &|| {
-                        format!("the recorded writes of node {:?}", t.node)
-                    })?;
-                }
-                Ok(reused)
-            })
-            .collect::<Result<_, RunError>>()?;
+        let reused = reuse_records(&**backend, &tasks, &prior)?;
         let resumes: Vec<Vec<Value>> = tasks
             .iter()
             .map(|t| resume.get(&t.path()).cloned().unwrap_or_default())
@@ -751,6 +725,41 @@ fn done_records(thread: &ThreadState) -> HashMap<String, TaskRecord> {
         .iter()
         .filter(|r| matches!(r.result, TaskResult::Done { .. }))
         .map(|r| (r.path.clone(), r.clone()))
+        .collect()
+}
+
+/// Per task, the outcome recorded before a crash or failure (never run
+/// twice), its writes charged to the run's byte budget; `None` to run it.
+fn reuse_records<B: Backend>(
+    backend: &B,
+    tasks: &[Task],
+    prior: &HashMap<String, TaskRecord>,
+) -> Result<Vec<Option<TaskOutcome>>, RunError> {
+    tasks
+        .iter()
+        .map(|t| {
+            let reused = prior
+                .get(&t.path())
+                .filter(|r| r.node == t.node)
+                .and_then(|r| match &r.result {
+                    TaskResult::Done {
+                        writes,
+                        next,
+                        sends,
+                    } => Some(TaskOutcome::Done(TaskWrites {
+                        writes: writes.clone(),
+                        next: next.clone(),
+                        sends: sends.clone(),
+                    })),
+                    TaskResult::Interrupted { .. } => None,
+                });
+            if let Some(TaskOutcome::Done(w)) = &reused {
+                charge(backend, w.cost(), &|| {
+                    format!("the recorded writes of node {:?}", t.node)
+                })?;
+            }
+            Ok(reused)
+        })
         .collect()
 }
 

@@ -1,10 +1,15 @@
 //! MCP's Streamable HTTP transport at `/mcp`: rmcp's
-//! [`StreamableHttpService`] in an axum router, behind a bearer-token check,
-//! with Host/Origin allow-lists (DNS rebinding), a body size limit, and a
-//! graceful shutdown that lets running calls finish.
+//! [`StreamableHttpService`] in an axum router, behind a guard that names
+//! the caller ([`Principal`]: a token's name, or the connection's peer),
+//! binds every MCP session to the principal that opened it, and caps
+//! sessions; with Host/Origin allow-lists (DNS rebinding), a body size
+//! limit, the connection limits of [`ConnLimits`], and a graceful shutdown
+//! that lets running calls finish.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -13,15 +18,15 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
 use futures::StreamExt;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::conn::{self, ConnInfo, ConnLimits};
+use crate::principal::{Principal, Tokens};
 use crate::server::McpServer;
 
 /// The path the MCP endpoint is served at.
@@ -32,6 +37,19 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
 
 /// Default of [`HttpOptions::shutdown_grace`]: 10 s.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Default of [`HttpOptions::max_sessions`].
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+
+/// Default of [`HttpOptions::max_sessions_per_principal`].
+pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 64;
+
+/// Default of [`HttpOptions::session_idle`]: 5 minutes.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
+
+/// The `Retry-After` of a request refused at the session cap, in seconds:
+/// sessions end when their clients close them or after their idle time.
+const SESSION_RETRY_AFTER_SECS: u32 = 10;
 
 /// After the grace period every run is cancelled; this is how long the
 /// server then waits for them (each run's own grace is 500 ms by default)
@@ -54,8 +72,21 @@ pub struct HttpOptions {
     /// (`scheme://host:port`, or `:*` for any port). Requests without an
     /// `Origin` header (non-browser clients) are accepted.
     pub allowed_origins: Vec<String>,
-    /// The bearer token every request must carry, if any.
+    /// The one shared bearer token every request must carry, if any; its
+    /// holders are one principal, [`SHARED_TOKEN_PRINCIPAL`](crate::SHARED_TOKEN_PRINCIPAL).
     pub token: Option<String>,
+    /// Named bearer tokens (`--tokens FILE`): every request must carry
+    /// one, and is its principal's. Used instead of `token` when set.
+    pub tokens: Option<Tokens>,
+    /// Connection cap, header-read and idle timeouts.
+    pub conn: ConnLimits,
+    /// MCP sessions open at once over every client; a request that would
+    /// open one more gets `503` with `Retry-After`.
+    pub max_sessions: usize,
+    /// MCP sessions one principal may hold open at once (same answer).
+    pub max_sessions_per_principal: usize,
+    /// A session with no request for this long is closed.
+    pub session_idle: Duration,
     /// Largest request body; larger ones get `413`.
     pub max_body_bytes: usize,
     /// After a shutdown starts, how long running calls get to finish before
@@ -65,7 +96,9 @@ pub struct HttpOptions {
 
 impl HttpOptions {
     /// Options for `addr` with the defaults: loopback only, no token, 1 MiB
-    /// bodies, 10 s grace.
+    /// bodies, 10 s grace, the connection and session caps of
+    /// [`ConnLimits::default`], [`DEFAULT_MAX_SESSIONS`] and
+    /// [`DEFAULT_MAX_SESSIONS_PER_PRINCIPAL`].
     pub fn new(addr: SocketAddr) -> HttpOptions {
         HttpOptions {
             addr,
@@ -73,6 +106,11 @@ impl HttpOptions {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             token: None,
+            tokens: None,
+            conn: ConnLimits::default(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+            session_idle: DEFAULT_SESSION_IDLE,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
@@ -141,24 +179,81 @@ impl Drop for RequestGuard {
 
 #[derive(Clone)]
 struct Guard {
-    /// sha256 of the expected token.
-    token: Option<Arc<[u8; 32]>>,
+    /// The accepted tokens; `None`: no authentication.
+    tokens: Option<Tokens>,
     requests: Requests,
+    sessions: Arc<SessionOwners>,
 }
 
-fn digest(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+/// Which principal opened each MCP session, and the session caps.
+struct SessionOwners {
+    manager: Arc<LocalSessionManager>,
+    /// Session id (or a reservation for one being opened) to the key of
+    /// the principal that opened it.
+    owners: tokio::sync::Mutex<HashMap<Arc<str>, String>>,
+    reservations: AtomicU64,
+    max: usize,
+    per_principal: usize,
 }
 
-/// Compares the digests of the presented and the expected token in
-/// constant time (the digests have a fixed length, so neither the content
-/// nor the length of the token leaks through timing).
-fn token_matches(presented: &[u8], expected: &[u8; 32]) -> bool {
-    let got = digest(presented);
-    got.iter()
-        .zip(expected.iter())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
+/// A session being opened: counted against the caps until the response
+/// says whether one was opened.
+const RESERVED: &str = "\0reserved-";
+
+impl SessionOwners {
+    /// Reserves a session for `principal`, or says why not.
+    async fn reserve(&self, principal: &str) -> Result<Arc<str>, String> {
+        let mut owners = self.owners.lock().await;
+        let full = |owners: &HashMap<Arc<str>, String>| {
+            owners.len() >= self.max
+                || owners.values().filter(|o| *o == principal).count() >= self.per_principal
+        };
+        if full(&owners) {
+            // Sessions that ended (idle, or closed by rmcp) are forgotten
+            // here only when the count matters.
+            let live = self.manager.sessions.read().await;
+            owners.retain(|id, _| id.starts_with(RESERVED) || live.contains_key(id));
+        }
+        if owners.len() >= self.max {
+            return Err(format!(
+                "too many MCP sessions open ({}); retry later",
+                self.max
+            ));
+        }
+        if owners.values().filter(|o| *o == principal).count() >= self.per_principal {
+            return Err(format!(
+                "too many MCP sessions open for {principal} ({}): close one (DELETE /mcp) or \
+                 retry later",
+                self.per_principal
+            ));
+        }
+        let n = self.reservations.fetch_add(1, Ordering::Relaxed);
+        let key: Arc<str> = Arc::from(format!("{RESERVED}{n}"));
+        owners.insert(key.clone(), principal.to_owned());
+        Ok(key)
+    }
+
+    /// Ends a reservation; `opened` is the session it became, if any.
+    async fn settle(&self, reservation: &str, opened: Option<&str>, principal: &str) {
+        let mut owners = self.owners.lock().await;
+        owners.remove(reservation);
+        if let Some(id) = opened {
+            owners.insert(Arc::from(id), principal.to_owned());
+        }
+    }
+
+    /// Whether `session` was opened by `principal`.
+    async fn owned_by(&self, session: &str, principal: &str) -> bool {
+        self.owners
+            .lock()
+            .await
+            .get(session)
+            .is_some_and(|o| o == principal)
+    }
+
+    async fn forget(&self, session: &str) {
+        self.owners.lock().await.remove(session);
+    }
 }
 
 fn bearer(req: &Request) -> Option<&[u8]> {
@@ -178,18 +273,62 @@ fn unauthorized(message: &'static str) -> Response {
     resp
 }
 
-/// The token check, then the request is counted until its response body
-/// is sent (or dropped).
-async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
-    if let Some(expected) = &g.token {
-        match bearer(&req) {
-            None => return unauthorized("missing bearer token"),
-            Some(t) if !token_matches(t, expected) => {
-                return unauthorized("wrong bearer token");
-            }
-            Some(_) => {}
-        }
+fn unavailable(message: String, retry_after: u32) -> Response {
+    let mut resp = (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    resp
+}
+
+/// The same answer rmcp gives for a session that does not exist, so a
+/// session id of another principal is indistinguishable from a wrong one.
+fn session_not_found() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+}
+
+fn session_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Who sent `req`: the principal of its token, or with no authentication
+/// the connection's peer.
+fn principal_of(g: &Guard, req: &Request) -> Result<Principal, &'static str> {
+    match &g.tokens {
+        Some(tokens) => match bearer(req) {
+            None => Err("missing bearer token"),
+            Some(t) => tokens.principal(t).ok_or("wrong bearer token"),
+        },
+        None => Ok(req.extensions().get::<ConnInfo>().map_or_else(
+            || Principal::Peer(Arc::from("unknown")),
+            ConnInfo::peer_principal,
+        )),
     }
+}
+
+/// Authenticates, checks the session belongs to the caller (or reserves a
+/// new one under the caps), then the request is counted until its
+/// response body is sent (or dropped).
+async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Response {
+    let principal = match principal_of(&g, &req) {
+        Ok(p) => p,
+        Err(why) => return unauthorized(why),
+    };
+    let key = principal.key();
+    let session = session_id(req.headers());
+    let mut reservation = None;
+    match &session {
+        Some(id) if !g.sessions.owned_by(id, &key).await => return session_not_found(),
+        Some(_) => {}
+        None if req.method() == Method::POST => match g.sessions.reserve(&key).await {
+            Ok(r) => reservation = Some(r),
+            Err(why) => return unavailable(why, SESSION_RETRY_AFTER_SECS),
+        },
+        None => {}
+    }
+    req.extensions_mut().insert(principal);
     if req.method() == Method::GET {
         // A GET is the client's standing notification stream: it ends when
         // the session does, not when a call does.
@@ -198,6 +337,19 @@ async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
     let counted = g.requests.enter();
     let delete = req.method() == Method::DELETE;
     let mut resp = next.run(req).await;
+    if let Some(r) = reservation {
+        let opened = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok());
+        g.sessions.settle(&r, opened, &key).await;
+    }
+    if delete
+        && resp.status().is_success()
+        && let Some(id) = &session
+    {
+        g.sessions.forget(id).await;
+    }
     if delete && resp.status() == StatusCode::ACCEPTED {
         // rmcp answers a session termination with 202; the spec's clients
         // (the Python SDK among them) expect 200 or 204 and report 202 as a
@@ -241,6 +393,11 @@ impl HttpServer {
         if options.token.as_deref().is_some_and(str::is_empty) {
             return Err(HttpError::EmptyToken);
         }
+        let tokens = match (&options.tokens, &options.token) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(t)) => Some(Tokens::shared(t)),
+            (None, None) => None,
+        };
         let listener = tokio::net::TcpListener::bind(options.addr)
             .await
             .map_err(|source| HttpError::Bind {
@@ -251,7 +408,7 @@ impl HttpServer {
             addr: options.addr,
             source,
         })?;
-        if !addr.ip().is_loopback() && options.token.is_none() {
+        if !addr.ip().is_loopback() && tokens.is_none() {
             tracing::warn!(
                 "serving MCP on non-loopback {addr} without a bearer token: anyone who can reach \
                  it can run the graphs; set --token-env"
@@ -273,18 +430,24 @@ impl HttpServer {
             .with_max_request_body_bytes(options.max_body_bytes)
             .with_cancellation_token(sessions_stop.clone());
         let factory = server.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(factory.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        let mut session_config = SessionConfig::default();
+        session_config.keep_alive = Some(options.session_idle);
+        let mut manager = LocalSessionManager::default();
+        manager.session_config = session_config;
+        let manager = Arc::new(manager);
+        let service =
+            StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
         let requests = Requests(watch::channel(0).0);
         let state = Guard {
-            token: options
-                .token
-                .as_deref()
-                .map(|t| Arc::new(digest(t.as_bytes()))),
+            tokens,
             requests: requests.clone(),
+            sessions: Arc::new(SessionOwners {
+                manager,
+                owners: tokio::sync::Mutex::default(),
+                reservations: AtomicU64::new(0),
+                max: options.max_sessions.max(1),
+                per_principal: options.max_sessions_per_principal.max(1),
+            }),
         };
         let router = Router::new()
             .route_service(MCP_PATH, service)
@@ -292,16 +455,8 @@ impl HttpServer {
 
         let trigger = CancellationToken::new();
         let stop_accepting = CancellationToken::new();
-        // Responses are small SSE frames: without TCP_NODELAY a keep-alive
-        // client waits out Nagle and delayed ACKs (~40 ms per call).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let serve = axum::serve(listener, router)
-            .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
-        let mut serving = tokio::spawn(async move { serve.await });
+        let serve = conn::serve(listener, router, options.conn, stop_accepting.clone());
+        let mut serving = tokio::spawn(serve);
         let grace = options.shutdown_grace;
         let wait_trigger = trigger.clone();
         let task = tokio::spawn(async move {
@@ -386,12 +541,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_compare_by_digest() {
-        let expected = digest(b"s3cret");
-        assert!(token_matches(b"s3cret", &expected));
-        assert!(!token_matches(b"s3cre", &expected));
-        assert!(!token_matches(b"s3cret!", &expected));
-        assert!(!token_matches(b"", &expected));
+    fn the_shared_token_is_one_principal() {
+        let t = Tokens::shared("s3cret");
+        let named = Some(Principal::Named(Arc::from(crate::SHARED_TOKEN_PRINCIPAL)));
+        assert_eq!(t.principal(b"s3cret"), named);
+        assert_eq!(t.principal(b"s3cre"), None);
+        assert_eq!(t.principal(b"s3cret!"), None);
+        assert_eq!(t.principal(b""), None);
     }
 
     #[test]

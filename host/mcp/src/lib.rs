@@ -40,17 +40,25 @@
 #![warn(missing_docs)]
 
 mod agent_graph;
+mod conn;
 mod http;
+mod principal;
 mod resources;
 mod server;
 mod stdio;
 
 pub use agent_graph::{ControllerOptions, UpdateHook};
-pub use http::{
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpError, HttpOptions, HttpServer, MCP_PATH,
+pub use conn::{
+    ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
+pub use http::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+    DEFAULT_SESSION_IDLE, DEFAULT_SHUTDOWN_GRACE, HttpError, HttpOptions, HttpServer, MCP_PATH,
+};
+pub use principal::{Principal, SHARED_TOKEN_PRINCIPAL, Tokens, TokensError};
 pub use server::{
-    BUSY, DEFAULT_MAX_CONCURRENT_RUNS, McpServer, ServerOptions, Stats, UNKNOWN_TOOL,
+    BUSY, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, McpServer, ServerOptions,
+    Stats, UNKNOWN_TOOL,
 };
 pub use stdio::{StdioError, serve_stdio};
 

@@ -3,8 +3,9 @@
 //! module only translates.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -28,10 +29,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, broadcast, m
 use tokio_util::sync::DropGuard;
 
 use crate::agent_graph::{self, AgentGraph, ControllerOptions};
+use crate::principal::Principal;
 use crate::resources;
 
 /// Default of [`ServerOptions::max_concurrent_runs`].
 pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 64;
+
+/// Default of [`ServerOptions::max_runs_per_principal`]: a quarter of the
+/// server's, so one client cannot take every slot.
+pub const DEFAULT_MAX_RUNS_PER_PRINCIPAL: usize = 16;
 
 /// Error code of a call refused because the server is at its run limit or
 /// shutting down: `[busy] ...`.
@@ -52,8 +58,14 @@ pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     /// Runs in flight at once, over every client; a call past it returns
-    /// `[busy] ...` at once instead of queueing. At least 1.
+    /// `[busy] ...` at once instead of queueing. At least 1. Agent-graph
+    /// tool calls count, and so does the work an update starts when the
+    /// update hook takes its slots from [`McpServer::run_slots`].
     pub max_concurrent_runs: usize,
+    /// Runs in flight at once for one HTTP principal (a token's name, or
+    /// an unauthenticated peer); past it `[busy] ...`. At least 1. Calls
+    /// over stdio have no principal and only meet the server's limit.
+    pub max_runs_per_principal: usize,
     /// The agent-graph supervisor tools (`view_agent_graph`,
     /// `update_agent_graph`, `yield_agent_graph`), listed after the graph
     /// tools and shadowing any graph tool of the same name. `None` (the
@@ -65,6 +77,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
+            max_runs_per_principal: DEFAULT_MAX_RUNS_PER_PRINCIPAL,
             controller: None,
         }
     }
@@ -238,6 +251,9 @@ struct Shared {
     agent_graph_defs: Vec<Tool>,
     runs: Arc<Semaphore>,
     max_runs: usize,
+    /// Runs in flight per principal key (entries at zero are removed).
+    principal_runs: Arc<Mutex<HashMap<String, usize>>>,
+    max_principal_runs: usize,
     closing: AtomicBool,
     /// Cancels every run (the hard end of a shutdown).
     stop: CancellationToken,
@@ -315,6 +331,8 @@ impl McpServer {
                 agent_graph_defs,
                 runs: Arc::new(Semaphore::new(max_runs)),
                 max_runs,
+                principal_runs: Arc::default(),
+                max_principal_runs: options.max_runs_per_principal.max(1),
                 closing: AtomicBool::new(false),
                 stop: CancellationToken::new(),
                 in_flight,
@@ -414,19 +432,54 @@ impl McpServer {
         Ok(())
     }
 
-    /// A run slot, or why there is none (the message of a `[busy]` error).
-    fn admit(&self) -> Result<OwnedSemaphorePermit, String> {
+    /// The server's run slots: work started on behalf of a call (the
+    /// waves an agent-graph update starts) takes one per run here, so it
+    /// counts under [`ServerOptions::max_concurrent_runs`].
+    pub fn run_slots(&self) -> Arc<Semaphore> {
+        self.shared.runs.clone()
+    }
+
+    /// A run slot of the server and of the caller's principal, or why
+    /// there is none (the message of a `[busy]` error).
+    fn admit(&self, principal: Option<&Principal>) -> Result<RunSlot, String> {
         let s = &self.shared;
         self.refuse_if_closing()?;
-        match s.runs.clone().try_acquire_owned() {
-            Ok(permit) => Ok(permit),
-            Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
-                s.busy.fetch_add(1, Ordering::Relaxed);
-                Err(format!(
-                    "{} runs are already in flight (the server's limit); retry later",
-                    s.max_runs
-                ))
+        let busy = |why: String| {
+            s.busy.fetch_add(1, Ordering::Relaxed);
+            why
+        };
+        let principal = match principal {
+            Some(p) => {
+                let key = p.key();
+                let mut runs = s
+                    .principal_runs
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let n = runs.entry(key.clone()).or_insert(0);
+                if *n >= s.max_principal_runs {
+                    return Err(busy(format!(
+                        "{} runs of {p} are already in flight (the limit per client); retry \
+                         later",
+                        s.max_principal_runs
+                    )));
+                }
+                *n += 1;
+                Some(PrincipalRun {
+                    runs: s.principal_runs.clone(),
+                    key,
+                })
             }
+            None => None,
+        };
+        match s.runs.clone().try_acquire_owned() {
+            Ok(permit) => Ok(RunSlot {
+                _permit: permit,
+                _principal: principal,
+            }),
+            Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => Err(busy(format!(
+                "{} runs are already in flight (the server's limit); retry later",
+                s.max_runs
+            ))),
         }
     }
 
@@ -459,7 +512,7 @@ impl McpServer {
                 &format!("no tool named {}; available: {available}", guest_name(name)),
             );
         };
-        let _permit = match self.admit() {
+        let _permit = match self.admit(principal_of(&ctx).as_ref()) {
             Ok(p) => p,
             Err(why) => return error_result(BUSY, &why),
         };
@@ -522,9 +575,9 @@ impl McpServer {
     }
 
     /// One `tools/call` of an agent-graph tool: a store call on a blocking
-    /// thread. Counted like a run (calls, in flight, refused while shutting
-    /// down) but it takes no run slot and is not cancelled: a committed
-    /// update cannot be taken back.
+    /// thread. It takes a run slot like any call (of the server and of the
+    /// caller's principal) but is not cancelled: a committed update cannot
+    /// be taken back.
     async fn call_agent_graph(
         &self,
         agent: &Arc<AgentGraph>,
@@ -532,9 +585,10 @@ impl McpServer {
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let name = params.name.to_string();
-        if let Err(why) = self.refuse_if_closing() {
-            return error_result(BUSY, &why);
-        }
+        let _permit = match self.admit(principal_of(ctx).as_ref()) {
+            Ok(p) => p,
+            Err(why) => return error_result(BUSY, &why),
+        };
         let s = &self.shared;
         s.calls.fetch_add(1, Ordering::Relaxed);
         s.in_flight.send_modify(|n| *n += 1);
@@ -542,7 +596,7 @@ impl McpServer {
 
         tracing::info!(tool = name, "tool call started");
         let started = Instant::now();
-        let session = session_of(ctx, agent.local_session());
+        let session = caller_of(ctx, agent.local_session());
         let tool_call_id = ctx.id.to_string();
         let args = Value::Object(params.arguments.unwrap_or_default());
         let (worker, tool) = (agent.clone(), name.clone());
@@ -564,17 +618,58 @@ impl McpServer {
     }
 }
 
-/// The calling MCP session: the `Mcp-Session-Id` of a Streamable HTTP
-/// request (empty when it has none), else the server's local session.
-fn session_of(ctx: &RequestContext<RoleServer>, local: &str) -> String {
-    match ctx.extensions.get::<axum::http::request::Parts>() {
-        Some(parts) => parts
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned(),
-        None => local.to_owned(),
+/// A run slot: released when the call ends, however it ends.
+struct RunSlot {
+    _permit: OwnedSemaphorePermit,
+    _principal: Option<PrincipalRun>,
+}
+
+/// One run counted under a principal.
+struct PrincipalRun {
+    runs: Arc<Mutex<HashMap<String, usize>>>,
+    key: String,
+}
+
+impl Drop for PrincipalRun {
+    fn drop(&mut self) {
+        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = runs.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                runs.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// The principal of a Streamable HTTP request (set by the HTTP guard);
+/// `None` over stdio.
+fn principal_of(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
+    ctx.extensions
+        .get::<axum::http::request::Parts>()?
+        .extensions
+        .get::<Principal>()
+        .cloned()
+}
+
+/// Who calls an agent-graph tool, i.e. who owns the graphs it creates:
+/// over Streamable HTTP the principal, or with no authentication the
+/// `Mcp-Session-Id` together with the connection's peer (the HTTP guard
+/// only lets a session be used by the principal that opened it); empty
+/// when neither is known. Over other transports, the server's local
+/// session.
+fn caller_of(ctx: &RequestContext<RoleServer>, local: &str) -> String {
+    let Some(parts) = ctx.extensions.get::<axum::http::request::Parts>() else {
+        return local.to_owned();
+    };
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    match parts.extensions.get::<Principal>() {
+        Some(p) => p.owner(session),
+        None => session.to_owned(),
     }
 }
 

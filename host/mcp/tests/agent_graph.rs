@@ -227,3 +227,128 @@ async fn over_http_each_session_roots_its_own_graphs() {
     http.shutdown();
     http.wait().await.unwrap();
 }
+
+#[tokio::test]
+async fn two_principals_cannot_borrow_each_others_graphs_even_with_the_session_id() {
+    let db = db();
+    let dir = tempfile::tempdir().unwrap();
+    let server = McpServer::new(
+        registry(),
+        with(ControllerOptions::new(db.store.agent_graphs())),
+    );
+    let http = HttpServer::bind(
+        server.clone(),
+        HttpOptions {
+            tokens: Some(tokens_file(dir.path(), &["alice", "bob"])),
+            ..HttpOptions::new("127.0.0.1:0".parse().unwrap())
+        },
+    )
+    .await
+    .unwrap();
+    let a = Raw::open(http.url(), Some("alice-token")).await.unwrap();
+    let (status, answer) = a.call(1, "update_agent_graph", add("ga", "k")).await;
+    assert_eq!(status, 200);
+    assert!(!Raw::tool_text(&answer).0, "{answer}");
+    // The graph belongs to alice, not to the session she used.
+    let row = &db.store.agent_graphs().list_schedule_updates("ga").unwrap()[0];
+    assert_eq!(row.request.source.session_id, "principal:alice");
+    let a_session = a.session.clone().unwrap();
+    let leaks = |text: &str| text.contains("alice") || text.contains(a_session.as_str());
+
+    let b = Raw::open(http.url(), Some("bob-token")).await.unwrap();
+    for (id, (tool, args)) in [
+        ("view_agent_graph", json!({"graphId": "ga"})),
+        ("update_agent_graph", add("ga", "k2")),
+        ("yield_agent_graph", json!({"graphId": "ga"})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, answer) = b.call(id as u64 + 1, tool, args).await;
+        assert_eq!(status, 200);
+        let (is_error, t) = Raw::tool_text(&answer);
+        assert!(is_error, "{answer}");
+        assert_eq!(
+            t,
+            "[not_root_session] agent graph ga: only its root session may call this tool \
+             (caller principal:bob)"
+        );
+        assert!(!leaks(&answer), "{answer}");
+    }
+    // Bob replays alice's session id: the session does not exist for him.
+    let replay = Raw {
+        session: Some(a_session.clone()),
+        ..b.clone()
+    };
+    for (tool, args) in [
+        ("view_agent_graph", json!({"graphId": "ga"})),
+        ("update_agent_graph", add("ga", "k3")),
+        ("yield_agent_graph", json!({"graphId": "ga"})),
+    ] {
+        let (status, body) = replay.call(9, tool, args).await;
+        assert_eq!(status, 404, "{body}");
+        assert!(!leaks(&body), "{body}");
+    }
+    // Without a token the session is not reachable either.
+    let anonymous = Raw {
+        token: None,
+        ..replay.clone()
+    };
+    let (status, _) = anonymous
+        .call(10, "view_agent_graph", json!({"graphId": "ga"}))
+        .await;
+    assert_eq!(status, 401);
+    // Nothing bob did reached the store; alice, in a new session, still
+    // owns her graph.
+    assert_eq!(
+        db.store
+            .agent_graphs()
+            .list_schedule_updates("ga")
+            .unwrap()
+            .len(),
+        1
+    );
+    let a2 = Raw::open(http.url(), Some("alice-token")).await.unwrap();
+    let (_, answer) = a2
+        .call(1, "view_agent_graph", json!({"graphId": "ga"}))
+        .await;
+    assert!(!Raw::tool_text(&answer).0, "{answer}");
+    // And alice's first session still works for her.
+    let (_, answer) = a
+        .call(2, "yield_agent_graph", json!({"graphId": "ga"}))
+        .await;
+    assert!(!Raw::tool_text(&answer).0, "{answer}");
+    http.shutdown();
+    http.wait().await.unwrap();
+}
+
+#[tokio::test]
+async fn agent_graph_calls_count_under_the_run_limit() {
+    let db = db();
+    let server = McpServer::new(
+        registry(),
+        ServerOptions {
+            max_concurrent_runs: 1,
+            ..with(ControllerOptions::new(db.store.agent_graphs()))
+        },
+    );
+    let slots = server.run_slots();
+    let http = HttpServer::bind(server, HttpOptions::new("127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    let a = Raw::open(http.url(), None).await.unwrap();
+    // Work started elsewhere (a wave, say) holds the only slot.
+    let held = slots.clone().try_acquire_owned().unwrap();
+    let (_, answer) = a.call(1, "update_agent_graph", add("g", "k")).await;
+    let (is_error, t) = Raw::tool_text(&answer);
+    assert!(is_error);
+    assert_eq!(
+        t,
+        "[busy] 1 runs are already in flight (the server's limit); retry later"
+    );
+    drop(held);
+    let (_, answer) = a.call(2, "update_agent_graph", add("g", "k")).await;
+    assert!(!Raw::tool_text(&answer).0, "{answer}");
+    http.shutdown();
+    http.wait().await.unwrap();
+}

@@ -1,6 +1,7 @@
 //! The Streamable HTTP transport: rmcp's client against a real server on
-//! 127.0.0.1, the hardening (Origin, Host, token, body size, busy), and the
-//! graceful shutdown.
+//! 127.0.0.1, the hardening (Origin, Host, token, body size, busy), the
+//! limits on every door (header-read timeout, connection, session and
+//! per-principal caps), and the graceful shutdown.
 
 mod common;
 
@@ -10,7 +11,9 @@ use common::*;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use sandgraph_mcp::{HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_mcp::{
+    ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, HttpOptions, HttpServer, McpServer, ServerOptions,
+};
 use sandgraph_tests::{ECHO, GREET, HOSTILE_COOPERATIVE, HOSTILE_INFINITE_LOOP, LOOP_GRAPH};
 use serde_json::json;
 
@@ -398,4 +401,235 @@ async fn a_session_is_terminated_with_204_as_the_spec_says() {
     .await;
     assert_ne!(r.status(), 200);
     assert_up(&http, &[]).await;
+}
+
+/// Raises this process's open-file soft limit to `want` (or the hard
+/// limit), for tests that hold thousands of sockets.
+fn raise_fd_limit(want: u64) {
+    // SAFETY: getrlimit/setrlimit write and read the plain struct given.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        }
+    }
+}
+
+/// Whether the server closed `tcp` (end of stream or reset), after
+/// waiting at most `within`.
+async fn closed_by_server(tcp: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 512];
+    loop {
+        match tokio::time::timeout(within, tcp.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            // A 408 or 503 before the close.
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_loris_client_is_cut_off_and_others_are_served() {
+    use tokio::io::AsyncWriteExt;
+    let f = folder();
+    let options = HttpOptions {
+        conn: ConnLimits {
+            header_read_timeout: Duration::from_millis(400),
+            ..ConnLimits::default()
+        },
+        ..localhost()
+    };
+    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    let addr = http.local_addr();
+    // Headers trickled a byte every 100 ms never finish in time.
+    let mut loris = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let trickle = async {
+        for b in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaa" {
+            if loris.write_all(&[*b]).await.is_err() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    };
+    // Stopped (the write failed) well before the 6 s of trickling end.
+    assert!(
+        tokio::time::timeout(SOON, trickle).await.unwrap(),
+        "the server waited for the whole trickle"
+    );
+    // A client that connects and sends nothing is closed too.
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    assert!(closed_by_server(&mut silent, SOON).await);
+    // Meanwhile a normal client is served.
+    let c = client(&http, None).await;
+    let r = call(&c, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_eq!(r.is_error, Some(false));
+}
+
+#[tokio::test]
+async fn two_thousand_idle_connections_do_not_lock_out_a_client() {
+    raise_fd_limit(8192);
+    let f = folder();
+    let cap = 200;
+    let options = HttpOptions {
+        conn: ConnLimits {
+            max_connections: cap,
+            ..ConnLimits::default()
+        },
+        ..localhost()
+    };
+    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    let addr = http.local_addr();
+    let mut idle = Vec::with_capacity(2000);
+    for _ in 0..2000 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // A normal client connects past them and is served at once (far
+    // before the 10 s header timeout would have freed anything).
+    let started = std::time::Instant::now();
+    let c = client(&http, None).await;
+    let r = call(&c, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_eq!(r.is_error, Some(false));
+    assert!(started.elapsed() < DEFAULT_HEADER_READ_TIMEOUT);
+    // The server holds at most its cap: the rest were closed.
+    let mut closed = 0;
+    for tcp in &mut idle {
+        if closed_by_server(tcp, Duration::from_millis(1)).await {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 2000 - cap,
+        "only {closed} of 2000 idle connections were closed"
+    );
+}
+
+#[tokio::test]
+async fn when_every_connection_is_busy_a_new_one_gets_503() {
+    let f = folder();
+    let options = HttpOptions {
+        conn: ConnLimits {
+            max_connections: 1,
+            ..ConnLimits::default()
+        },
+        ..localhost()
+    };
+    let (mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    // The one connection is busy with a call (the idle connections of
+    // the handshake were evicted to make room for it).
+    let raw = Raw::open(http.url(), None).await.unwrap();
+    let run = tokio::spawn(async move {
+        raw.call(1, "hostile_infinite_loop", json!({"input": {}}))
+            .await
+    });
+    eventually("the run is in flight", || mcp.stats().in_flight == 1).await;
+    let r = post(&http, &[], INITIALIZE.to_owned()).await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert_eq!(
+        r.text().await.unwrap(),
+        "too many open connections; retry later\n"
+    );
+    mcp.cancel_all();
+    let (status, _) = run.await.unwrap();
+    assert_eq!(status, 200);
+    // With the call over, its connection is idle and gives way.
+    assert_up(&http, &[]).await;
+}
+
+#[tokio::test]
+async fn a_session_flood_gets_503_and_other_principals_are_served() {
+    let f = folder();
+    let dir = tempfile::tempdir().unwrap();
+    let options = HttpOptions {
+        tokens: Some(tokens_file(dir.path(), &["alice", "mallory", "eve"])),
+        max_sessions: 6,
+        max_sessions_per_principal: 3,
+        ..localhost()
+    };
+    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
+    let open = |who: &str| {
+        let (url, token) = (http.url(), format!("{who}-token"));
+        async move { Raw::open(url, Some(&token)).await }
+    };
+    let mut mallory = Vec::new();
+    for _ in 0..3 {
+        mallory.push(open("mallory").await.unwrap());
+    }
+    let refused = open("mallory").await.unwrap_err();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "10");
+    assert_eq!(
+        refused.text().await.unwrap(),
+        "too many MCP sessions open for principal:mallory (3): close one (DELETE /mcp) or retry \
+         later"
+    );
+    // Alice is not held back by mallory's sessions.
+    let alice = open("alice").await.unwrap();
+    let (_, answer) = alice
+        .call(1, "echo_graph", json!({"input": {"topic": "t"}}))
+        .await;
+    assert!(!Raw::tool_text(&answer).0, "{answer}");
+    // The server-wide cap: 3 + 1 + 2 = 6.
+    let _eve = (open("eve").await.unwrap(), open("eve").await.unwrap());
+    let refused = open("alice").await.unwrap_err();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        refused.text().await.unwrap(),
+        "too many MCP sessions open (6); retry later"
+    );
+    // A closed session frees its place.
+    let gone = mallory.pop().unwrap();
+    let r = reqwest::Client::new()
+        .delete(http.url())
+        .header("authorization", "Bearer mallory-token")
+        .header("mcp-session-id", gone.session.as_deref().unwrap())
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    open("alice").await.unwrap();
+}
+
+#[tokio::test]
+async fn one_principal_cannot_take_every_run_slot() {
+    let f = folder();
+    let dir = tempfile::tempdir().unwrap();
+    let options = HttpOptions {
+        tokens: Some(tokens_file(dir.path(), &["alice", "mallory"])),
+        ..localhost()
+    };
+    let (mcp, http) = serve(
+        &f,
+        options,
+        ServerOptions {
+            max_runs_per_principal: 1,
+            ..ServerOptions::default()
+        },
+    )
+    .await;
+    let mallory = client(&http, Some("mallory-token")).await;
+    let run = start(&mallory, "hostile_infinite_loop", json!({"input": {}})).await;
+    eventually("mallory's run is in flight", || mcp.stats().in_flight == 1).await;
+    let r = call(&mallory, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_tool_error(
+        &r,
+        "[busy] 1 runs of principal:mallory are already in flight (the limit per client); retry \
+         later",
+    );
+    let alice = client(&http, Some("alice-token")).await;
+    let r = call(&alice, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    run.cancel(None).await.unwrap();
+    eventually("mallory's run ended", || mcp.stats().in_flight == 0).await;
+    let r = call(&mallory, "echo_graph", json!({"input": {"topic": "t"}})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
 }

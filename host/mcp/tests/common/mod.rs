@@ -199,3 +199,118 @@ pub fn drop_in(dir: &Path, name: &str, component: &str) {
     std::fs::copy(component, &tmp).unwrap();
     std::fs::rename(&tmp, dir.join(name)).unwrap();
 }
+
+/// A hand-driven Streamable HTTP client: every header is the test's to
+/// choose (a borrowed session id, another principal's token).
+#[derive(Clone, Debug)]
+pub struct Raw {
+    pub url: String,
+    pub token: Option<String>,
+    pub session: Option<String>,
+}
+
+impl Raw {
+    pub fn new(url: String, token: Option<&str>) -> Raw {
+        Raw {
+            url,
+            token: token.map(str::to_owned),
+            session: None,
+        }
+    }
+
+    /// POSTs one JSON-RPC message with this client's token and session.
+    pub async fn post(&self, message: &Value) -> reqwest::Response {
+        let mut req = reqwest::Client::new()
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(message.to_string());
+        if let Some(t) = &self.token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        if let Some(s) = &self.session {
+            req = req
+                .header("mcp-session-id", s)
+                .header("mcp-protocol-version", "2025-06-18");
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Initializes a session; the refusal when there is none.
+    pub async fn open(url: String, token: Option<&str>) -> Result<Raw, reqwest::Response> {
+        let mut raw = Raw::new(url, token);
+        let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "1"}}});
+        let r = raw.post(&init).await;
+        if r.status() != 200 {
+            return Err(r);
+        }
+        let session = r
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let _ = r.text().await;
+        raw.session = Some(session.expect("a session id"));
+        let done = raw
+            .post(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        assert!(done.status().is_success(), "{:?}", done.status());
+        Ok(raw)
+    }
+
+    /// One `tools/call`: the HTTP status and the body (its JSON-RPC answer
+    /// when the status is 200).
+    pub async fn call(&self, id: u64, tool: &str, args: Value) -> (u16, String) {
+        let r = self
+            .post(
+                &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}}),
+            )
+            .await;
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        if status != 200 {
+            return (status, body);
+        }
+        let answer = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("id").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {body}"));
+        (status, answer.to_string())
+    }
+
+    /// The text of a `tools/call` answer, and whether it is an error.
+    pub fn tool_text(answer: &str) -> (bool, String) {
+        let v: Value = serde_json::from_str(answer).unwrap();
+        let result = &v["result"];
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (result["isError"] == true, text)
+    }
+}
+
+/// A tokens file (mode 0600) naming each principal with the sha256 of its
+/// token, the token being the name followed by `-token`.
+pub fn tokens_file(dir: &Path, names: &[&str]) -> sandgraph_mcp::Tokens {
+    use sha2::Digest;
+    let text: String = names
+        .iter()
+        .map(|n| {
+            let sum = sha2::Sha256::digest(format!("{n}-token").as_bytes());
+            format!("{n} = \"{}\"\n", hex::encode(sum))
+        })
+        .collect();
+    let path = dir.join("tokens.toml");
+    std::fs::write(&path, text).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    sandgraph_mcp::Tokens::load(&path).unwrap()
+}

@@ -5,15 +5,18 @@
 //! With `--controller`, the server also offers the agent-graph supervisor
 //! tools (`view_agent_graph`, `update_agent_graph`, `yield_agent_graph`)
 //! over the data database (`--db`, same default as `sandgraph threads`);
-//! the MCP session that creates a graph is its root session. Without it
-//! they are not offered: `serve` is a pure graph-tool server.
+//! the caller that creates a graph owns it (over HTTP its principal, see
+//! `sandgraph_mcp::Principal`). Without it they are not offered: `serve`
+//! is a pure graph-tool server.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sandgraph_mcp::{ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_mcp::{
+    ConnLimits, ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions, Tokens,
+};
 use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
@@ -44,20 +47,51 @@ pub struct ServeArgs {
     /// Also accept this Origin (scheme://host:port, or :* for any port); repeatable. Loopback origins on the bound port are always accepted
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     allow_origin: Vec<String>,
-    /// Require `Authorization: Bearer <token>`, the token read from the environment variable VAR
-    #[arg(long, value_name = "VAR", requires = "http")]
+    /// Require `Authorization: Bearer <token>`, the token read from the environment variable VAR; its holders are one principal, "token"
+    #[arg(long, value_name = "VAR", requires = "http", conflicts_with = "tokens")]
     token_env: Option<String>,
+    /// Require a bearer token from FILE (TOML, one `name = "<sha256 of the token, hex>"` per line, mode 0600): each client is the principal its token names
+    #[arg(long, value_name = "FILE", requires = "http")]
+    tokens: Option<PathBuf>,
+    /// Open HTTP connections at once; past it the longest-idle one is closed, or the new one gets 503 when all are busy
+    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..), requires = "http")]
+    max_connections: u32,
+    /// How long a request's headers may take to arrive (also how long a kept-alive connection waits for its next request)
+    #[arg(long, value_name = "MS", default_value_t = sandgraph_mcp::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000), requires = "http")]
+    header_timeout_ms: u64,
+    /// A connection on which no byte moved for this long is closed
+    #[arg(long, value_name = "MS", default_value_t = sandgraph_mcp::DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000), requires = "http")]
+    idle_timeout_ms: u64,
+    /// MCP sessions open at once; a request that would open one more gets 503 with Retry-After
+    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_SESSIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..), requires = "http")]
+    max_sessions: u32,
+    /// MCP sessions one principal may hold open at once
+    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_SESSIONS_PER_PRINCIPAL as u32,
+          value_parser = clap::value_parser!(u32).range(1..), requires = "http")]
+    max_sessions_per_principal: u32,
+    /// A session with no request for this long is closed
+    #[arg(long, value_name = "MS", default_value_t = sandgraph_mcp::DEFAULT_SESSION_IDLE.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000), requires = "http")]
+    session_idle_ms: u64,
     /// Largest HTTP request body in bytes; larger ones get 413
     #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_BODY_BYTES, requires = "http")]
     max_body_bytes: usize,
-    /// Runs in flight at once over all clients; a call past it gets `[busy]` at once
+    /// Runs in flight at once over all clients, agent-graph calls and the work their updates start included; a call past it gets `[busy]` at once
     #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_CONCURRENT_RUNS as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_concurrent_runs: u32,
+    /// Runs in flight at once for one HTTP principal (a token's name, or an unauthenticated peer)
+    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_RUNS_PER_PRINCIPAL as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_runs_per_principal: u32,
     /// On SIGINT/SIGTERM, how long running calls get to finish before they are cancelled
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     shutdown_grace_ms: u64,
-    /// Also offer the agent-graph tools (view_agent_graph, update_agent_graph, yield_agent_graph) over the data database; the MCP session that creates a graph is its root session
+    /// Also offer the agent-graph tools (view_agent_graph, update_agent_graph, yield_agent_graph) over the data database; the caller that creates a graph owns it (over HTTP: its token's principal, or without tokens its session on its peer)
     #[arg(long)]
     controller: bool,
     /// Data database of --controller [default: $SANDGRAPH_DB, else $XDG_DATA_HOME/sandgraph/threads.redb, else ~/.local/share/sandgraph/threads.redb]
@@ -146,6 +180,12 @@ fn token(var: &str) -> Result<String, Failure> {
 /// `sandgraph serve`.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     let token = args.token_env.as_deref().map(token).transpose()?;
+    let tokens = args
+        .tokens
+        .as_deref()
+        .map(Tokens::load)
+        .transpose()
+        .map_err(|e| invalid(e.to_string()))?;
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
         && !args.allow_remote
@@ -169,20 +209,25 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     } else {
         None
     };
-    let controller = match &store {
-        Some(store) => Some(controller_options(
-            store,
-            coordinator(&args, store, &registry)?,
-        )),
+    let coordinator = match &store {
+        Some(store) => coordinator(&args, store, &registry)?,
         None => None,
     };
+    let controller = store
+        .as_ref()
+        .map(|store| controller_options(store, coordinator.clone()));
     let server = McpServer::new(
         registry,
         ServerOptions {
             max_concurrent_runs: args.max_concurrent_runs as usize,
+            max_runs_per_principal: args.max_runs_per_principal as usize,
             controller,
         },
     );
+    if let Some(c) = &coordinator {
+        // The work an update starts counts under the server's run limit.
+        c.count_runs_under(server.run_slots());
+    }
     let grace = Duration::from_millis(args.shutdown_grace_ms);
     let Some(addr) = args.http else {
         sandgraph_mcp::serve_stdio(server, sandgraph_mcp::shutdown_signal(), grace)
@@ -195,6 +240,15 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         allowed_hosts: args.allow_host,
         allowed_origins: args.allow_origin,
         token,
+        tokens,
+        conn: ConnLimits {
+            max_connections: args.max_connections as usize,
+            header_read_timeout: Duration::from_millis(args.header_timeout_ms),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        },
+        max_sessions: args.max_sessions as usize,
+        max_sessions_per_principal: args.max_sessions_per_principal as usize,
+        session_idle: Duration::from_millis(args.session_idle_ms),
         max_body_bytes: args.max_body_bytes,
         shutdown_grace: grace,
         ..HttpOptions::new(addr)

@@ -57,9 +57,15 @@ impl Server {
             std::fs::copy(c, dir.path().join("graphs").join(name)).unwrap();
         }
         std::fs::write(dir.path().join("sandgraph.toml"), config).unwrap();
+        // A tokens file replaces the shared token.
+        let shared: &[&str] = if extra.contains(&"--tokens") {
+            &[]
+        } else {
+            &["--token-env", "SANDGRAPH_TEST_TOKEN"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
             .args(["serve", "--graphs", "graphs", "--http", "127.0.0.1:0"])
-            .args(["--token-env", "SANDGRAPH_TEST_TOKEN"])
+            .args(shared)
             .args(extra)
             .current_dir(dir.path())
             .env("SANDGRAPH_TEST_TOKEN", token)
@@ -414,4 +420,68 @@ async fn echo_calls_are_served_while_neighbours_spin() {
     // And the server keeps serving, to every client.
     echo(&c, "after").await;
     echo(&a, "after-a").await;
+}
+
+#[tokio::test]
+async fn serve_with_a_tokens_file_names_each_client_and_refuses_a_readable_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    // sha256("alice-token")
+    let digest = {
+        let out = std::process::Command::new("sha256sum")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(b"alice-token")?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+    };
+    std::fs::write(&tokens, format!("alice = \"{digest}\"\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = tokens.to_str().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args([
+            "serve",
+            "--graphs",
+            ".",
+            "--http",
+            "127.0.0.1:0",
+            "--tokens",
+            path,
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "tokens file {path} is accessible to group or other users (mode 0644): run chmod 600 \
+             on it"
+        )),
+        "{stderr}"
+    );
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = Server::start(&["--tokens", path], "unused").await;
+    let r = reqwest::Client::new()
+        .post(&server.url)
+        .header("authorization", "Bearer t")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(server.url.clone())
+            .auth_header("alice-token"),
+    );
+    let alice = ().serve(transport).await.unwrap();
+    echo(&alice, "hello").await;
 }

@@ -71,6 +71,9 @@ struct Inner {
     /// One wave per process at a time: a drive requested while a wave runs
     /// waits and then sees the new work.
     wave: tokio::sync::Mutex<()>,
+    /// The host's run slots, when work counts under a server's run limit:
+    /// each work item waits for one before it starts.
+    run_slots: std::sync::OnceLock<Arc<tokio::sync::Semaphore>>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -123,8 +126,17 @@ impl Coordinator {
                 threads: options.threads.clone(),
                 options,
                 wave: tokio::sync::Mutex::new(()),
+                run_slots: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Makes every work item wait for one of `slots` (e.g. the run slots
+    /// of the MCP server whose update tool starts the waves) and hold it
+    /// while it runs, so waves count under the same limit as the calls that start
+    /// them. Set once; later calls are ignored.
+    pub fn count_runs_under(&self, slots: Arc<tokio::sync::Semaphore>) {
+        let _ = self.inner.run_slots.set(slots);
     }
 
     /// Runs every requested work item of `graph_id` that has no record yet
@@ -156,7 +168,19 @@ impl Coordinator {
             futures::stream::iter(pending.into_iter().map(|work| {
                 let this = self.clone();
                 let graph = graph_id.to_owned();
-                async move { this.run_work(&graph, &work, revision).await }
+                async move {
+                    let _slot = match this.inner.run_slots.get() {
+                        Some(slots) => Some(
+                            slots
+                                .clone()
+                                .acquire_owned()
+                                .await
+                                .map_err(|_| "the host's run slots are closed".to_owned())?,
+                        ),
+                        None => None,
+                    };
+                    this.run_work(&graph, &work, revision).await
+                }
             }))
             .buffer_unordered(limit)
             .collect()

@@ -2,11 +2,13 @@
 //! `update_agent_graph`, `yield_agent_graph`) over MCP, when the server has
 //! a controller ([`ServerOptions::controller`](crate::ServerOptions)).
 //!
-//! The calling MCP session is the supervisor's session:
+//! The caller is the supervisor's session:
 //!
-//! * Streamable HTTP: the `Mcp-Session-Id` of the request (a request without
-//!   one, e.g. the sessionless 2026-07-28 lifecycle, has no caller and is
-//!   refused with the controller's "agent-bound caller" failure);
+//! * Streamable HTTP: the request's principal (`principal:<name>` for a
+//!   token), or without authentication the `Mcp-Session-Id` on the
+//!   connection's peer (`<peer>/<session>`; a request with neither, e.g.
+//!   the sessionless 2026-07-28 lifecycle without a token, has no caller
+//!   and is refused with the controller's "agent-bound caller" failure);
 //! * every other transport (stdio, in-process pipes): one fixed id per
 //!   server, `stdio-<pid>-<start ms>` ([`McpServer::local_session_id`](crate::McpServer::local_session_id)).
 //!

@@ -28,9 +28,10 @@
 //!   [`ControllerOptions`]), `view_agent_graph`, `update_agent_graph` and
 //!   `yield_agent_graph` of [`sandgraph_controller`] are listed after the
 //!   graph tools (hiding a graph tool of the same name, with a warning).
-//!   The calling MCP session is the supervisor session: the session that
-//!   creates a graph is its root, and every other session gets
-//!   `[not_root_session] …`. Success is the tool's text plus its value as
+//!   The caller is the supervisor session: over Streamable HTTP its
+//!   [`Principal`] (without tokens, its MCP session on its peer), else the
+//!   server's local session. The caller that creates a graph is its root,
+//!   and every other caller gets `[not_root_session] …`. Success is the tool's text plus its value as
 //!   `structuredContent`; a failure is an `isError` result whose text is the
 //!   failure as the controller renders it (`[code] message`, or
 //!   `invalid arguments: …`). Without a controller they are not offered.

@@ -81,6 +81,38 @@ impl Default for ClientConfig {
     }
 }
 
+impl ClientConfig {
+    /// Where requests (and the API key) go: the base URL's origin,
+    /// `scheme://host[:port]` with the host lowercased and the scheme's
+    /// default port left out, e.g. `https://api.deepseek.com`. `None` when
+    /// the base URL is not an `http` or `https` URL with a host (then
+    /// `OpenAiClient::new` refuses it).
+    pub fn origin(&self) -> Option<String> {
+        let url = reqwest::Url::parse(self.base_url.trim()).ok()?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return None;
+        }
+        Some(url.origin().ascii_serialization())
+    }
+
+    /// Whether requests go to the origin of [`DEFAULT_BASE_URL`] (same
+    /// scheme, host and port; any path). Plain `http` to the same host is
+    /// another origin: the key would cross the network unencrypted.
+    pub fn is_default_origin(&self) -> bool {
+        let default = ClientConfig::default();
+        self.origin().is_some() && self.origin() == default.origin()
+    }
+
+    /// Whether `api_key_env` names a variable holding a key, read as
+    /// `OpenAiClient::new` reads it (trimmed, non-empty): whether a client
+    /// built now would send an `Authorization` header.
+    pub fn key_is_set(&self) -> bool {
+        !self.api_key_env.is_empty()
+            && !self.api_key_env.contains(['=', '\0'])
+            && std::env::var(&self.api_key_env).is_ok_and(|key| !key.trim().is_empty())
+    }
+}
+
 /// The serialized form: durations in milliseconds.
 #[derive(Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -128,4 +160,71 @@ impl From<ConfigFile> for ClientConfig {
 
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(base_url: &str) -> ClientConfig {
+        ClientConfig {
+            base_url: base_url.to_owned(),
+            ..ClientConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_origin_is_scheme_host_and_port() {
+        assert_eq!(
+            ClientConfig::default().origin().as_deref(),
+            Some("https://api.deepseek.com")
+        );
+        for (url, origin) in [
+            ("https://API.DeepSeek.com/v1/", "https://api.deepseek.com"),
+            ("https://api.deepseek.com:443", "https://api.deepseek.com"),
+            ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080"),
+            (" http://[::1]:11434 ", "http://[::1]:11434"),
+            (
+                "https://api.deepseek.com.evil.example",
+                "https://api.deepseek.com.evil.example",
+            ),
+        ] {
+            assert_eq!(at(url).origin().as_deref(), Some(origin), "{url}");
+        }
+        for url in ["api.deepseek.com", "ftp://api.deepseek.com", "", "http://"] {
+            assert_eq!(at(url).origin(), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn only_the_default_origin_is_the_default() {
+        assert!(ClientConfig::default().is_default_origin());
+        assert!(at("https://api.deepseek.com/v1").is_default_origin());
+        assert!(at("https://API.deepseek.com:443/").is_default_origin());
+        for url in [
+            "http://api.deepseek.com",
+            "https://api.deepseek.com:8443",
+            "https://api.deepseek.com.evil.example",
+            "https://evil.example/api.deepseek.com",
+            "https://api.deepseek.com@evil.example",
+            "http://127.0.0.1:9",
+            "not a url",
+        ] {
+            assert!(!at(url).is_default_origin(), "{url}");
+        }
+    }
+
+    #[test]
+    fn a_key_is_set_when_its_variable_holds_text() {
+        let named = |var: &str| ClientConfig {
+            api_key_env: var.to_owned(),
+            ..ClientConfig::default()
+        };
+        // A name nothing sets, and names that are not variables.
+        for var in ["SANDGRAPH_LLM_CONFIG_UNIT_TEST_UNSET", "", "A=B", "A\0B"] {
+            assert!(!named(var).key_is_set(), "{var:?}");
+        }
+        // Cargo runs every test with PATH set (and not blank).
+        assert!(named("PATH").key_is_set());
+    }
 }

@@ -12,7 +12,7 @@ use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions}
 use serde_json::json;
 
 use crate::exit::{self, Failure};
-use crate::route::{ModelArgs, agent_config, provider};
+use crate::route::{ModelArgs, model_config, provider};
 use crate::show;
 use crate::threads::{db_path, storage};
 use crate::tools::{MountArgs, load_operator_config};
@@ -42,7 +42,7 @@ pub struct SuperviseArgs {
     /// The database of the graph [default: as `threads`]
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
-    /// Print progress (turns, tool calls, records) on stderr
+    /// Print the config file and base URL used, and progress (turns, tool calls, records), on stderr
     #[arg(long, short)]
     verbose: bool,
 }
@@ -148,7 +148,7 @@ fn progress(e: &Event) {
 /// `sandgraph supervise`.
 pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
     let operator = load_operator_config(args.mount.config.as_deref())?;
-    let config = agent_config(&operator)?;
+    let config = model_config(&operator, &args.model, args.verbose)?;
     let controller = controller_config(&operator)?;
     let (provider, mut model) = provider(&args.model, &config)?;
     if args.model.model_flag().is_none()

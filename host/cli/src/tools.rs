@@ -42,7 +42,7 @@ pub struct MountArgs {
     /// Fail when any graph fails to mount instead of warning and skipping it
     #[arg(long)]
     strict: bool,
-    /// Operator config [default: ./sandgraph.toml when present]
+    /// Operator config [default: the first sandgraph.toml in the working directory or above it]
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// Compile cache [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/cache.redb, else ~/.cache/sandgraph/cache.redb]
@@ -89,19 +89,70 @@ pub(crate) fn registry_failure(e: RegistryError) -> Failure {
     }
 }
 
-/// The config file: `--config`, else `./sandgraph.toml` when present.
-pub(crate) fn load_operator_config(arg: Option<&Path>) -> Result<OperatorConfig, Failure> {
-    let path = match arg {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let default = PathBuf::from(DEFAULT_CONFIG_FILE);
-            if !default.is_file() {
-                return Ok(OperatorConfig::default());
+/// How the operator config was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConfigOrigin {
+    /// Named with `--config`: the operator chose it, so it is trusted.
+    Flag,
+    /// The first `sandgraph.toml` walking up from the working directory:
+    /// it may be anyone's (a cloned repository's), so it may not decide
+    /// where secrets go (see `route::check_key_destination`).
+    Discovered,
+    /// No file: the built-in defaults.
+    None,
+}
+
+/// The operator config and how it was found; it derefs to the config.
+#[derive(Debug)]
+pub(crate) struct LoadedConfig {
+    pub(crate) config: OperatorConfig,
+    pub(crate) origin: ConfigOrigin,
+}
+
+impl std::ops::Deref for LoadedConfig {
+    type Target = OperatorConfig;
+
+    fn deref(&self) -> &OperatorConfig {
+        &self.config
+    }
+}
+
+/// The first `sandgraph.toml` in `cwd` or a folder above it: the bare file
+/// name when it is in `cwd` itself (as messages always named it), else its
+/// absolute path.
+pub(crate) fn discover_config(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors().find_map(|dir| {
+        let candidate = dir.join(DEFAULT_CONFIG_FILE);
+        candidate.is_file().then(|| {
+            if dir == cwd {
+                PathBuf::from(DEFAULT_CONFIG_FILE)
+            } else {
+                candidate
             }
-            default
-        }
+        })
+    })
+}
+
+/// The config file: `--config`, else the first `sandgraph.toml` walking up
+/// from the working directory (none when the working directory is gone).
+pub(crate) fn load_operator_config(arg: Option<&Path>) -> Result<LoadedConfig, Failure> {
+    let (path, origin) = match arg {
+        Some(p) => (p.to_path_buf(), ConfigOrigin::Flag),
+        None => match std::env::current_dir()
+            .ok()
+            .and_then(|d| discover_config(&d))
+        {
+            Some(p) => (p, ConfigOrigin::Discovered),
+            None => {
+                return Ok(LoadedConfig {
+                    config: OperatorConfig::default(),
+                    origin: ConfigOrigin::None,
+                });
+            }
+        },
     };
-    OperatorConfig::load(&path).map_err(registry_failure)
+    let config = OperatorConfig::load(&path).map_err(registry_failure)?;
+    Ok(LoadedConfig { config, origin })
 }
 
 /// The default cache file, from the environment.
@@ -145,7 +196,7 @@ pub(crate) async fn open(
     args: &MountArgs,
     caps: LimitOverrides,
 ) -> Result<(Registry, MountReport), Failure> {
-    let mut config = load_operator_config(args.config.as_deref())?;
+    let mut config = load_operator_config(args.config.as_deref())?.config;
     config.limits = config.limits.merged_with(&caps);
     config.check().map_err(registry_failure)?;
     let runtime = Runtime::with_config(RuntimeConfig {
@@ -325,4 +376,32 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_is_the_nearest_sandgraph_toml_walking_up() {
+        let root = tempfile::tempdir().unwrap();
+        let deep = root.path().join("a/b/c");
+        std::fs::create_dir_all(&deep).unwrap();
+        // A folder of that name is not a config.
+        std::fs::create_dir(deep.join(DEFAULT_CONFIG_FILE)).unwrap();
+        let found = discover_config;
+        std::fs::write(root.path().join("a/sandgraph.toml"), "").unwrap();
+        assert_eq!(found(&deep), Some(root.path().join("a/sandgraph.toml")));
+        std::fs::write(root.path().join("a/b/sandgraph.toml"), "").unwrap();
+        assert_eq!(
+            found(&deep),
+            Some(root.path().join("a/b/sandgraph.toml")),
+            "the nearest wins"
+        );
+        assert_eq!(
+            found(&root.path().join("a/b")),
+            Some(PathBuf::from(DEFAULT_CONFIG_FILE)),
+            "in the working directory itself, named as before"
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! `sandgraph route` and `sandgraph journal` end to end, against a real
 //! OpenAI-compatible server on loopback.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sandgraph_test_llm::{Reply, ScriptedLlm};
@@ -13,12 +13,18 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        for (name, component) in [
+        Env::with(&[
             ("echo.wasm", sandgraph_tests::ECHO),
             ("greet.wasm", sandgraph_tests::GREET),
-        ] {
+        ])
+    }
+
+    /// A working directory with `graphs/` holding `graphs` ((file name,
+    /// component) pairs).
+    fn with(graphs: &[(&str, &str)]) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("graphs")).unwrap();
+        for (name, component) in graphs {
             std::fs::copy(component, dir.path().join("graphs").join(name)).unwrap();
         }
         Env { dir }
@@ -46,9 +52,14 @@ impl Env {
     }
 
     async fn run(&self, args: Vec<String>, env: &[(&str, &str)]) -> Output {
+        self.run_in(self.dir.path(), args, env).await
+    }
+
+    /// [`Env::run`] with `cwd` as the working directory.
+    async fn run_in(&self, cwd: &Path, args: Vec<String>, env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
         cmd.args(&args)
-            .current_dir(self.dir.path())
+            .current_dir(cwd)
             .env("SANDGRAPH_LOG", "debug")
             .env("SANDGRAPH_CACHE", self.path("cache.redb"))
             .env("SANDGRAPH_DB", self.path("data.redb"))
@@ -282,6 +293,8 @@ async fn the_config_file_sets_the_model_and_the_policy() {
         ),
     )
     .unwrap();
+    // Found in the working directory, it may name a local server: with no
+    // key set (DEEPSEEK_API_KEY is removed) no key would be sent.
     let out = env
         .run(
             vec![
@@ -331,4 +344,176 @@ async fn with_a_thread_the_chosen_graph_continues_its_state() {
         "{}",
         stdout(&threads)
     );
+}
+
+/// `route REQUEST --graphs GRAPHS --no-journal` and `extra`, as strings.
+fn route_args(request: &str, graphs: &str, extra: &[&str]) -> Vec<String> {
+    ["route", request, "--graphs", graphs, "--no-journal"]
+        .iter()
+        .chain(extra)
+        .map(|s| (*s).to_owned())
+        .collect()
+}
+
+const KEY: &str = "sk-test-discovered-config";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_discovered_config_cannot_send_the_key_to_another_host() {
+    let env = Env::new();
+    let server = ScriptedLlm::start([]).await;
+    std::fs::write(
+        env.path("sandgraph.toml"),
+        format!("[llm]\nbase_url = \"{}\"\n", server.base_url()),
+    )
+    .unwrap();
+    let key = [("DEEPSEEK_API_KEY", KEY)];
+    let out = env.run(route_args("echo hi", "graphs", &[]), &key).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).lines().last().unwrap(),
+        format!(
+            "error[invalid_input]: sandgraph.toml (found in the working directory or above it, \
+             not given with --config) sets [llm].base_url: the API key in DEEPSEEK_API_KEY \
+             would go to {}, not https://api.deepseek.com; to send it there, pass --config \
+             sandgraph.toml or name the URL with --base-url",
+            server.base_url()
+        )
+    );
+    // Found from a folder below too, and named by its full path.
+    std::fs::create_dir(env.path("sub")).unwrap();
+    let out = env
+        .run_in(
+            &env.path("sub"),
+            route_args("echo hi", "../graphs", &[]),
+            &key,
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let found = env.path("sandgraph.toml").canonicalize().unwrap();
+    let (err, found) = (stderr(&out), found.display());
+    assert!(
+        err.contains(&format!(
+            "error[invalid_input]: {found} (found in the working"
+        )) && err.ends_with(&format!(
+            "pass --config {found} or name the URL with --base-url\n"
+        )),
+        "{err}"
+    );
+    // A file that names the variable is refused the same way.
+    std::fs::write(
+        env.path("sandgraph.toml"),
+        format!(
+            "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_ROUTE_TEST_SECRET\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let out = env
+        .run(
+            route_args("echo hi", "graphs", &[]),
+            &[("SANDGRAPH_ROUTE_TEST_SECRET", KEY)],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the API key in SANDGRAPH_ROUTE_TEST_SECRET would go to"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains(KEY));
+    assert!(
+        server.requests().is_empty(),
+        "the server was never asked: {:?}",
+        server.requests().len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_operator_accepts_another_host_with_config_or_base_url_and_v_says_which() {
+    let env = Env::new();
+    let call = || Reply::tool_call("echo_graph", r#"{"input":{"topic":"hi"}}"#);
+    let server = ScriptedLlm::start([call(), call()]).await;
+    std::fs::write(
+        env.path("sandgraph.toml"),
+        format!("[llm]\nbase_url = \"{}\"\n", server.base_url()),
+    )
+    .unwrap();
+    let key = [("DEEPSEEK_API_KEY", KEY)];
+    // The same file given with --config is the operator's word.
+    let out = env
+        .run(
+            route_args("echo hi", "graphs", &["--config", "sandgraph.toml", "-v"]),
+            &key,
+        )
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed["result"]["topic"], "hi");
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "config: sandgraph.toml (given with --config)\nbase url: {} (from the config)\n\
+             api key: DEEPSEEK_API_KEY (the default, set)\n",
+            server.base_url()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains(KEY), "{err}");
+    // So is a URL named with --base-url, over the discovered file.
+    let out = env
+        .run(
+            route_args(
+                "echo hi",
+                "graphs",
+                &["--base-url", &server.base_url(), "--verbose"],
+            ),
+            &key,
+        )
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "config: sandgraph.toml (found in the working directory or above it)\n\
+             base url: {} (from the flag)\n",
+            server.base_url()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    for r in &requests {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn v_says_no_config_and_the_default_url_and_escapes_what_it_prints() {
+    let env = Env::new();
+    // No key for the default host: the model call fails, after -v spoke.
+    let out = env.run(route_args("x", "graphs", &["-v"]), &[]).await;
+    assert_eq!(out.status.code(), Some(17), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with(
+            "config: none (the built-in defaults)\nbase url: https://api.deepseek.com (the default)\n\
+             api key: DEEPSEEK_API_KEY (the default, not set)\n"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // A file name with a control character is printed inert.
+    let odd = "odd\u{1b}[31m.toml";
+    std::fs::write(env.path(odd), "[llm]\nmodel = \"m\"\n").unwrap();
+    let out = env
+        .run(route_args("x", "graphs", &["-v", "--config", odd]), &[])
+        .await;
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("config: odd\\u{1b}[31m.toml (given with --config)\n"),
+        "{err}"
+    );
+    assert!(!err.contains('\u{1b}'), "{err}");
 }

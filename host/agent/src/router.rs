@@ -107,10 +107,25 @@ pub struct RouteOptions {
     /// Text handed to the model after the request (for example summaries
     /// of earlier results); not seen by `validate`.
     pub context: Option<String>,
-    /// Durable threads: with these and `thread_id`, the chosen graph runs
-    /// on the durable thread `<thread_id>/<tool>` (one thread per graph,
-    /// as a thread belongs to one graph), starting from its stored state.
+    /// Durable threads: with these and `thread_id`, the chosen graph (or
+    /// the fallback graph) runs on the durable thread `<thread_id>/<tool>`
+    /// (one thread per graph, as a thread belongs to one graph), starting
+    /// from its stored state.
     pub threads: Option<sandgraph_store::ThreadStore>,
+}
+
+impl RouteOptions {
+    /// `base` for running `tool`: on its durable thread when there is a
+    /// thread store, so what the run reports (an interrupt included) is
+    /// stored before it is returned.
+    fn for_tool(&self, base: &CallOptions, tool: &str) -> CallOptions {
+        let mut run_opts = base.clone();
+        if let (Some(threads), Some(thread)) = (&self.threads, &self.thread_id) {
+            run_opts.thread_id = Some(format!("{thread}/{tool}"));
+            run_opts.threads = Some(threads.clone());
+        }
+        run_opts
+    }
 }
 
 /// A routed request that ran.
@@ -491,6 +506,12 @@ impl GraphRoutingAgent {
             // The first tool call is the model's choice; later ones in the
             // same answer are ignored (and not echoed back).
             let Some(call) = response.tool_calls.first().cloned() else {
+                // The fallback graph runs on its thread like a chosen one: a
+                // thread id without its store would be reported and lost.
+                let fallback_opts = match &fallback {
+                    Some(t) => opts.for_tool(&call_opts, t.name()),
+                    None => call_opts.clone(),
+                };
                 return self
                     .run_fallback(
                         fallback.as_ref(),
@@ -500,7 +521,7 @@ impl GraphRoutingAgent {
                         started,
                         request,
                         model_ms,
-                        &call_opts,
+                        &fallback_opts,
                     )
                     .await;
             };
@@ -567,11 +588,7 @@ impl GraphRoutingAgent {
             }
             let check_ms = ms(check_start);
             let run_start = Instant::now();
-            let mut run_opts = call_opts.clone();
-            if let (Some(threads), Some(thread)) = (&opts.threads, &opts.thread_id) {
-                run_opts.thread_id = Some(format!("{thread}/{}", tool.name()));
-                run_opts.threads = Some(threads.clone());
-            }
+            let run_opts = opts.for_tool(&call_opts, tool.name());
             let settled: Settled = tool.execute(args.clone(), run_opts).await;
             let run_ms = ms(run_start);
             let settled = Arc::new(settled);

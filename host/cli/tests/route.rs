@@ -357,6 +357,13 @@ fn route_args(request: &str, graphs: &str, extra: &[&str]) -> Vec<String> {
 
 const KEY: &str = "sk-test-discovered-config";
 
+/// The thread `id` as a fresh open of `db` finds it.
+fn stored_thread(db: &Path, id: &str) -> sandgraph_core::ThreadState {
+    let store = sandgraph_store::Store::open(db).unwrap();
+    let state = store.threads().load(id).unwrap();
+    state.unwrap_or_else(|| panic!("no thread {id} in {}", db.display()))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_discovered_config_cannot_send_the_key_to_another_host() {
     let env = Env::new();
@@ -516,4 +523,46 @@ async fn v_says_no_config_and_the_default_url_and_escapes_what_it_prints() {
         "{err}"
     );
     assert!(!err.contains('\u{1b}'), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_routed_run_is_on_disk_when_route_returns() {
+    let env = Env::with(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    let server = ScriptedLlm::start([Reply::tool_call("graph_interrupt", r#"{"input":{}}"#)]).await;
+    let db = env.path("threads.redb");
+    let on_thread = ["--thread", "t1", "--db", db.to_str().unwrap()];
+    let out = env.route(&server, "ask for approval", &on_thread).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed["result"]["status"], "interrupted");
+    assert_eq!(printed["result"]["thread_id"], "t1/graph_interrupt");
+    // The process is gone; a fresh open of the file finds the thread
+    // waiting at its interrupt.
+    let state = stored_thread(&db, "t1/graph_interrupt");
+    let interrupts = state.pending_interrupts();
+    assert_eq!(interrupts.len(), 1, "{interrupts:?}");
+    assert_eq!(interrupts[0].value, json!({"question": "approve?"}));
+    assert_eq!(state.checkpoint.values["log"], json!(["prepared"]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fallback_graph_runs_on_the_thread_too() {
+    let env = Env::with(&[
+        ("echo.wasm", sandgraph_tests::ECHO),
+        ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
+    ]);
+    let server = ScriptedLlm::start([Reply::text("no tool fits")]).await;
+    let db = env.path("threads.redb");
+    let (fallback, db_arg) = ("graph_fallback", db.to_str().unwrap());
+    let args = ["--fallback", fallback, "--thread", "t2", "--db", db_arg];
+    let out = env.route(&server, "what time is it", &args).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed["fallback"], true);
+    assert_eq!(printed["result"]["handled"], "fallback");
+    // Like a chosen graph, the fallback ran on <thread>/<tool>, and a
+    // fresh open of the file finds it.
+    let state = stored_thread(&db, "t2/graph_fallback");
+    assert_eq!(state.checkpoint.values["handled"], "fallback");
+    assert_eq!(state.checkpoint.values["request"], "what time is it");
 }

@@ -15,11 +15,17 @@ use sandgraph_test_llm::demo::supervisor_demo;
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 
 async fn registry() -> (Registry, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, path) in [
+    registry_of(&[
         ("echo.wasm", sandgraph_tests::ECHO),
         ("greet.wasm", sandgraph_tests::GREET),
-    ] {
+    ])
+    .await
+}
+
+/// A registry over a folder of `graphs` ((file name, component) pairs).
+async fn registry_of(graphs: &[(&str, &str)]) -> (Registry, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, path) in graphs {
         std::fs::copy(path, dir.path().join(name)).unwrap();
     }
     let (registry, report) = Registry::open(
@@ -397,13 +403,7 @@ async fn agent_work_runs_the_profile_and_unknown_agents_fail_as_records() {
                     ("yield_agent_graph", r#"{"graphId":"g5"}"#),
                 ]);
             }
-            let ids: Vec<&str> = user
-                .split_whitespace()
-                .filter(|w| w.starts_with("graph_record_"))
-                .collect();
-            let finish = serde_json::json!({"graphId": "g5", "idempotencyKey": "f",
-                "finish": {"resultIds": ids, "reason": "done"}});
-            Reply::tool_call("update_agent_graph", &finish.to_string())
+            finish_with_records("g5", &user, "done")
         })
     };
     let server = ScriptedLlm::start((0..10).map(|_| script())).await;
@@ -619,4 +619,92 @@ async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
     let again = coordinator.run_wave("g8").await.unwrap();
     assert!(again.records.is_empty());
     assert_eq!(server.requests().len(), 4);
+}
+
+/// The supervisor's last call: finish `graph` with every record id its
+/// wake message `user` lists.
+fn finish_with_records(graph: &str, user: &str, reason: &str) -> Reply {
+    let ids: Vec<&str> = user
+        .split_whitespace()
+        .filter(|w| w.starts_with("graph_record_"))
+        .collect();
+    let finish = serde_json::json!({"graphId": graph, "idempotencyKey": "f",
+        "finish": {"resultIds": ids, "reason": reason}});
+    Reply::tool_call("update_agent_graph", &finish.to_string())
+}
+
+/// The scripted supervisor of the interrupt test: one work item on
+/// `graph_interrupt`, then finish with its record. Workers call the graph.
+fn interrupt_script() -> Reply {
+    Reply::respond(|request| {
+        if !request.tool_names().iter().any(|t| t == "view_agent_graph") {
+            return Reply::tool_call("graph_interrupt", r#"{"input":{}}"#);
+        }
+        let user = request.last_content("user").unwrap_or("").to_owned();
+        if user.starts_with("Goal:") {
+            let update = serde_json::json!({"graphId": "g9", "idempotencyKey": "w1",
+                "addWork": [{"subagentId": "graph_interrupt", "instruction": "ask for approval"}]});
+            return Reply::tool_calls(&[
+                ("update_agent_graph", &update.to_string()),
+                ("yield_agent_graph", r#"{"graphId":"g9"}"#),
+            ]);
+        }
+        finish_with_records("g9", &user, "asked")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_supervised_run_is_on_disk_when_it_is_recorded() {
+    let server = ScriptedLlm::start((0..6).map(|_| interrupt_script())).await;
+    let (registry, _graphs) =
+        registry_of(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data.redb");
+    let summary = {
+        let supervisor = Supervisor::new(
+            Store::open(&db).unwrap(),
+            registry,
+            provider(&server),
+            AgentConfig::default(),
+            options(),
+            false,
+        );
+        let out = supervisor.start("ask", Some("g9".into())).await.unwrap();
+        assert_eq!(out.result_ids.len(), 1);
+        out.results[0]["summary"].as_str().unwrap().to_owned()
+        // The supervisor and its store are dropped here.
+    };
+    assert!(
+        summary.starts_with(
+            r#"graph_interrupt returned {"status":"interrupted","thread_id":"operator_session_"#
+        ),
+        "{summary}"
+    );
+    // A fresh open of the file finds the operator's thread waiting at the
+    // interrupt the record reported.
+    let store = Store::open(&db).unwrap();
+    let provisions = store.agent_graphs().list_provisions("g9").unwrap();
+    assert_eq!(provisions.len(), 1);
+    let thread = format!("{}/graph_interrupt", provisions[0].target_session_id);
+    assert!(
+        summary.contains(&format!(r#""thread_id":"{thread}""#)),
+        "{summary}"
+    );
+    let info = store
+        .threads()
+        .info(&thread)
+        .unwrap()
+        .expect("the supervised thread is stored");
+    assert_eq!(info.graph, "graph_interrupt");
+    assert_eq!(info.pending_interrupts, 1);
+    let state = store.threads().load(&thread).unwrap().unwrap();
+    let interrupts = state.pending_interrupts();
+    assert_eq!(
+        interrupts[0].value,
+        serde_json::json!({"question": "approve?"})
+    );
+    assert_eq!(
+        state.checkpoint.values["log"],
+        serde_json::json!(["prepared"])
+    );
 }

@@ -172,3 +172,46 @@ fn resume_errors_are_clear() {
     );
     assert_eq!(json_out(&o)["log"], json!(["seen:a", "seen:b"]));
 }
+
+#[test]
+fn every_durability_mode_is_on_disk_when_run_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.redb");
+    let db = path.to_str().unwrap();
+    let stored = |thread: &str| {
+        let store = sandgraph_store::Store::open(&path).unwrap();
+        let state = store.threads().load(thread).unwrap();
+        state.unwrap_or_else(|| panic!("{thread} is not stored"))
+    };
+    for mode in ["sync", "async", "exit"] {
+        let thread = format!("t-{mode}");
+        let run = |start: &[&str]| {
+            let g = sandgraph_tests::APPROVAL;
+            let mut args = vec!["run", g, "--thread", &thread, "--durability", mode];
+            args.extend(start);
+            sandgraph(db, &args)
+        };
+        let o = run(&["--input", r#"{"topic":"disks"}"#]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(20), "{mode}: {err}");
+        // The process is gone: a fresh open of the file finds the thread
+        // waiting at the interrupt it printed.
+        let printed = json_out(&o);
+        let interrupts = stored(&thread).pending_interrupts();
+        assert_eq!(interrupts.len(), 1, "{mode}");
+        let id = &printed["interrupts"][0]["id"];
+        assert_eq!(json!(interrupts[0].id), *id, "{mode}");
+        let draft = &interrupts[0].value["draft"];
+        assert_eq!(*draft, json!("A short note about disks."), "{mode}");
+        // So does the end of the resumed run.
+        let o = run(&["--resume", r#""yes""#]);
+        assert!(
+            o.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let state = stored(&thread);
+        assert!(state.pending_interrupts().is_empty(), "{mode}");
+        assert_eq!(state.checkpoint.values["published"], json!(true), "{mode}");
+    }
+}

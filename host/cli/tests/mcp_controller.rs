@@ -58,6 +58,10 @@ impl Env {
             .env("SANDGRAPH_LOG", "sandgraph_mcp=info,warn")
             .env("SANDGRAPH_CACHE", self.dir.path().join("cache.redb"))
             .env_remove("SANDGRAPH_DB")
+            // The tests' sandgraph.toml names a loopback model server: a
+            // real key in the environment would make it a refused
+            // redirect (and must never be sent there).
+            .env_remove("DEEPSEEK_API_KEY")
             .kill_on_drop(true);
         cmd
     }

@@ -550,12 +550,10 @@ async fn a_failed_wake_delivery_is_retried_and_then_exhausted() {
     assert_eq!(wakes[0].status, WakeStatus::Exhausted);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
-    use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("data.redb")).unwrap();
-    // Four work items on one graph, committed through the tools.
+/// Commits four `echo_graph` work items on `graph` and starts a model
+/// whose every worker request notes how many records `graph` had when it
+/// arrived (in `seen`) and answers after 150 ms.
+async fn four_echo_items(store: &Store, graph: &str, seen: Arc<Mutex<Vec<usize>>>) -> ScriptedLlm {
     let tools = AgentGraphTools::new(store.agent_graphs(), "root");
     let work: Vec<_> = ["a", "b", "c", "d"]
         .iter()
@@ -566,7 +564,7 @@ async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
     tools
         .call(
             "update_agent_graph",
-            serde_json::json!({"graphId": "g8", "addWork": work}),
+            serde_json::json!({"graphId": graph, "addWork": work}),
             &sandgraph_controller::CallIdentity {
                 session_id: "root".into(),
                 last_turn: 1,
@@ -574,14 +572,11 @@ async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
             },
         )
         .unwrap();
-    // Each worker request notes how many records existed when it arrived:
-    // with 2 slots, the third and fourth start only after a record.
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let (s, st) = (seen.clone(), store.clone());
+    let (st, graph) = (store.clone(), graph.to_owned());
     let reply = move || {
-        let (s, st) = (s.clone(), st.clone());
+        let (s, st, graph) = (seen.clone(), st.clone(), graph.clone());
         Reply::respond(move |request| {
-            let records = st.agent_graphs().list_records("g8").unwrap().len();
+            let records = st.agent_graphs().list_records(&graph).unwrap().len();
             s.lock().unwrap().push(records);
             let word = request
                 .last_content("user")
@@ -595,20 +590,38 @@ async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
             .delay(Duration::from_millis(150))
         })
     };
-    let server = ScriptedLlm::start((0..4).map(|_| reply())).await;
-    let (registry, _graphs) = registry().await;
-    let coordinator = Coordinator::new(
+    ScriptedLlm::start((0..4).map(|_| reply())).await
+}
+
+fn coordinator(
+    store: &Store,
+    registry: Registry,
+    server: &ScriptedLlm,
+    max_new_activations: usize,
+) -> sandgraph_supervisor::Coordinator {
+    sandgraph_supervisor::Coordinator::new(
         store.agent_graphs(),
         registry,
-        provider(&server),
+        provider(server),
         AgentConfig::default(),
-        CoordinatorOptions {
-            max_new_activations: 2,
+        sandgraph_supervisor::CoordinatorOptions {
+            max_new_activations,
             model: "m".into(),
             journal: None,
             threads: None,
         },
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    // With 2 slots, the third and fourth start only after a record.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let server = four_echo_items(&store, "g8", seen.clone()).await;
+    let (registry, _graphs) = registry().await;
+    let coordinator = coordinator(&store, registry, &server, 2);
     let report = coordinator.run_wave("g8").await.unwrap();
     assert_eq!(report.records.len(), 4);
     let seen = seen.lock().unwrap().clone();
@@ -619,6 +632,32 @@ async fn a_wave_runs_at_most_max_new_activations_work_items_at_once() {
     let again = coordinator.run_wave("g8").await.unwrap();
     assert!(again.records.is_empty());
     assert_eq!(server.requests().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wave_counts_under_the_run_slots_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let server = four_echo_items(&store, "g10", seen.clone()).await;
+    let (registry, _graphs) = registry().await;
+    let coordinator = coordinator(&store, registry, &server, 4);
+    // The host's slots are all taken: nothing starts.
+    let slots = Arc::new(tokio::sync::Semaphore::new(0));
+    coordinator.count_runs_under(slots.clone());
+    let wave = tokio::spawn({
+        let c = coordinator.clone();
+        async move { c.run_wave("g10").await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(server.requests().is_empty(), "work ran without a slot");
+    // One slot frees: the four items run one after the other, though the
+    // wave alone would run them all at once.
+    slots.add_permits(1);
+    let report = wave.await.unwrap().unwrap();
+    assert_eq!(report.records.len(), 4);
+    assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3]);
+    assert_eq!(slots.available_permits(), 1);
 }
 
 /// The supervisor's last call: finish `graph` with every record id its

@@ -78,6 +78,23 @@ async fn echo() {
 }
 
 #[tokio::test]
+async fn compat_v0_1() {
+    // Built against sandgraph:graph@0.1.0 with wit-bindgen directly: the
+    // host still loads and runs it, its `host` import included.
+    let graph = load(sandgraph_tests::COMPAT_V0_1).await;
+    assert_eq!(graph.name(), "compat_v0_1");
+    assert_eq!(graph.world_version(), "0.1");
+    assert!(graph.capabilities().is_empty());
+    let state = completed(run(sandgraph_tests::COMPAT_V0_1, json!({"name": "Ada"})).await);
+    assert_eq!(state, json!({"name": "Ada", "reply": "hello Ada"}));
+    // The SDK builds against 0.2.0, and a graph that uses no capability
+    // imports none.
+    let echo = load(sandgraph_tests::ECHO).await;
+    assert_eq!(echo.world_version(), "0.2");
+    assert!(echo.capabilities().is_empty(), "{:?}", echo.capabilities());
+}
+
+#[tokio::test]
 async fn graph_fallback() {
     let state = completed(run(sandgraph_tests::GRAPH_FALLBACK, json!({})).await);
     assert_eq!(state, json!({"handled": "fallback", "request": null}));

@@ -438,6 +438,8 @@ impl GraphTool {
                 configurable,
                 ..NodeContext::default()
             },
+            // Grants are not wired from the operator config yet: deny all.
+            capabilities: Default::default(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sandgraph_core::text::guest_text;
 
-use crate::bindings::{HostImports, LogLevel};
+use crate::bindings::{HostImports, HostImportsV2, LogLevel};
 use crate::limits::{MAX_LOG_LINES_PER_INSTANCE, MAX_LOG_MESSAGE_BYTES};
 use crate::sandbox::RunControl;
 
@@ -96,5 +96,16 @@ impl HostImports for HostApi {
 
     fn cancelled(&mut self) -> bool {
         self.control.soft_stop_reached()
+    }
+}
+
+/// 0.2.0's `host` is 0.1.0's: the same two functions.
+impl HostImportsV2 for HostApi {
+    fn log(&mut self, level: LogLevel, message: String) {
+        HostImports::log(self, level, message);
+    }
+
+    fn cancelled(&mut self) -> bool {
+        HostImports::cancelled(self)
     }
 }

@@ -7,6 +7,7 @@
 //! often as you like: every run gets fresh instances in fresh stores.
 
 mod bindings;
+pub mod caps;
 mod host_api;
 mod limits;
 mod loader;

@@ -10,13 +10,14 @@ use sandgraph_core::{
 };
 use wasmtime::component::Component;
 
-use crate::bindings::{self, GraphComponentPre, WitReducer};
+use crate::bindings::{self, GraphComponentPre, WitReducer, WorldVersion};
 use crate::limits::{Limits, MAX_COMPONENT_BYTES};
 use crate::runtime::Shared;
 use crate::sandbox::{RunControl, Sandbox, StoreState};
 
 /// The version of the `sandgraph:graph` WIT package this host implements.
-pub const HOST_WORLD_VERSION: &str = "0.1.0";
+/// Components built against 0.1.x (no capabilities) load too.
+pub const HOST_WORLD_VERSION: &str = "0.2.0";
 const PACKAGE: &str = "sandgraph:graph";
 
 /// A loaded graph: compiled once, described once, instantiated per run.
@@ -26,6 +27,7 @@ pub struct Graph {
     pub(crate) compiled: Arc<CompiledGraph>,
     pub(crate) pre: GraphComponentPre<StoreState>,
     pub(crate) component: Component,
+    pub(crate) capabilities: Vec<&'static str>,
 }
 
 impl Graph {
@@ -42,6 +44,22 @@ impl Graph {
     /// The compiled component, e.g. to serialize it into a cache.
     pub fn component(&self) -> &Component {
         &self.component
+    }
+
+    /// The version of the `sandgraph:graph` world the component was built
+    /// against, e.g. `0.2`.
+    pub fn world_version(&self) -> &'static str {
+        match self.pre.version() {
+            WorldVersion::V0_1 => "0.1",
+            WorldVersion::V0_2 => "0.2",
+        }
+    }
+
+    /// The brokered capabilities the component imports, read from its
+    /// imports at load: `llm`, `tools`, `http` (`wasi:http`), in that
+    /// order. Importing one is asking for it; the operator's grants decide.
+    pub fn capabilities(&self) -> &[&'static str] {
+        &self.capabilities
     }
 }
 
@@ -92,33 +110,80 @@ fn package_and_version(name: &str) -> (&str, Option<&str>) {
     (path.split_once('/').map_or(path, |(pkg, _)| pkg), ver)
 }
 
-fn same_minor(ver: Option<&str>) -> bool {
-    // Semver: 0.1.x is compatible with the host's 0.1.0.
-    ver.is_some_and(|v| v.starts_with("0.1.") || v == "0.1")
+/// The brokered capabilities among `component`'s imports.
+fn imported_capabilities(component: &Component, engine: &wasmtime::Engine) -> Vec<&'static str> {
+    let ty = component.component_type();
+    let names: Vec<&str> = ty
+        .imports(engine)
+        .map(|(n, _)| n.split_once('@').map_or(n, |(p, _)| p))
+        .collect();
+    [
+        ("sandgraph:graph/llm", "llm"),
+        ("sandgraph:graph/tools", "tools"),
+        ("wasi:http/outgoing-handler", "http"),
+    ]
+    .into_iter()
+    .filter(|(iface, _)| names.contains(iface))
+    .map(|(_, cap)| cap)
+    .collect()
+}
+
+/// The interfaces of each version a graph may import.
+fn provided(version: WorldVersion, iface: &str) -> bool {
+    match version {
+        WorldVersion::V0_1 => matches!(iface, "host" | "types"),
+        WorldVersion::V0_2 => matches!(iface, "host" | "types" | "llm" | "tools"),
+    }
 }
 
 /// Checks what the component imports and exports against what this host
-/// provides, with an error that says which world or version it was built for.
+/// provides, with an error that says which world or version it was built
+/// for; the version of the world it was built for.
 pub(crate) fn check_world(
     component: &Component,
     engine: &wasmtime::Engine,
-) -> Result<(), RunError> {
+) -> Result<WorldVersion, RunError> {
     let ty = component.component_type();
+    let exports: Vec<&str> = ty.exports(engine).map(|(n, _)| n).collect();
+    let Some(graph_export) = exports
+        .iter()
+        .find(|n| n.starts_with("sandgraph:graph/graph"))
+    else {
+        return Err(load_error(format!(
+            "component does not export {PACKAGE}/graph@{HOST_WORLD_VERSION} (it exports: {}): \
+             it was built for another world; build it with the sandgraph SDK",
+            if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports.join(", ")
+            }
+        )));
+    };
+    let Some(version) = package_and_version(graph_export)
+        .1
+        .and_then(WorldVersion::of)
+    else {
+        return Err(load_error(format!(
+            "component exports `{graph_export}` but this host implements \
+             {PACKAGE}@{HOST_WORLD_VERSION} (and 0.1): rebuild it against the sandgraph SDK for \
+             {HOST_WORLD_VERSION}"
+        )));
+    };
     let mut unknown = Vec::new();
     for (name, _) in ty.imports(engine) {
         let (pkg, ver) = package_and_version(name);
         if pkg == PACKAGE {
-            if !same_minor(ver) {
+            if ver.and_then(WorldVersion::of) != Some(version) {
                 return Err(load_error(format!(
-                    "component imports `{name}` but this host implements {PACKAGE}@{HOST_WORLD_VERSION}: \
-                     rebuild it against the sandgraph SDK for {HOST_WORLD_VERSION}"
+                    "component imports `{name}` but exports `{graph_export}`: one component \
+                     must be built against one version of {PACKAGE}"
                 )));
             }
-            let iface = name.split_once('@').map(|(p, _)| p);
-            if !matches!(
-                iface,
-                Some("sandgraph:graph/host" | "sandgraph:graph/types")
-            ) {
+            let iface = name
+                .split_once('@')
+                .map_or(name, |(p, _)| p)
+                .trim_start_matches("sandgraph:graph/");
+            if !provided(version, iface) {
                 unknown.push(name.to_string());
             }
         } else if pkg.starts_with("wasi:") && ver.is_some_and(|v| v.starts_with("0.2.")) {
@@ -130,29 +195,11 @@ pub(crate) fn check_world(
     if !unknown.is_empty() {
         return Err(load_error(format!(
             "component imports what this host does not provide: {}; a graph may import only \
-             {PACKAGE}/host@{HOST_WORLD_VERSION} and wasi:*@0.2",
+             {PACKAGE}/{{host,llm,tools}}@{HOST_WORLD_VERSION} and wasi:*@0.2",
             unknown.join(", ")
         )));
     }
-    let exports: Vec<&str> = ty.exports(engine).map(|(n, _)| n).collect();
-    let graph_export = exports
-        .iter()
-        .find(|n| n.starts_with("sandgraph:graph/graph"));
-    match graph_export {
-        None => Err(load_error(format!(
-            "component does not export {PACKAGE}/graph@{HOST_WORLD_VERSION} (it exports: {}): \
-             it was built for another world; build it with the sandgraph SDK",
-            if exports.is_empty() {
-                "nothing".to_string()
-            } else {
-                exports.join(", ")
-            }
-        ))),
-        Some(n) if !same_minor(package_and_version(n).1) => Err(load_error(format!(
-            "component exports `{n}` but this host implements {PACKAGE}@{HOST_WORLD_VERSION}"
-        ))),
-        Some(_) => Ok(()),
-    }
+    Ok(version)
 }
 
 fn parse_json_field(what: &str, text: &str) -> Result<serde_json::Value, RunError> {
@@ -249,12 +296,12 @@ pub(crate) fn compile(shared: &Shared, bytes: &[u8]) -> Result<Component, RunErr
 
 /// Links `component` against the host: world checks plus the typed `*Pre`.
 fn link(shared: &Shared, component: &Component) -> Result<GraphComponentPre<StoreState>, RunError> {
-    check_world(component, &shared.engine)?;
+    let version = check_world(component, &shared.engine)?;
     let instance_pre = shared
         .linker
         .instantiate_pre(component)
         .map_err(|e| load_error(format!("cannot link component: {}", e.root_cause())))?;
-    GraphComponentPre::new(instance_pre).map_err(|e| {
+    GraphComponentPre::new(version, instance_pre).map_err(|e| {
         load_error(format!(
             "component does not match the graph world: {}",
             e.root_cause()
@@ -276,6 +323,7 @@ pub(crate) fn from_parts(
         spec,
         compiled: Arc::new(compiled),
         pre,
+        capabilities: imported_capabilities(&component, &shared.engine),
         component,
     })
 }
@@ -365,6 +413,7 @@ pub(crate) async fn from_component(
         spec,
         compiled: Arc::new(compiled),
         pre,
+        capabilities: imported_capabilities(&component, &shared.engine),
         component,
     })
 }
@@ -479,7 +528,8 @@ mod tests {
             package_and_version("sandgraph:graph/host@0.1.0"),
             ("sandgraph:graph", Some("0.1.0"))
         );
-        assert!(same_minor(Some("0.1.5")));
-        assert!(!same_minor(Some("0.2.0")));
+        assert!(provided(WorldVersion::V0_2, "llm"));
+        assert!(!provided(WorldVersion::V0_1, "llm"));
+        assert!(!provided(WorldVersion::V0_2, "files"));
     }
 }

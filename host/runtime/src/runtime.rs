@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::bindings::add_host_to_linker;
+use crate::bindings::{self, add_host_to_linker, add_host_v2_to_linker};
+use crate::caps::{Capabilities, CapsCtx};
 use crate::host_api::{HostApi, LogSink, TracingSink};
 use crate::limits::{
     Limits, MAX_MEMORIES_PER_STORE, MAX_MEMORY_CAP, MAX_TABLE_ELEMENTS, MAX_TABLES_PER_STORE,
@@ -64,6 +65,9 @@ pub struct RunOptions {
     /// Base context handed to every node (tool, request, thread id,
     /// configurable keys).
     pub context: NodeContext,
+    /// The brokered capabilities granted to the run; the default grants
+    /// none.
+    pub capabilities: Capabilities,
 }
 
 fn engine_config(pooling: Option<&RuntimeConfig>) -> Config {
@@ -163,6 +167,12 @@ impl Runtime {
         };
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(host_err)?;
         add_host_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
+            .map_err(host_err)?;
+        add_host_v2_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
+            .map_err(host_err)?;
+        bindings::llm::add_to_linker::<StoreState, HasCaps>(&mut linker, |s| &mut s.caps)
+            .map_err(host_err)?;
+        bindings::tools::add_to_linker::<StoreState, HasCaps>(&mut linker, |s| &mut s.caps)
             .map_err(host_err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let turns = Turns::new(config.long_call_turns);
@@ -315,7 +325,7 @@ impl Runtime {
             recursion_limit: limits.recursion_limit,
             context: opts.context.clone(),
         };
-        let control = self.control(limits, opts.cancel.clone());
+        let control = self.control(limits, opts);
         let backend = Arc::new(Sandbox {
             shared: self.shared.clone(),
             graph: graph.clone(),
@@ -325,8 +335,13 @@ impl Runtime {
     }
 
     /// A run's control, its byte budget charged to the host-wide budget.
-    fn control(&self, limits: Limits, cancel: CancellationToken) -> Arc<RunControl> {
-        RunControl::attached(limits, cancel, self.shared.budget.clone())
+    fn control(&self, limits: Limits, opts: &RunOptions) -> Arc<RunControl> {
+        RunControl::attached(
+            limits,
+            opts.cancel.clone(),
+            self.shared.budget.clone(),
+            Arc::new(opts.capabilities.clone()),
+        )
     }
 
     /// Runs `graph` on `input` to completion (or interrupt), streaming one
@@ -386,7 +401,7 @@ impl Runtime {
         as_node: Option<&str>,
     ) -> Result<Checkpoint, RunError> {
         let limits = self.shared.config.default_limits.clone();
-        let control = self.control(limits, CancellationToken::new());
+        let control = self.control(limits, &RunOptions::default());
         let backend = Arc::new(Sandbox {
             shared: self.shared.clone(),
             graph: graph.clone(),
@@ -413,7 +428,7 @@ impl Runtime {
         opts: RunOptions,
     ) -> Result<Result<(), String>, RunError> {
         let limits = self.limits_for(graph, &opts)?;
-        let control = self.control(limits, opts.cancel.clone());
+        let control = self.control(limits, &opts);
         let mut instance =
             Sandbox::instantiate(&self.shared, &graph.pre, graph.name.clone(), &control).await?;
         instance.validate(input, &opts.context).await
@@ -424,4 +439,10 @@ impl Runtime {
 struct HasHost;
 impl wasmtime::component::HasData for HasHost {
     type Data<'a> = &'a mut HostApi;
+}
+
+/// `HasData` marker for the brokered capabilities' per-store context.
+struct HasCaps;
+impl wasmtime::component::HasData for HasCaps {
+    type Data<'a> = &'a mut CapsCtx;
 }

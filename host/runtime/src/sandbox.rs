@@ -19,6 +19,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{self, GraphComponentPre};
+use crate::caps::{Capabilities, CapsCtx};
 use crate::host_api::HostApi;
 use crate::limits::{CapHit, Limits, MIB, StoreLimiter};
 use crate::loader::Graph;
@@ -70,13 +71,15 @@ pub struct RunControl {
     slots: Arc<Semaphore>,
     /// What the host keeps for the run outside wasm memory.
     bytes: ByteBudget,
+    /// The brokered capabilities the run was granted.
+    pub(crate) caps: Arc<Capabilities>,
 }
 
 impl RunControl {
     /// A run's control whose byte budget is not charged to a host budget
     /// (loading a graph).
     pub(crate) fn new(limits: Limits, cancel: CancellationToken) -> Arc<Self> {
-        Self::build(limits, cancel, None)
+        Self::build(limits, cancel, None, Arc::default())
     }
 
     /// A run's control whose bytes are also charged to `host`.
@@ -84,14 +87,16 @@ impl RunControl {
         limits: Limits,
         cancel: CancellationToken,
         host: Arc<dyn HostMemory>,
+        caps: Arc<Capabilities>,
     ) -> Arc<Self> {
-        Self::build(limits, cancel, Some(host))
+        Self::build(limits, cancel, Some(host), caps)
     }
 
     fn build(
         limits: Limits,
         cancel: CancellationToken,
         host: Option<Arc<dyn HostMemory>>,
+        caps: Arc<Capabilities>,
     ) -> Arc<Self> {
         let started = Instant::now();
         Arc::new(RunControl {
@@ -104,6 +109,7 @@ impl RunControl {
             cancel,
             cancelled_at: OnceLock::new(),
             fuel_used: AtomicU64::new(0),
+            caps,
         })
     }
 
@@ -200,6 +206,7 @@ pub(crate) struct StoreState {
     table: ResourceTable,
     limiter: StoreLimiter,
     pub(crate) host: HostApi,
+    pub(crate) caps: CapsCtx,
     stdout: GuestOutput,
     stderr: GuestOutput,
     /// Fuel handed to the call in progress (its slice plus top-ups).
@@ -255,6 +262,7 @@ impl Sandbox {
             table: ResourceTable::new(),
             limiter: StoreLimiter::new(control.limits.memory, shared.budget.clone()),
             host: HostApi::new(graph_name, control.clone(), shared.sink.clone()),
+            caps: CapsCtx::new(control.clone()),
             stdout,
             stderr,
             fuel_given: 0,
@@ -733,10 +741,8 @@ impl Instance {
 
     /// Calls `describe`.
     pub(crate) async fn describe(&mut self) -> Result<bindings::WitGraphSpec, RunError> {
-        self.call("describe", async |b, s| {
-            b.sandgraph_graph_graph().call_describe(s).await
-        })
-        .await
+        self.call("describe", async |b, s| b.call_describe(s).await)
+            .await
     }
 
     /// Calls `validate`.
@@ -750,9 +756,7 @@ impl Instance {
         let ctx = wit_context(ctx);
         let verdict = self
             .call("validate", async |b, s| {
-                b.sandgraph_graph_graph()
-                    .call_validate(s, &input, &ctx)
-                    .await
+                b.call_validate(s, &input, &ctx).await
             })
             .await?;
         // The reason reaches a person or a model: bounded and inert.
@@ -813,9 +817,7 @@ impl Worker for Instance {
         let wctx = wit_context(ctx);
         let res = self
             .call(&what, async |b, s| {
-                b.sandgraph_graph_graph()
-                    .call_run_node(s, node, &state, &wctx)
-                    .await
+                b.call_run_node(s, node, &state, &wctx).await
             })
             .await?;
         drop(held);
@@ -849,11 +851,7 @@ impl Worker for Instance {
         let control = self.control.clone();
         let (state, held) = Self::input_text(&control, &what, state)?;
         let res = self
-            .call(&what, async |b, s| {
-                b.sandgraph_graph_graph()
-                    .call_route(s, router, &state)
-                    .await
-            })
+            .call(&what, async |b, s| b.call_route(s, router, &state).await)
             .await?;
         drop(held);
         let targets = res.map_err(|e| guest_error(&what, e))?;
@@ -881,9 +879,7 @@ impl Worker for Instance {
         let (upd, held_upd) = Self::input_text(&control, &what, update)?;
         let res = self
             .call(&what, async |b, s| {
-                b.sandgraph_graph_graph()
-                    .call_reduce(s, channel, &cur, &upd)
-                    .await
+                b.call_reduce(s, channel, &cur, &upd).await
             })
             .await?;
         drop((held_cur, held_upd, cur, upd));

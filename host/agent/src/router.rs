@@ -478,6 +478,7 @@ impl GraphRoutingAgent {
                 messages: messages.clone(),
                 tools: tools.clone(),
                 temperature: None,
+                max_tokens: None,
             };
             let response = tokio::select! {
                 r = self.provider.chat(&chat) => r,

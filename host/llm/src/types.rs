@@ -100,6 +100,9 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// Sampling temperature; `None` leaves the provider's default.
     pub temperature: Option<f32>,
+    /// Most tokens the answer may have (`max_tokens` on the wire); `None`
+    /// leaves the provider's default.
+    pub max_tokens: Option<u32>,
 }
 
 /// Token counts the provider reported.

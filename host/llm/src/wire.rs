@@ -17,6 +17,8 @@ struct WireRequest<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -125,6 +127,7 @@ pub(crate) fn request_body(request: &ChatRequest, model: &str) -> Result<Vec<u8>
         messages: request.messages.iter().map(wire_message).collect(),
         tools: request.tools.iter().map(wire_tool).collect(),
         temperature: request.temperature,
+        max_tokens: request.max_tokens,
     };
     serde_json::to_vec(&body).map_err(|error| LlmError::Config {
         message: format!("the request cannot be serialized: {error}"),
@@ -498,6 +501,7 @@ mod tests {
                 parameters: Value::Null,
             }],
             temperature: Some(0.2),
+            max_tokens: None,
         };
         let body: Value = serde_json::from_slice(&request_body(&request, "m").unwrap()).unwrap();
         assert_eq!(
@@ -514,5 +518,13 @@ mod tests {
                 "temperature": 0.2,
             })
         );
+        // A token cap goes out as `max_tokens`; none sends no field.
+        let capped = ChatRequest {
+            max_tokens: Some(64),
+            ..ChatRequest::default()
+        };
+        let body: Value = serde_json::from_slice(&request_body(&capped, "m").unwrap()).unwrap();
+        assert_eq!(body["max_tokens"], json!(64));
+        assert!(!body.as_object().unwrap().contains_key("temperature"));
     }
 }

@@ -44,6 +44,7 @@ async fn request_carries_model_messages_tools_and_key() {
             },
         ],
         temperature: Some(0.5),
+        max_tokens: Some(100),
     };
     let response = client(&llm).chat(&request).await.unwrap();
     assert_eq!(response.tool_calls.len(), 1);
@@ -84,6 +85,7 @@ async fn request_carries_model_messages_tools_and_key() {
                 }},
             ],
             "temperature": 0.5,
+            "max_tokens": 100,
         })
     );
     assert_eq!(sent.tool_names(), ["search", "lookup"]);

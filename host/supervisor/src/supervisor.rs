@@ -636,6 +636,7 @@ impl Supervisor {
                 messages: messages.clone(),
                 tools: specs.clone(),
                 temperature: None,
+                max_tokens: None,
             };
             let response = self.provider.chat(&request).await?;
             if response.tool_calls.is_empty() {

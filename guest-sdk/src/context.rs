@@ -139,6 +139,12 @@ pub struct Context {
 }
 
 impl Context {
+    /// The graph tools this graph may call, through the host
+    /// ([`crate::tools`]).
+    pub fn tools(&self) -> crate::tools::Tools {
+        crate::tools::Tools::new()
+    }
+
     pub(crate) fn from_info(info: CallInfo) -> Result<Self, String> {
         let (facts, resume) = Facts::decode(info)?;
         let resume = resume

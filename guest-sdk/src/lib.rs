@@ -116,6 +116,7 @@ mod graph;
 pub mod log;
 mod node;
 mod route;
+pub mod tools;
 mod update;
 
 pub use context::{Context, Interrupted, ValidateContext};

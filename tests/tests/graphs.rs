@@ -9,6 +9,10 @@ use sandgraph_runtime::{
 use sandgraph_tests::{assert_test_exists, load, runtime};
 use serde_json::{Value, json};
 
+#[path = "graphs/capabilities.rs"]
+mod capabilities;
+use capabilities::graph_tools;
+
 #[path = "graphs/containment.rs"]
 mod containment;
 use containment::{

@@ -17,6 +17,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::{self, add_host_to_linker, add_host_v2_to_linker};
+use crate::caps::tools::SubRun;
 use crate::caps::{Capabilities, CapsCtx};
 use crate::host_api::{HostApi, LogSink, TracingSink};
 use crate::limits::{
@@ -68,6 +69,9 @@ pub struct RunOptions {
     /// The brokered capabilities granted to the run; the default grants
     /// none.
     pub capabilities: Capabilities,
+    /// Set when the run is a `tools` call of another run: it then shares
+    /// that run's deadline, cancellation, fuel and byte budget.
+    pub sub_run_of: Option<SubRun>,
 }
 
 fn engine_config(pooling: Option<&RuntimeConfig>) -> Config {
@@ -325,7 +329,7 @@ impl Runtime {
             recursion_limit: limits.recursion_limit,
             context: opts.context.clone(),
         };
-        let control = self.control(limits, opts);
+        let control = self.control(graph, limits, opts);
         let backend = Arc::new(Sandbox {
             shared: self.shared.clone(),
             graph: graph.clone(),
@@ -335,12 +339,14 @@ impl Runtime {
     }
 
     /// A run's control, its byte budget charged to the host-wide budget.
-    fn control(&self, limits: Limits, opts: &RunOptions) -> Arc<RunControl> {
+    fn control(&self, graph: &Graph, limits: Limits, opts: &RunOptions) -> Arc<RunControl> {
         RunControl::attached(
             limits,
             opts.cancel.clone(),
             self.shared.budget.clone(),
             Arc::new(opts.capabilities.clone()),
+            opts.sub_run_of.clone(),
+            graph.name.clone(),
         )
     }
 
@@ -401,7 +407,7 @@ impl Runtime {
         as_node: Option<&str>,
     ) -> Result<Checkpoint, RunError> {
         let limits = self.shared.config.default_limits.clone();
-        let control = self.control(limits, &RunOptions::default());
+        let control = self.control(graph, limits, &RunOptions::default());
         let backend = Arc::new(Sandbox {
             shared: self.shared.clone(),
             graph: graph.clone(),
@@ -428,7 +434,7 @@ impl Runtime {
         opts: RunOptions,
     ) -> Result<Result<(), String>, RunError> {
         let limits = self.limits_for(graph, &opts)?;
-        let control = self.control(limits, &opts);
+        let control = self.control(graph, limits, &opts);
         let mut instance =
             Sandbox::instantiate(&self.shared, &graph.pre, graph.name.clone(), &control).await?;
         instance.validate(input, &opts.context).await

@@ -19,6 +19,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{self, GraphComponentPre};
+use crate::caps::tools::{SubRun, ToolsUsage};
+use crate::caps::llm::LlmUsage;
 use crate::caps::{Capabilities, CapsCtx};
 use crate::host_api::HostApi;
 use crate::limits::{CapHit, Limits, MIB, StoreLimiter};
@@ -59,13 +61,14 @@ pub struct RunControl {
     limits: Limits,
     started: Instant,
     soft_deadline: Instant,
-    cancel: CancellationToken,
+    pub(crate) cancel: CancellationToken,
     cancelled_at: OnceLock<Instant>,
     /// Fuel spent by calls that ended (and by running calls, up to their
     /// last top-up).
     fuel_used: AtomicU64,
-    /// Fuel not yet handed to a call.
-    fuel_pool: AtomicU64,
+    /// Fuel not yet handed to a call: the run's own, or for a sub-run (a
+    /// `tools` call) its caller's pool itself.
+    fuel_pool: Arc<AtomicU64>,
     /// The run's own instance slots ([`Limits::instances`]): its tasks
     /// queue here before they queue for the host's pool.
     slots: Arc<Semaphore>,
@@ -73,35 +76,84 @@ pub struct RunControl {
     bytes: ByteBudget,
     /// The brokered capabilities the run was granted.
     pub(crate) caps: Arc<Capabilities>,
+    /// The graphs of the call chain, from the outermost caller to this run
+    /// (`tools` calls nest runs).
+    pub(crate) chain: Vec<Arc<str>>,
+    /// The run's `tools` calls so far.
+    pub(crate) tools_usage: ToolsUsage,
+    /// The run's `llm` calls and tokens so far.
+    pub(crate) llm_usage: LlmUsage,
+}
+
+/// A sub-run's bytes, charged to its caller's budget (and through it to
+/// the host's).
+struct CallerBytes(Arc<RunControl>);
+
+impl HostMemory for CallerBytes {
+    fn try_reserve(&self, bytes: usize) -> bool {
+        self.0.bytes.try_charge(bytes)
+    }
+
+    fn release(&self, bytes: usize) {
+        self.0.bytes.release(bytes);
+    }
 }
 
 impl RunControl {
     /// A run's control whose byte budget is not charged to a host budget
     /// (loading a graph).
     pub(crate) fn new(limits: Limits, cancel: CancellationToken) -> Arc<Self> {
-        Self::build(limits, cancel, None, Arc::default())
+        Self::build(limits, cancel, None, Arc::default(), None, Arc::from("<loading>"))
     }
 
     /// A run's control whose bytes are also charged to `host`.
+    /// A run's control. A sub-run (`caller` set: a `tools` call) shares
+    /// its caller's deadline (the earlier of the two), cancellation, fuel
+    /// pool and byte budget.
     pub(crate) fn attached(
         limits: Limits,
         cancel: CancellationToken,
         host: Arc<dyn HostMemory>,
         caps: Arc<Capabilities>,
+        caller: Option<SubRun>,
+        graph: Arc<str>,
     ) -> Arc<Self> {
-        Self::build(limits, cancel, Some(host), caps)
+        Self::build(limits, cancel, Some(host), caps, caller, graph)
     }
 
-    fn build(
+    pub(crate) fn build(
         limits: Limits,
         cancel: CancellationToken,
         host: Option<Arc<dyn HostMemory>>,
         caps: Arc<Capabilities>,
+        caller: Option<SubRun>,
+        graph: Arc<str>,
     ) -> Arc<Self> {
         let started = Instant::now();
+        let own_deadline = started + limits.timeout;
+        let (soft_deadline, cancel, fuel_pool, host, mut chain) = match caller {
+            None => (
+                own_deadline,
+                cancel,
+                Arc::new(AtomicU64::new(limits.fuel)),
+                host,
+                Vec::new(),
+            ),
+            Some(SubRun(c)) => (
+                own_deadline.min(c.soft_deadline),
+                c.cancel.child_token(),
+                c.fuel_pool.clone(),
+                Some(Arc::new(CallerBytes(c.clone())) as Arc<dyn HostMemory>),
+                c.chain.clone(),
+            ),
+        };
+        chain.push(graph);
         Arc::new(RunControl {
-            soft_deadline: started + limits.timeout,
-            fuel_pool: AtomicU64::new(limits.fuel),
+            soft_deadline,
+            fuel_pool,
+            chain,
+            tools_usage: ToolsUsage::default(),
+            llm_usage: LlmUsage::default(),
             slots: Arc::new(Semaphore::new(limits.instances.max(1) as usize)),
             bytes: ByteBudget::new(limits.host_bytes, host),
             limits,
@@ -132,6 +184,16 @@ impl RunControl {
     /// caller cancelled.
     pub fn soft_stop_reached(&self) -> bool {
         self.cancel.is_cancelled() || Instant::now() >= self.soft_deadline
+    }
+
+    /// Resolves at the soft deadline, or at once when the caller cancels:
+    /// where a host call waiting on the outside world (a model) gives up.
+    pub(crate) async fn soft_stopped(&self) {
+        let deadline = tokio::time::Instant::from_std(self.soft_deadline);
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => {}
+            () = self.cancel.cancelled() => {}
+        }
     }
 
     /// The instant after which guest code is stopped by force.
@@ -602,13 +664,13 @@ fn guest_error(what: &str, e: bindings::GraphError) -> RunError {
 }
 
 /// Transient bytes charged to a run's byte budget, given back on drop.
-struct Charged<'a> {
+pub(crate) struct Charged<'a> {
     budget: &'a ByteBudget,
     bytes: usize,
 }
 
 impl<'a> Charged<'a> {
-    fn new(
+    pub(crate) fn new(
         budget: &'a ByteBudget,
         bytes: usize,
         what: &dyn Fn() -> String,

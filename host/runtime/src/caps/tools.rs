@@ -1,13 +1,41 @@
 //! The `tools` capability: other mounted graph tools, run as sub-runs of
 //! the current run.
 //!
-//! Context: [`ToolsCtx`] (per store). Backend: [`ToolsBackend`] (the
-//! registry). Grant: [`ToolsGrant`].
+//! Context: the store's [`CapsCtx`]. Backend: [`ToolsBackend`] (the
+//! registry in production, a fake in tests). Grant: [`ToolsGrant`].
+//!
+//! A sub-run shares its caller's deadline (the earlier of the two),
+//! cancellation, fuel pool and byte budget ([`SubRun`]), so calling a
+//! graph through `tools` never buys a graph more than its own limits. The
+//! chain of graphs is carried along: a graph already in the chain is
+//! refused (`recursion`), and so is a chain deeper than
+//! [`MAX_TOOL_DEPTH`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures::future::BoxFuture;
+use sandgraph_core::text::{guest_message, guest_name};
+use sandgraph_core::{RunError, json};
+use serde_json::Value;
 
 use crate::bindings::tools::{self as wit, ToolError, ToolInfo};
 use crate::caps::CapsCtx;
+use crate::sandbox::RunControl;
+
+/// Deepest chain of runs `tools` calls may build, the outermost run
+/// included: each level holds an instance and its caller's slot while it
+/// waits, so the depth bounds what one call can tie up.
+pub const MAX_TOOL_DEPTH: usize = 4;
+
+/// Largest arguments a graph may pass to a tool, in bytes of JSON text:
+/// tool arguments are small objects; the cap is checked before the host
+/// parses (and charges) them.
+pub const MAX_TOOL_ARGS_BYTES: usize = 256 * 1024;
+
+/// Longest tool name a graph may ask for, in bytes (names are graph
+/// names, far shorter).
+const MAX_TOOL_NAME_BYTES: usize = 256;
 
 /// What the operator grants a graph: `[graphs.<name>.grants] tools = {...}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,8 +46,63 @@ pub struct ToolsGrant {
     pub max_calls: Option<u32>,
 }
 
+/// A tool as the backend describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDescription {
+    /// The tool name.
+    pub name: String,
+    /// What it does.
+    pub description: Option<String>,
+    /// JSON Schema of its arguments.
+    pub parameters: Value,
+}
+
+/// Why a backend could not run a tool.
+#[derive(Debug, Clone)]
+pub enum ToolCallError {
+    /// No tool of that name is mounted.
+    NotFound,
+    /// The run failed: its code says how (`INVALID_ARGS` for arguments
+    /// that do not match the tool's parameters).
+    Run(RunError),
+    /// The run stopped at an interrupt: a sub-run cannot pause for a human.
+    Interrupted,
+}
+
+/// The caller of a sub-run, handed to the backend with each call and put
+/// in the sub-run's [`RunOptions::sub_run_of`](crate::RunOptions).
+#[derive(Clone)]
+pub struct SubRun(pub(crate) Arc<RunControl>);
+
+impl std::fmt::Debug for SubRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubRun")
+            .field("chain", &self.0.chain)
+            .finish()
+    }
+}
+
+impl SubRun {
+    /// The graphs of the chain, outermost first, ending with the caller.
+    pub fn chain(&self) -> impl Iterator<Item = &str> {
+        self.0.chain.iter().map(|g| &**g)
+    }
+}
+
 /// Where granted tool calls go (the registry).
-pub trait ToolsBackend: Send + Sync + 'static {}
+pub trait ToolsBackend: Send + Sync + 'static {
+    /// The tool `name`, if mounted.
+    fn describe(&self, name: &str) -> Option<ToolDescription>;
+
+    /// Runs tool `name` on `args` as a sub-run of `caller` (validated as
+    /// any call of the tool is) and returns its final state.
+    fn call(
+        &self,
+        name: &str,
+        args: Value,
+        caller: SubRun,
+    ) -> BoxFuture<'static, Result<Value, ToolCallError>>;
+}
 
 /// A run's `tools` access: its grant and the backend serving it.
 #[derive(Clone)]
@@ -30,21 +113,237 @@ pub struct ToolsAccess {
     pub backend: Arc<dyn ToolsBackend>,
 }
 
-/// The per-store context of `tools`.
-pub(crate) type ToolsCtx = CapsCtx;
-
-fn not_granted() -> String {
-    "this graph has no tools grant: the operator grants it in sandgraph.toml \
-     ([graphs.<name>.grants] tools = { allow = [...] })"
-        .to_owned()
+impl std::fmt::Debug for ToolsAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolsAccess")
+            .field("grant", &self.grant)
+            .finish_non_exhaustive()
+    }
 }
 
-impl wit::Host for ToolsCtx {
+/// Per-run counters of `tools` calls, shared by the run's instances.
+#[derive(Debug, Default)]
+pub(crate) struct ToolsUsage {
+    calls: AtomicU32,
+}
+
+fn not_granted() -> ToolError {
+    ToolError::Denied(
+        "this graph has no tools grant: the operator grants it in sandgraph.toml \
+         ([graphs.<name>.grants] tools = { allow = [...] })"
+            .to_owned(),
+    )
+}
+
+impl CapsCtx {
+    /// The checks before a call: grant, name, chain, quota; the access and
+    /// the parsed arguments.
+    fn admit_tool(&self, name: &str, args: &str) -> Result<(ToolsAccess, Value), ToolError> {
+        let Some(access) = self.caps.tools.clone() else {
+            return Err(not_granted());
+        };
+        if name.len() > MAX_TOOL_NAME_BYTES || !access.grant.allow.iter().any(|a| a == name) {
+            return Err(ToolError::Denied(format!(
+                "tool {} is not granted to this graph (granted: {})",
+                guest_name(name),
+                if access.grant.allow.is_empty() {
+                    "none".to_owned()
+                } else {
+                    access.grant.allow.join(", ")
+                }
+            )));
+        }
+        let chain = &self.control.chain;
+        if chain.iter().any(|g| &**g == name) {
+            let path: Vec<&str> = chain.iter().map(|g| &**g).collect();
+            return Err(ToolError::Recursion(format!(
+                "tool {name} is already running in this chain ({} -> {name})",
+                path.join(" -> ")
+            )));
+        }
+        if chain.len() >= MAX_TOOL_DEPTH {
+            return Err(ToolError::Recursion(format!(
+                "calling {name} would nest {} runs deep; at most {MAX_TOOL_DEPTH} may nest",
+                chain.len() + 1
+            )));
+        }
+        if args.len() > MAX_TOOL_ARGS_BYTES {
+            return Err(ToolError::InvalidArgs(format!(
+                "{} bytes of arguments is more than the {MAX_TOOL_ARGS_BYTES} a tool call may pass",
+                args.len()
+            )));
+        }
+        let args = json::parse_lossless(args, "args").map_err(|e| {
+            ToolError::InvalidArgs(format!(
+                "arguments are not lossless JSON at {}",
+                guest_message(&e.to_string())
+            ))
+        })?;
+        if !args.is_object() {
+            return Err(ToolError::InvalidArgs(
+                "arguments must be a JSON object".to_owned(),
+            ));
+        }
+        if let Some(max) = access.grant.max_calls {
+            let usage = &self.control.tools_usage;
+            let taken = usage
+                .calls
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                });
+            if taken.is_err() {
+                return Err(ToolError::Quota(format!(
+                    "this run used its {max} granted tool calls"
+                )));
+            }
+        }
+        Ok((access, args))
+    }
+}
+
+/// A sub-run's failure as the caller's graph sees it.
+fn tool_error(name: &str, e: ToolCallError) -> ToolError {
+    match e {
+        ToolCallError::NotFound => ToolError::NotFound(format!("no tool named {name} is mounted")),
+        ToolCallError::Run(e) if e.code == sandgraph_core::ErrorCode::InvalidArgs => {
+            ToolError::InvalidArgs(e.message)
+        }
+        ToolCallError::Run(e) => ToolError::Failed(format!("[{}] {}", e.code, e.message)),
+        ToolCallError::Interrupted => ToolError::Failed(format!(
+            "tool {name} stopped at an interrupt; a tool called by a graph cannot pause for a human"
+        )),
+    }
+}
+
+impl wit::Host for CapsCtx {
     fn list(&mut self) -> Vec<ToolInfo> {
-        Vec::new()
+        let Some(access) = &self.caps.tools else {
+            return Vec::new();
+        };
+        access
+            .grant
+            .allow
+            .iter()
+            .filter_map(|name| access.backend.describe(name))
+            .map(|d| ToolInfo {
+                name: d.name,
+                description: d.description,
+                parameters: d.parameters.to_string(),
+            })
+            .collect()
     }
 
-    async fn call(&mut self, _name: String, _args: String) -> Result<String, ToolError> {
-        Err(ToolError::Denied(not_granted()))
+    async fn call(&mut self, name: String, args: String) -> Result<String, ToolError> {
+        let (access, args) = self.admit_tool(&name, &args)?;
+        let control = self.control.clone();
+        let run = access.backend.call(&name, args, SubRun(control.clone()));
+        let value = tokio::select! {
+            r = run => r.map_err(|e| tool_error(&name, e))?,
+            () = control.cancel.cancelled() => {
+                return Err(ToolError::Failed(format!(
+                    "tool {name} was stopped: the calling run was cancelled"
+                )));
+            }
+        };
+        Ok(value.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limits;
+    use crate::caps::Capabilities;
+
+    struct Nothing;
+
+    impl ToolsBackend for Nothing {
+        fn describe(&self, _: &str) -> Option<ToolDescription> {
+            None
+        }
+
+        fn call(
+            &self,
+            _: &str,
+            _: Value,
+            _: SubRun,
+        ) -> BoxFuture<'static, Result<Value, ToolCallError>> {
+            Box::pin(async { Err(ToolCallError::NotFound) })
+        }
+    }
+
+    /// The context of a run `depth` levels deep (`g0` the outermost).
+    fn nested(depth: usize) -> CapsCtx {
+        let caps = Arc::new(Capabilities {
+            tools: Some(ToolsAccess {
+                grant: ToolsGrant {
+                    allow: vec!["next".into(), "g0".into()],
+                    max_calls: None,
+                },
+                backend: Arc::new(Nothing),
+            }),
+            ..Capabilities::default()
+        });
+        let mut control: Option<Arc<RunControl>> = None;
+        for level in 0..depth {
+            control = Some(RunControl::build(
+                Limits::default(),
+                Default::default(),
+                None,
+                caps.clone(),
+                control.map(SubRun),
+                Arc::from(format!("g{level}")),
+            ));
+        }
+        CapsCtx::new(control.expect("depth >= 1"))
+    }
+
+    #[test]
+    fn chains_are_bounded_in_depth_and_refuse_cycles() {
+        let ctx = nested(MAX_TOOL_DEPTH - 1);
+        assert!(ctx.admit_tool("next", "{}").is_ok());
+        let ctx = nested(MAX_TOOL_DEPTH);
+        let e = ctx.admit_tool("next", "{}").unwrap_err();
+        assert!(
+            matches!(&e, ToolError::Recursion(m) if m == "calling next would nest 5 runs deep; at most 4 may nest"),
+            "{e:?}"
+        );
+        let e = nested(3).admit_tool("g0", "{}").unwrap_err();
+        assert!(
+            matches!(&e, ToolError::Recursion(m) if m == "tool g0 is already running in this chain (g0 -> g1 -> g2 -> g0)"),
+            "{e:?}"
+        );
+        let big = format!("{{\"a\": \"{}\"}}", "x".repeat(MAX_TOOL_ARGS_BYTES));
+        assert!(matches!(
+            nested(1).admit_tool("next", &big),
+            Err(ToolError::InvalidArgs(_))
+        ));
+    }
+
+    #[test]
+    fn run_failures_keep_their_code() {
+        let e = tool_error(
+            "g",
+            ToolCallError::Run(RunError::new(
+                sandgraph_core::ErrorCode::Timeout,
+                "run exceeded its timeout of 5 ms",
+            )),
+        );
+        assert!(
+            matches!(&e, ToolError::Failed(m) if m == "[timeout] run exceeded its timeout of 5 ms"),
+            "{e:?}"
+        );
+        let e = tool_error(
+            "g",
+            ToolCallError::Run(RunError::new(
+                sandgraph_core::ErrorCode::InvalidArgs,
+                "invalid arguments: /name: expected a string",
+            )),
+        );
+        assert!(matches!(e, ToolError::InvalidArgs(_)), "{e:?}");
+        assert!(matches!(
+            tool_error("g", ToolCallError::NotFound),
+            ToolError::NotFound(m) if m == "no tool named g is mounted"
+        ));
     }
 }

@@ -1,0 +1,259 @@
+//! The brokered capabilities (issue 13) against the real sandbox, with
+//! fake backends: what a graph gets without a grant, with one, and what
+//! it cannot get around.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use sandgraph_runtime::caps::Capabilities;
+use sandgraph_runtime::caps::tools::{
+    SubRun, ToolCallError, ToolDescription, ToolsAccess, ToolsBackend, ToolsGrant,
+};
+use sandgraph_runtime::{ErrorCode, Graph, Limits, RunOptions, RunOutcome};
+use serde_json::{Value, json};
+
+use super::completed;
+use sandgraph_tests::{load, runtime};
+
+/// Safety net for things that must end soon; never a speed claim.
+const SOON: Duration = Duration::from_secs(20);
+
+/// Runs the graphs it holds, as sub-runs of their caller, with the
+/// limits given (so a test can give a sub-run more than its caller).
+struct FakeTools {
+    graphs: BTreeMap<String, Arc<Graph>>,
+    limits: Limits,
+    calls: AtomicUsize,
+    chains: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+impl ToolsBackend for FakeTools {
+    fn describe(&self, name: &str) -> Option<ToolDescription> {
+        self.graphs.get(name).map(|g| ToolDescription {
+            name: name.to_owned(),
+            description: g.spec().description.clone(),
+            parameters: json!({"type": "object"}),
+        })
+    }
+
+    fn call(
+        &self,
+        name: &str,
+        args: Value,
+        caller: SubRun,
+    ) -> BoxFuture<'static, Result<Value, ToolCallError>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.chains
+            .lock()
+            .unwrap()
+            .push(caller.chain().map(str::to_owned).collect());
+        let graph = self.graphs.get(name).cloned();
+        let limits = self.limits.clone();
+        async move {
+            let graph = graph.ok_or(ToolCallError::NotFound)?;
+            let opts = RunOptions {
+                limits: Some(limits),
+                sub_run_of: Some(caller),
+                ..RunOptions::default()
+            };
+            match runtime().run(&graph, args, opts).await {
+                Ok(RunOutcome::Completed(state)) => Ok(Value::Object(state)),
+                Ok(_) => Err(ToolCallError::Interrupted),
+                Err(e) => Err(ToolCallError::Run(e)),
+            }
+        }
+        .boxed()
+    }
+}
+
+async fn fake(names: &[(&str, &str)], limits: Limits) -> Arc<FakeTools> {
+    let mut graphs = BTreeMap::new();
+    for (name, path) in names {
+        graphs.insert((*name).to_owned(), load(path).await);
+    }
+    Arc::new(FakeTools {
+        graphs,
+        limits,
+        calls: AtomicUsize::new(0),
+        chains: Default::default(),
+    })
+}
+
+fn granting(backend: &Arc<FakeTools>, allow: &[&str], max_calls: Option<u32>) -> Capabilities {
+    Capabilities {
+        tools: Some(ToolsAccess {
+            grant: ToolsGrant {
+                allow: allow.iter().map(|s| (*s).to_owned()).collect(),
+                max_calls,
+            },
+            backend: backend.clone(),
+        }),
+        ..Capabilities::default()
+    }
+}
+
+async fn call_tool(caps: Capabilities, tool: &str, args: Value, limits: Limits) -> Value {
+    let graph = load(sandgraph_tests::GRAPH_TOOLS).await;
+    let opts = RunOptions {
+        limits: Some(limits),
+        capabilities: caps,
+        ..RunOptions::default()
+    };
+    completed(
+        runtime()
+            .run(&graph, json!({"tool": tool, "args": args}), opts)
+            .await,
+    )
+}
+
+#[tokio::test]
+pub async fn graph_tools() {
+    let backend = fake(
+        &[
+            ("echo_graph", sandgraph_tests::ECHO),
+            ("graph_tools", sandgraph_tests::GRAPH_TOOLS),
+        ],
+        Limits::default(),
+    )
+    .await;
+    let args = json!({"topic": "x"});
+    // No grant: denied, nothing listed, nothing runs.
+    let state = call_tool(
+        Capabilities::default(),
+        "echo_graph",
+        args.clone(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(state["error"]["kind"], "denied", "{state}");
+    assert_eq!(state["listed"], json!([]));
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 0);
+    // Granted: the tool's final state comes back; list shows the grant.
+    let caps = granting(&backend, &["echo_graph"], None);
+    let state = call_tool(caps.clone(), "echo_graph", args.clone(), Limits::default()).await;
+    assert_eq!(
+        state["result"],
+        json!({"topic": "x", "log": ["seen:x"]}),
+        "{state}"
+    );
+    assert_eq!(state["listed"], json!(["echo_graph"]));
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        backend.chains.lock().unwrap().last().unwrap(),
+        &["graph_tools"]
+    );
+    // A mounted tool that is not granted: denied, nothing runs.
+    let state = call_tool(caps.clone(), "graph_tools", args.clone(), Limits::default()).await;
+    assert_eq!(state["error"]["kind"], "denied", "{state}");
+    assert!(
+        state["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool \"graph_tools\" is not granted to this graph (granted: echo_graph)"),
+        "{state}"
+    );
+    // Arguments that are not an object never reach the backend.
+    let state = call_tool(caps.clone(), "echo_graph", json!([1]), Limits::default()).await;
+    assert_eq!(state["error"]["kind"], "invalid_args", "{state}");
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
+    // Calling itself: refused as recursion before anything runs.
+    let caps = granting(&backend, &["graph_tools"], None);
+    let state = call_tool(
+        caps,
+        "graph_tools",
+        json!({"tool": "graph_tools"}),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(state["error"]["kind"], "recursion", "{state}");
+    assert!(
+        state["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("graph_tools is already running in this chain (graph_tools -> graph_tools)"),
+        "{state}"
+    );
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
+    // The run's quota: none left, refused before the backend is asked.
+    let caps = granting(&backend, &["echo_graph"], Some(0));
+    let state = call_tool(caps, "echo_graph", args, Limits::default()).await;
+    assert_eq!(state["error"]["kind"], "quota", "{state}");
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_tool_call_shares_its_callers_deadline() {
+    // The sub-run would spin for a minute on its own limits; its caller
+    // has 300 ms, and the sub-run ends with the caller's deadline.
+    let backend = fake(
+        &[("spin", sandgraph_tests::HOSTILE_INFINITE_LOOP)],
+        Limits {
+            timeout: Duration::from_secs(60),
+            fuel: u64::MAX / 2,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let graph = load(sandgraph_tests::GRAPH_TOOLS).await;
+    let opts = RunOptions {
+        limits: Some(Limits {
+            timeout: Duration::from_millis(300),
+            grace: Duration::from_millis(100),
+            fuel: u64::MAX / 2,
+            ..Limits::default()
+        }),
+        capabilities: granting(&backend, &["spin"], None),
+        ..RunOptions::default()
+    };
+    let started = Instant::now();
+    let out = runtime()
+        .run(&graph, json!({"tool": "spin", "args": {}}), opts)
+        .await;
+    assert!(started.elapsed() < SOON, "took {:?}", started.elapsed());
+    let e = out.expect_err("the caller's deadline ends the run");
+    assert_eq!(e.code, ErrorCode::Timeout, "{}", e.message);
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_tool_call_draws_on_its_callers_fuel() {
+    // The caller has 2e9 fuel; the sub-run's own limit is unbounded, but
+    // it spends the caller's pool and stops when that is spent.
+    let backend = fake(
+        &[("spin", sandgraph_tests::HOSTILE_INFINITE_LOOP)],
+        Limits {
+            timeout: Duration::from_secs(60),
+            fuel: u64::MAX / 2,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let graph = load(sandgraph_tests::GRAPH_TOOLS).await;
+    let opts = RunOptions {
+        limits: Some(Limits {
+            timeout: Duration::from_secs(60),
+            fuel: 2_000_000_000,
+            ..Limits::default()
+        }),
+        capabilities: granting(&backend, &["spin"], None),
+        ..RunOptions::default()
+    };
+    let started = Instant::now();
+    let out = runtime()
+        .run(&graph, json!({"tool": "spin", "args": {}}), opts)
+        .await;
+    assert!(started.elapsed() < SOON, "took {:?}", started.elapsed());
+    match out {
+        Ok(RunOutcome::Completed(state)) => {
+            // The node handled the sub-run's failure: out of fuel.
+            let message = state["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("[out_of_fuel]"), "{message}");
+        }
+        Err(e) => assert_eq!(e.code, ErrorCode::OutOfFuel, "{}", e.message),
+        Ok(other) => panic!("{other:?}"),
+    }
+}

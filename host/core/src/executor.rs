@@ -311,6 +311,12 @@ pub struct StepEvent {
     pub step: u32,
     /// One entry per task, in task order.
     pub updates: Vec<TaskUpdate>,
+    /// For a step of a sub-run (a graph called through the `tools`
+    /// capability), the graphs called, outermost first; empty (and not
+    /// serialized) for the run's own steps. A sub-run's steps are reported
+    /// before the step of the caller's task that called it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sub_run: Vec<String>,
 }
 
 /// A node's request for human input.
@@ -1138,6 +1144,7 @@ impl LoopState {
         let event = StepEvent {
             step: self.step,
             updates,
+            sub_run: Vec::new(),
         };
         self.pull = pull;
         self.sends = sends;

@@ -534,7 +534,10 @@ impl McpServer {
         let forward = forward_progress(rx, ctx.peer.clone());
         let run = async move {
             let mut on_step = |ev: &StepEvent| {
-                if let Some(token) = &progress {
+                // Progress counts the call's own supersteps (it must only
+                // grow); the steps of graphs it called through `tools` are
+                // not progress notifications.
+                if let Some(token) = progress.as_ref().filter(|_| ev.sub_run.is_empty()) {
                     // The receiver lives until the run ends.
                     let _ = tx.send(progress_of(token, ev));
                 }
@@ -923,6 +926,7 @@ mod tests {
                     update: serde_json::json!({}),
                 })
                 .collect(),
+            sub_run: Vec::new(),
         };
         let token = ProgressToken(rmcp::model::NumberOrString::Number(7));
         let p = progress_of(&token, &ev);

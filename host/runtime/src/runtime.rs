@@ -360,7 +360,16 @@ impl Runtime {
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<RunOutcome, RunError> {
         let (config, backend) = self.sandbox(graph, &opts)?;
-        let outcome = sandgraph_core::run(&graph.compiled, &backend, input, &config, on_step).await;
+        let mut sink = StepSink::new(&backend.control, on_step);
+        let outcome = sandgraph_core::run(
+            &graph.compiled,
+            &backend,
+            input,
+            &config,
+            &mut |ev| sink.emit(ev),
+        )
+        .await;
+        sink.drain();
         tracing::debug!(
             graph = graph.name(),
             elapsed_us = backend.control.elapsed().as_micros() as u64,
@@ -385,16 +394,19 @@ impl Runtime {
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<RunOutcome, RunError> {
         let (config, backend) = self.sandbox(graph, &opts)?;
-        sandgraph_core::run_thread(
+        let mut sink = StepSink::new(&backend.control, on_step);
+        let outcome = sandgraph_core::run_thread(
             &graph.compiled,
             &backend,
             existing,
             start,
             &config,
-            on_step,
+            &mut |ev| sink.emit(ev),
             Some(saver),
         )
-        .await
+        .await;
+        sink.drain();
+        outcome
     }
 
     /// A new head checkpoint for `thread` as if `as_node` had written `values`
@@ -438,6 +450,56 @@ impl Runtime {
         let mut instance =
             Sandbox::instantiate(&self.shared, &graph.pre, graph.name.clone(), &control).await?;
         instance.validate(input, &opts.context).await
+    }
+}
+
+/// A run's step reports: its own go to `on_step` (and, for a sub-run, to
+/// the outermost run too); an outermost run reports its sub-runs' steps
+/// before each of its own, so they arrive before the step of the task that
+/// called them.
+struct StepSink<'a> {
+    on_step: &'a mut (dyn FnMut(&StepEvent) + Send),
+    /// The outermost run's end of the sub-run channel.
+    from_sub_runs: Option<tokio::sync::mpsc::UnboundedReceiver<StepEvent>>,
+    /// A sub-run's way up, and the chain below the outermost run.
+    to_caller: Option<(tokio::sync::mpsc::UnboundedSender<StepEvent>, Vec<String>)>,
+}
+
+impl<'a> StepSink<'a> {
+    fn new(control: &RunControl, on_step: &'a mut (dyn FnMut(&StepEvent) + Send)) -> Self {
+        let from_sub_runs = control
+            .sub_steps_rx
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let to_caller = from_sub_runs.is_none().then(|| {
+            let below: Vec<String> = control.chain.iter().skip(1).map(|g| g.to_string()).collect();
+            (control.sub_steps.clone(), below)
+        });
+        StepSink {
+            on_step,
+            from_sub_runs,
+            to_caller,
+        }
+    }
+
+    fn emit(&mut self, ev: &StepEvent) {
+        self.drain();
+        if let Some((up, below)) = &self.to_caller {
+            let mut ev = ev.clone();
+            ev.sub_run.clone_from(below);
+            // The outermost run may have ended (and dropped its end).
+            let _ = up.send(ev);
+        }
+        (self.on_step)(ev);
+    }
+
+    fn drain(&mut self) {
+        if let Some(rx) = &mut self.from_sub_runs {
+            while let Ok(ev) = rx.try_recv() {
+                (self.on_step)(&ev);
+            }
+        }
     }
 }
 

@@ -9,10 +9,10 @@ use sandgraph_core::budget::{ByteBudget, HostMemory};
 use sandgraph_core::text::{MAX_GUEST_NAME_BYTES, guest_message, guest_name, guest_text};
 use sandgraph_core::{
     Backend, ErrorCode, MAX_TARGETS_PER_RESULT, NodeContext, NodeOutput, RouteTarget, RunError,
-    SendPacket, Worker, json,
+    SendPacket, StepEvent, Worker, json,
 };
 use serde_json::{Map, Value};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -83,6 +83,11 @@ pub struct RunControl {
     pub(crate) tools_usage: ToolsUsage,
     /// The run's `llm` calls and tokens so far.
     pub(crate) llm_usage: LlmUsage,
+    /// Where the steps of sub-runs go: the outermost run's channel, which
+    /// it drains before reporting each of its own steps.
+    pub(crate) sub_steps: mpsc::UnboundedSender<StepEvent>,
+    /// The outermost run's end of that channel (`None` in a sub-run).
+    pub(crate) sub_steps_rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<StepEvent>>>,
 }
 
 /// A sub-run's bytes, charged to its caller's budget (and through it to
@@ -131,6 +136,7 @@ impl RunControl {
     ) -> Arc<Self> {
         let started = Instant::now();
         let own_deadline = started + limits.timeout;
+        let caller_steps = caller.as_ref().map(|c| c.0.sub_steps.clone());
         let (soft_deadline, cancel, fuel_pool, host, mut chain) = match caller {
             None => (
                 own_deadline,
@@ -148,7 +154,16 @@ impl RunControl {
             ),
         };
         chain.push(graph);
+        let (sub_steps, sub_steps_rx) = match &caller_steps {
+            Some(tx) => (tx.clone(), None),
+            None => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (tx, Some(rx))
+            }
+        };
         Arc::new(RunControl {
+            sub_steps,
+            sub_steps_rx: std::sync::Mutex::new(sub_steps_rx),
             soft_deadline,
             fuel_pool,
             chain,

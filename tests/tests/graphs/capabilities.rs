@@ -257,3 +257,30 @@ async fn a_tool_call_draws_on_its_callers_fuel() {
         Ok(other) => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_sub_runs_steps_arrive_before_the_step_that_called_it() {
+    let backend = fake(&[("echo_graph", sandgraph_tests::ECHO)], Limits::default()).await;
+    let graph = load(sandgraph_tests::GRAPH_TOOLS).await;
+    let opts = RunOptions {
+        capabilities: granting(&backend, &["echo_graph"], None),
+        ..RunOptions::default()
+    };
+    let mut seen = Vec::new();
+    let out = runtime()
+        .run_streaming(
+            &graph,
+            json!({"tool": "echo_graph", "args": {"topic": "x"}}),
+            opts,
+            &mut |ev| seen.push(serde_json::to_value(ev).unwrap()),
+        )
+        .await;
+    completed(out);
+    // Step 0 of echo_graph (its node "echo" wrote the log), then the
+    // caller's own step 0; only the sub-run's is labelled.
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert_eq!(seen[0]["sub_run"], json!(["echo_graph"]), "{seen:#?}");
+    assert_eq!(seen[0]["updates"][0]["node"], "echo");
+    assert_eq!(seen[1].get("sub_run"), None, "{seen:#?}");
+    assert_eq!(seen[1]["updates"][0]["node"], "call");
+}

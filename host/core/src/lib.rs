@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 mod backend;
 pub mod budget;
 mod checkpoint;

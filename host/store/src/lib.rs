@@ -8,6 +8,7 @@
 
 pub mod agent_graph;
 mod cache;
+mod capability_log;
 mod error;
 mod journal;
 mod schema;
@@ -22,6 +23,7 @@ pub use agent_graph::{
     SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
     WakeStatus, WorkStop, WorkTarget,
 };
+pub use capability_log::CapabilityJournal;
 pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
@@ -137,6 +139,12 @@ impl Store {
     /// The routing audit journal.
     pub fn journal(&self) -> Journal {
         Journal::new(self.db.clone())
+    }
+
+    /// The capability journal: every brokered capability call of a graph,
+    /// allowed or refused.
+    pub fn capability_journal(&self) -> CapabilityJournal {
+        CapabilityJournal::new(self.db.clone())
     }
 
     /// The supervised agent graphs (goal, root session, turn counter).

@@ -133,6 +133,11 @@ pub(crate) const AG_WAKE_ATTEMPTS: TableDefinition<(&str, &str, &str), &str> =
 /// value the `JournalEntry` as JSON. Append-only.
 pub(crate) const JOURNAL: TableDefinition<u64, &str> = TableDefinition::new("journal");
 
+/// The capability journal: key the call's sequence number (1, 2, ...),
+/// value the `CapabilityCall` as JSON. Append-only.
+pub(crate) const CAPABILITY_CALLS: TableDefinition<u64, &str> =
+    TableDefinition::new("capability_calls");
+
 /// Supervised agent graphs: key graph id, value the `SupervisorRun` as
 /// JSON (goal, root session, the supervisor's turn counter). Written when
 /// `sandgraph supervise` starts a graph; the turn counter is bumped, durably,
@@ -165,6 +170,7 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(AG_WAKES)?;
     tx.open_table(AG_WAKE_ATTEMPTS)?;
     tx.open_table(LOAD_FAILURES)?;
+    tx.open_table(CAPABILITY_CALLS)?;
     Ok(())
 }
 

@@ -1,0 +1,125 @@
+//! The capability journal: one row per brokered capability call of a graph
+//! (`llm`, `tools`, `http`), allowed or refused, in the order they were
+//! written. Rows are only ever appended.
+
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+use sandgraph_core::audit::CapabilityCall;
+
+use crate::StoreError;
+use crate::schema::CAPABILITY_CALLS;
+
+/// The capability journal of a [`crate::Store`]. Cheap to clone.
+#[derive(Clone)]
+pub struct CapabilityJournal {
+    db: Arc<Database>,
+}
+
+impl std::fmt::Debug for CapabilityJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapabilityJournal").finish_non_exhaustive()
+    }
+}
+
+fn corrupt(message: String) -> StoreError {
+    StoreError::Corrupt {
+        table: "capability_calls",
+        message,
+    }
+}
+
+impl CapabilityJournal {
+    pub(crate) fn new(db: Arc<Database>) -> Self {
+        CapabilityJournal { db }
+    }
+
+    /// Appends `call` durably and returns its sequence number.
+    ///
+    /// # Errors
+    ///
+    /// Database errors.
+    pub fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError> {
+        let tx = self.db.begin_write()?;
+        let seq = {
+            let mut table = tx.open_table(CAPABILITY_CALLS)?;
+            let seq = table.last()?.map_or(0, |(k, _)| k.value()) + 1;
+            let mut row = call.clone();
+            row.seq = seq;
+            let text = serde_json::to_string(&row)
+                .map_err(|e| corrupt(format!("cannot encode call: {e}")))?;
+            table.insert(seq, text.as_str())?;
+            seq
+        };
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// The last `limit` calls (all without one), oldest first, optionally
+    /// only those of `graph`.
+    ///
+    /// # Errors
+    ///
+    /// Database errors, and [`StoreError::Corrupt`] for a row that does not
+    /// decode.
+    pub fn entries(
+        &self,
+        graph: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<CapabilityCall>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let table = tx.open_table(CAPABILITY_CALLS)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            let call: CapabilityCall = serde_json::from_str(v.value())
+                .map_err(|e| corrupt(format!("row {}: {e}", k.value())))?;
+            if graph.is_none_or(|g| call.graph == g) {
+                out.push(call);
+            }
+        }
+        if let Some(limit) = limit {
+            let skip = out.len().saturating_sub(limit);
+            out.drain(..skip);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    #[test]
+    fn calls_are_appended_in_order_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.redb");
+        {
+            let store = Store::open(&path).unwrap();
+            let j = store.capability_journal();
+            for (graph, decision) in [("a", "allowed"), ("b", "denied"), ("a", "quota")] {
+                let seq = j
+                    .append(&CapabilityCall {
+                        graph: graph.into(),
+                        capability: "llm".into(),
+                        target: "fast -> deepseek-chat".into(),
+                        decision: decision.into(),
+                        ..CapabilityCall::default()
+                    })
+                    .unwrap();
+                assert!(seq >= 1);
+            }
+        }
+        let store = Store::open(&path).unwrap();
+        let j = store.capability_journal();
+        let all = j.entries(None, None).unwrap();
+        assert_eq!(
+            all.iter().map(|c| (c.seq, c.decision.as_str())).collect::<Vec<_>>(),
+            [(1, "allowed"), (2, "denied"), (3, "quota")]
+        );
+        let a = j.entries(Some("a"), Some(1)).unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].decision, "quota");
+    }
+}

@@ -284,3 +284,56 @@ async fn a_sub_runs_steps_arrive_before_the_step_that_called_it() {
     assert_eq!(seen[1].get("sub_run"), None, "{seen:#?}");
     assert_eq!(seen[1]["updates"][0]["node"], "call");
 }
+
+/// Keeps what the runtime reports.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<sandgraph_core::audit::CapabilityCall>>);
+
+impl sandgraph_core::audit::CapabilityLog for Recorder {
+    fn record(&self, call: sandgraph_core::audit::CapabilityCall) {
+        self.0.lock().unwrap().push(call);
+    }
+}
+
+#[tokio::test]
+async fn tool_calls_are_journaled_allowed_or_refused() {
+    let backend = fake(&[("echo_graph", sandgraph_tests::ECHO)], Limits::default()).await;
+    let log = Arc::new(Recorder::default());
+    let mut caps = granting(&backend, &["echo_graph"], Some(1));
+    caps.log = Some(log.clone());
+    let args = json!({"topic": "x"});
+    call_tool(caps.clone(), "echo_graph", args.clone(), Limits::default()).await;
+    call_tool(
+        caps.clone(),
+        "nope\u{1b}[2J",
+        args.clone(),
+        Limits::default(),
+    )
+    .await;
+    let mut no_grant = Capabilities::default();
+    no_grant.log = Some(log.clone());
+    call_tool(no_grant, "echo_graph", args, Limits::default()).await;
+    let calls = log.0.lock().unwrap().clone();
+    let rows: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|c| (c.graph.as_str(), c.target.as_str(), c.decision.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("graph_tools", "echo_graph", "allowed"),
+            // The graph's text is escaped before it is kept.
+            ("graph_tools", "nope\\u{1b}[2J", "denied"),
+            ("graph_tools", "echo_graph", "denied"),
+        ]
+    );
+    assert_eq!(calls[0].request_bytes, r#"{"topic":"x"}"#.len() as u64);
+    assert!(calls[0].response_bytes > 0);
+    assert!(
+        calls[2]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("no tools grant")
+    );
+}

@@ -10,6 +10,9 @@
 
 use std::sync::Arc;
 
+use sandgraph_core::audit::{CapabilityCall, CapabilityLog};
+use sandgraph_core::text::guest_text;
+
 use crate::sandbox::RunControl;
 
 pub mod llm;
@@ -23,6 +26,9 @@ pub struct Capabilities {
     pub llm: Option<llm::LlmAccess>,
     /// The `tools` grant and the backend that serves it.
     pub tools: Option<tools::ToolsAccess>,
+    /// Where every capability call of the run, allowed or refused, is
+    /// reported (the capability journal); `None`: not journaled.
+    pub log: Option<Arc<dyn CapabilityLog>>,
 }
 
 impl std::fmt::Debug for Capabilities {
@@ -30,6 +36,7 @@ impl std::fmt::Debug for Capabilities {
         f.debug_struct("Capabilities")
             .field("llm", &self.llm.as_ref().map(|a| &a.grant))
             .field("tools", &self.tools.as_ref().map(|a| &a.grant))
+            .field("log", &self.log.is_some())
             .finish()
     }
 }
@@ -38,10 +45,6 @@ impl std::fmt::Debug for Capabilities {
 /// cancellation, fuel, byte budget), shared by the run's instances.
 pub(crate) struct CapsCtx {
     pub(crate) caps: Arc<Capabilities>,
-    #[allow(
-        dead_code,
-        reason = "read by the llm and tools contexts as they are served"
-    )]
     pub(crate) control: Arc<RunControl>,
 }
 
@@ -52,4 +55,50 @@ impl CapsCtx {
             control,
         }
     }
+
+    /// Reports one call to the run's capability log, if it has one. The
+    /// graph is the run's own; `reason` is escaped and bounded here, since
+    /// it may quote the graph.
+    pub(crate) fn record(&self, call: Call<'_>) {
+        let Some(log) = &self.caps.log else {
+            return;
+        };
+        log.record(CapabilityCall {
+            graph: self
+                .control
+                .chain
+                .last()
+                .map(|g| g.to_string())
+                .unwrap_or_default(),
+            capability: call.capability.to_owned(),
+            target: guest_text(call.target, MAX_RECORDED_TARGET_BYTES),
+            decision: call.decision.to_owned(),
+            reason: call
+                .reason
+                .map(|r| guest_text(r, MAX_RECORDED_REASON_BYTES)),
+            request_bytes: call.request_bytes,
+            response_bytes: call.response_bytes,
+            tokens: call.tokens,
+            latency_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            ..CapabilityCall::default()
+        });
+    }
+}
+
+/// Longest target kept in a journal row (a URL can be long; the scheme,
+/// host and port are what matter).
+const MAX_RECORDED_TARGET_BYTES: usize = 512;
+/// Longest refusal or failure text kept in a journal row.
+const MAX_RECORDED_REASON_BYTES: usize = 1024;
+
+/// What a capability reports about one call ([`CapsCtx::record`]).
+pub(crate) struct Call<'a> {
+    pub(crate) capability: &'static str,
+    pub(crate) target: &'a str,
+    pub(crate) decision: &'static str,
+    pub(crate) reason: Option<&'a str>,
+    pub(crate) request_bytes: u64,
+    pub(crate) response_bytes: u64,
+    pub(crate) tokens: Option<u64>,
+    pub(crate) started: std::time::Instant,
 }

@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use sandgraph_core::text::{guest_message, guest_name};
@@ -20,7 +21,7 @@ use sandgraph_core::{RunError, json};
 use serde_json::Value;
 
 use crate::bindings::tools::{self as wit, ToolError, ToolInfo};
-use crate::caps::CapsCtx;
+use crate::caps::{Call, CapsCtx};
 use crate::sandbox::RunControl;
 
 /// Deepest chain of runs `tools` calls may build, the outermost run
@@ -234,7 +235,41 @@ impl wit::Host for CapsCtx {
     }
 
     async fn call(&mut self, name: String, args: String) -> Result<String, ToolError> {
-        let (access, args) = self.admit_tool(&name, &args)?;
+        let started = Instant::now();
+        let result = self.call_tool(&name, &args).await;
+        let (decision, reason) = match &result {
+            Ok(_) => ("allowed", None),
+            Err(e) => journal_decision(e),
+        };
+        self.record(Call {
+            capability: "tools",
+            target: &name,
+            decision,
+            reason,
+            request_bytes: args.len() as u64,
+            response_bytes: result.as_ref().map_or(0, |v| v.len() as u64),
+            tokens: None,
+            started,
+        });
+        result
+    }
+}
+
+/// How a refused or failed call is journaled.
+fn journal_decision(e: &ToolError) -> (&'static str, Option<&str>) {
+    match e {
+        ToolError::Denied(m) => ("denied", Some(m)),
+        ToolError::NotFound(m) | ToolError::InvalidArgs(m) => ("invalid", Some(m)),
+        ToolError::Recursion(m) => ("recursion", Some(m)),
+        ToolError::Quota(m) => ("quota", Some(m)),
+        ToolError::Failed(m) => ("failed", Some(m)),
+    }
+}
+
+impl CapsCtx {
+    async fn call_tool(&self, name: &str, args: &str) -> Result<String, ToolError> {
+        let (name, args) = (name.to_owned(), args);
+        let (access, args) = self.admit_tool(&name, args)?;
         let control = self.control.clone();
         let run = access.backend.call(&name, args, SubRun(control.clone()));
         let value = tokio::select! {

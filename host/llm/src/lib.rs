@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cassette;
 mod client;
 mod config;
 mod error;

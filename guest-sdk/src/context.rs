@@ -145,6 +145,11 @@ impl Context {
         crate::tools::Tools::new()
     }
 
+    /// The models this graph may ask, through the host ([`crate::llm`]).
+    pub fn llm(&self) -> crate::llm::Llm {
+        crate::llm::Llm::new()
+    }
+
     pub(crate) fn from_info(info: CallInfo) -> Result<Self, String> {
         let (facts, resume) = Facts::decode(info)?;
         let resume = resume

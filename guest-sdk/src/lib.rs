@@ -113,6 +113,7 @@ mod component;
 mod context;
 mod decode;
 mod graph;
+pub mod http;
 pub mod llm;
 pub mod log;
 mod node;

@@ -12,6 +12,9 @@ use serde_json::{Value, json};
 #[path = "graphs/capabilities.rs"]
 mod capabilities;
 use capabilities::graph_tools;
+#[path = "graphs/http.rs"]
+mod http;
+use http::graph_http;
 
 #[path = "graphs/containment.rs"]
 mod containment;

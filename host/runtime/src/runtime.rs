@@ -170,6 +170,9 @@ impl Runtime {
             RunError::new(ErrorCode::Load, format!("linker setup failed: {e}"))
         };
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(host_err)?;
+        // wasi:http's outgoing-handler and types only; every request goes
+        // through caps::http's checks.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(host_err)?;
         add_host_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
             .map_err(host_err)?;
         add_host_v2_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)

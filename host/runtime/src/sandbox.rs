@@ -284,6 +284,10 @@ pub(crate) struct StoreState {
     limiter: StoreLimiter,
     pub(crate) host: HostApi,
     pub(crate) caps: CapsCtx,
+    /// `wasi:http` state (its fields limit) and the hooks that check and
+    /// send every outgoing request (`caps::http`).
+    http: wasmtime_wasi_http::WasiHttpCtx,
+    http_hooks: crate::caps::http::HttpHooks,
     stdout: GuestOutput,
     stderr: GuestOutput,
     /// Fuel handed to the call in progress (its slice plus top-ups).
@@ -299,6 +303,16 @@ impl WasiView for StoreState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for StoreState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
         }
     }
 }
@@ -340,6 +354,8 @@ impl Sandbox {
             limiter: StoreLimiter::new(control.limits.memory, shared.budget.clone()),
             host: HostApi::new(graph_name, control.clone(), shared.sink.clone()),
             caps: CapsCtx::new(control.clone()),
+            http: crate::caps::http::new_ctx(),
+            http_hooks: crate::caps::http::HttpHooks::new(control.clone()),
             stdout,
             stderr,
             fuel_given: 0,

@@ -15,6 +15,7 @@ use sandgraph_core::text::guest_text;
 
 use crate::sandbox::RunControl;
 
+pub mod http;
 pub mod llm;
 pub mod tools;
 
@@ -26,6 +27,8 @@ pub struct Capabilities {
     pub llm: Option<llm::LlmAccess>,
     /// The `tools` grant and the backend that serves it.
     pub tools: Option<tools::ToolsAccess>,
+    /// The `http` grant (outgoing `wasi:http` requests).
+    pub http: Option<http::HttpGrant>,
     /// Where every capability call of the run, allowed or refused, is
     /// reported (the capability journal); `None`: not journaled.
     pub log: Option<Arc<dyn CapabilityLog>>,
@@ -36,6 +39,7 @@ impl std::fmt::Debug for Capabilities {
         f.debug_struct("Capabilities")
             .field("llm", &self.llm.as_ref().map(|a| &a.grant))
             .field("tools", &self.tools.as_ref().map(|a| &a.grant))
+            .field("http", &self.http)
             .field("log", &self.log.is_some())
             .finish()
     }

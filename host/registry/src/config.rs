@@ -14,7 +14,18 @@
 //! as_tool = true
 //! as_graph_tool = false
 //! timeout_ms = 5000
+//!
+//! [llm.models]             # model aliases graphs may be granted
+//! fast = "deepseek-chat"   # ("default" is always [llm].model)
+//!
+//! [graphs.research.grants] # brokered capabilities; none by default
+//! llm = { models = ["fast"], max_calls = 20, max_tokens = 50000 }
+//! tools = { allow = ["search_graph"], max_calls = 5 }
 //! ```
+//!
+//! Grants are per run: `max_calls` and `max_tokens` count every call of
+//! one run (all its instances), and a run past either gets `quota`. Every
+//! alias a grant names must be `default` or defined in `[llm.models]`.
 //!
 //! A graph's limits are the runtime defaults, replaced by each `[limits]`
 //! value that is set, then lowered by the graph's own `[graphs.<name>]`
@@ -31,6 +42,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sandgraph_runtime::Limits;
+use sandgraph_runtime::caps::llm::{DEFAULT_ALIAS, LlmGrant, MAX_ALIAS_BYTES};
+use sandgraph_runtime::caps::tools::ToolsGrant;
 use serde::Deserialize;
 
 use crate::RegistryError;
@@ -133,6 +146,95 @@ pub struct GraphOverrides {
     pub host_memory_mb: Option<u64>,
     /// Instances a run may hold at once.
     pub instances: Option<u32>,
+    /// `[graphs.<name>.grants]`: the brokered capabilities of its runs.
+    #[serde(default)]
+    pub grants: GrantsConfig,
+}
+
+/// `[graphs.<name>.grants]`: deny by default, so an absent key grants
+/// nothing. Unknown keys (a capability this host does not broker) are an
+/// error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantsConfig {
+    /// `llm = { models = [...], max_calls = N, max_tokens = N }`.
+    pub llm: Option<LlmGrantConfig>,
+    /// `tools = { allow = [...], max_calls = N }`.
+    pub tools: Option<ToolsGrantConfig>,
+}
+
+/// The `llm` grant of a graph.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmGrantConfig {
+    /// Model aliases the graph may name: `default` or `[llm.models]` keys.
+    pub models: Vec<String>,
+    /// Chat calls per run.
+    pub max_calls: Option<u32>,
+    /// Prompt plus completion tokens per run.
+    pub max_tokens: Option<u64>,
+}
+
+/// The `tools` grant of a graph.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsGrantConfig {
+    /// Graph tools the graph may call.
+    pub allow: Vec<String>,
+    /// Tool calls per run.
+    pub max_calls: Option<u32>,
+}
+
+impl GrantsConfig {
+    /// The runtime's `llm` grant, if any.
+    pub fn llm(&self) -> Option<LlmGrant> {
+        self.llm.as_ref().map(|g| LlmGrant {
+            models: g.models.clone(),
+            max_calls: g.max_calls,
+            max_tokens: g.max_tokens,
+        })
+    }
+
+    /// The runtime's `tools` grant, if any.
+    pub fn tools(&self) -> Option<ToolsGrant> {
+        self.tools.as_ref().map(|g| ToolsGrant {
+            allow: g.allow.clone(),
+            max_calls: g.max_calls,
+        })
+    }
+
+    /// What cannot work: empty lists, zero quotas, aliases `[llm.models]`
+    /// does not define.
+    fn check(&self, models: &BTreeMap<String, String>) -> Result<(), String> {
+        if let Some(llm) = &self.llm {
+            if llm.models.is_empty() {
+                return Err("llm.models must name at least one model alias".into());
+            }
+            for alias in &llm.models {
+                if alias != DEFAULT_ALIAS && !models.contains_key(alias) {
+                    return Err(format!(
+                        "llm.models names \"{alias}\", which [llm.models] does not define \
+                         (define it there, or grant \"{DEFAULT_ALIAS}\" for [llm].model)"
+                    ));
+                }
+            }
+            if llm.max_calls == Some(0) {
+                return Err("llm.max_calls must be at least 1".into());
+            }
+            if llm.max_tokens == Some(0) {
+                return Err("llm.max_tokens must be at least 1".into());
+            }
+        }
+        if let Some(tools) = &self.tools {
+            if tools.allow.is_empty() {
+                return Err("tools.allow must name at least one graph tool".into());
+            }
+            if tools.max_calls == Some(0) {
+                return Err("tools.max_calls must be at least 1".into());
+            }
+        }
+        Ok(())
+    }
 }
 
 impl GraphOverrides {
@@ -163,9 +265,14 @@ pub struct OperatorConfig {
     /// over [`Limits::for_load`] (500 ms, 5e9 fuel).
     #[serde(default)]
     pub load: LimitOverrides,
-    /// `[llm]`: the model provider. Checked by `sandgraph-agent`.
+    /// `[llm]`: the model provider, without its `models` table. Checked
+    /// by `sandgraph-agent`.
     #[serde(default)]
     pub llm: toml::Table,
+    /// `[llm.models]`: model aliases graphs may be granted, alias to the
+    /// provider's model name. Taken out of `llm` when the file is parsed.
+    #[serde(skip)]
+    pub llm_models: BTreeMap<String, String>,
     /// `[routing]`: the routing agent. Checked by `sandgraph-agent`.
     #[serde(default)]
     pub routing: toml::Table,
@@ -221,6 +328,18 @@ impl OperatorConfig {
             }
         })?;
         config.source = Some(path.to_path_buf());
+        if let Some(models) = config.llm.remove("models") {
+            config.llm_models =
+                models
+                    .try_into()
+                    .map_err(|e: toml::de::Error| RegistryError::Config {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "[llm.models]: must map each alias to a model name ({})",
+                            e.message().trim_end_matches('.')
+                        ),
+                    })?;
+        }
         config.check()?;
         Ok(config)
     }
@@ -241,8 +360,15 @@ impl OperatorConfig {
         };
         check_overrides(&self.limits).map_err(|m| bad("[limits]", m))?;
         check_overrides(&self.load).map_err(|m| bad("[load]", m))?;
+        for (alias, model) in &self.llm_models {
+            check_alias(alias, model).map_err(|m| bad("[llm.models]", m))?;
+        }
         for (name, graph) in &self.graphs {
             check_overrides(&graph.limits()).map_err(|m| bad(&format!("[graphs.{name}]"), m))?;
+            graph
+                .grants
+                .check(&self.llm_models)
+                .map_err(|m| bad(&format!("[graphs.{name}.grants]"), m))?;
         }
         Ok(())
     }
@@ -296,6 +422,25 @@ impl OperatorConfig {
             }
         }
     }
+}
+
+fn check_alias(alias: &str, model: &str) -> Result<(), String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if alias.is_empty() || alias.len() > MAX_ALIAS_BYTES || !alias.chars().all(ok) {
+        return Err(format!(
+            "the alias \"{}\" must be 1 to {MAX_ALIAS_BYTES} letters, digits, '_', '-' or '.'",
+            alias.escape_debug()
+        ));
+    }
+    if alias == DEFAULT_ALIAS {
+        return Err(format!(
+            "the alias \"{DEFAULT_ALIAS}\" is [llm].model and cannot be redefined"
+        ));
+    }
+    if model.trim().is_empty() {
+        return Err(format!("the alias \"{alias}\" maps to an empty model name"));
+    }
+    Ok(())
 }
 
 fn check_overrides(o: &LimitOverrides) -> Result<(), String> {
@@ -380,6 +525,71 @@ mod tests {
         );
         let e = parse("[limits]\ntimeout_ms = -1\n").unwrap_err();
         assert!(e.starts_with("sandgraph.toml:2:14: "), "{e}");
+    }
+
+    #[test]
+    fn grants_and_model_aliases_parse() {
+        let c = parse(
+            "[llm]\nmodel = \"deepseek-chat\"\n[llm.models]\nfast = \"deepseek-chat\"\n\
+             smart = \"deepseek-reasoner\"\n[graphs.research.grants]\n\
+             llm = { models = [\"fast\", \"default\"], max_calls = 20, max_tokens = 50000 }\n\
+             tools = { allow = [\"search_graph\"], max_calls = 3 }\n",
+        )
+        .unwrap();
+        // The aliases leave [llm], which the agent checks strictly.
+        assert!(!c.llm.contains_key("models"));
+        assert_eq!(c.llm_models["smart"], "deepseek-reasoner");
+        let grants = &c.graph("research").unwrap().grants;
+        assert_eq!(
+            grants.llm(),
+            Some(LlmGrant {
+                models: vec!["fast".into(), "default".into()],
+                max_calls: Some(20),
+                max_tokens: Some(50000),
+            })
+        );
+        assert_eq!(
+            grants.tools(),
+            Some(ToolsGrant {
+                allow: vec!["search_graph".into()],
+                max_calls: Some(3),
+            })
+        );
+        // Deny by default.
+        let plain = parse("[graphs.g]\nas_tool = true\n").unwrap();
+        assert_eq!(plain.graph("g").unwrap().grants.llm(), None);
+        assert_eq!(plain.graph("g").unwrap().grants.tools(), None);
+    }
+
+    #[test]
+    fn bad_grants_are_errors_naming_the_file_and_key() {
+        let e = parse("[graphs.g.grants]\nfilesystem = { allow = [\"/\"] }\n").unwrap_err();
+        assert!(e.starts_with("sandgraph.toml:2:1: "), "{e}");
+        assert!(e.contains("unknown field `filesystem`"), "{e}");
+        let e = parse("[graphs.g.grants]\nllm = { models = [\"default\"], max_cals = 1 }\n")
+            .unwrap_err();
+        assert!(e.contains("unknown field `max_cals`"), "{e}");
+        let e = parse("[graphs.g.grants]\nllm = { models = [\"fast\"] }\n").unwrap_err();
+        assert_eq!(
+            e,
+            "sandgraph.toml: [graphs.g.grants]: llm.models names \"fast\", which [llm.models] \
+             does not define (define it there, or grant \"default\" for [llm].model)"
+        );
+        let e = parse("[graphs.g.grants]\nllm = { models = [] }\n").unwrap_err();
+        assert!(
+            e.ends_with("llm.models must name at least one model alias"),
+            "{e}"
+        );
+        let e =
+            parse("[graphs.g.grants]\ntools = { allow = [\"a\"], max_calls = 0 }\n").unwrap_err();
+        assert!(e.ends_with("tools.max_calls must be at least 1"), "{e}");
+        let e = parse("[llm.models]\ndefault = \"x\"\n").unwrap_err();
+        assert!(e.contains("[llm.models]: the alias \"default\""), "{e}");
+        let e = parse("[llm.models]\nfast = 3\n").unwrap_err();
+        assert!(
+            e.starts_with("sandgraph.toml: [llm.models]: must map"),
+            "{e}"
+        );
     }
 
     #[test]

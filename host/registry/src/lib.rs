@@ -36,7 +36,10 @@ mod registry;
 mod tool;
 mod watch;
 
-pub use config::{DEFAULT_CONFIG_FILE, GraphOverrides, LimitOverrides, OperatorConfig};
+pub use config::{
+    DEFAULT_CONFIG_FILE, GrantsConfig, GraphOverrides, LimitOverrides, LlmGrantConfig,
+    OperatorConfig, ToolsGrantConfig,
+};
 pub use error::{MountErrorKind, MountWarning, RegistryError};
 pub use registry::{
     MAX_CONCURRENT_MOUNTS, MountReport, MountedGraph, RESERVED_NAME, Registry, RegistryEvent,

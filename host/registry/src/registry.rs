@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::{Graph, Runtime};
 use sandgraph_store::{Store, sha256_hex};
 use tokio::sync::broadcast;
@@ -51,6 +52,10 @@ pub struct RegistryOptions {
     /// Log mount warnings and notices with `tracing::warn!` (default true).
     /// The CLI turns this off and prints the [`MountReport`] itself.
     pub log_warnings: bool,
+    /// Where the `llm` calls of granted graphs go (the operator's `[llm]`
+    /// provider and `[llm.models]`); `None`: the host has no model, and a
+    /// granted graph's calls are `denied` saying so.
+    pub llm: Option<LlmBackend>,
 }
 
 impl Default for RegistryOptions {
@@ -61,6 +66,7 @@ impl Default for RegistryOptions {
             config: OperatorConfig::default(),
             cache: None,
             log_warnings: true,
+            llm: None,
         }
     }
 }
@@ -155,6 +161,7 @@ pub(crate) struct Inner {
     pub(crate) runtime: Runtime,
     pub(crate) dirs: Vec<PathBuf>,
     config: OperatorConfig,
+    llm: Option<LlmBackend>,
     cache: Cache,
     pub(crate) log_warnings: bool,
     state: Mutex<State>,
@@ -299,6 +306,7 @@ impl Registry {
                 runtime,
                 dirs: options.dirs.clone(),
                 config: options.config.clone(),
+                llm: options.llm.clone(),
                 log_warnings: options.log_warnings,
                 state: Mutex::new(State::default()),
                 events,
@@ -509,6 +517,7 @@ impl Registry {
         GraphTool::build(
             &self.inner.runtime,
             &self.inner.config,
+            self.inner.llm.as_ref(),
             graph.spec().clone(),
             ToolSource::Graph,
             Some(graph),
@@ -568,6 +577,7 @@ impl Registry {
             return GraphTool::build(
                 &inner.runtime,
                 &inner.config,
+                inner.llm.as_ref(),
                 spec,
                 source,
                 None,
@@ -605,6 +615,7 @@ impl Registry {
         GraphTool::build(
             &inner.runtime,
             &inner.config,
+            inner.llm.as_ref(),
             graph.spec().clone(),
             source,
             Some(graph),

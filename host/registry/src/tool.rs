@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgraph_core::{GraphSpec, NodeContext, Reducer, Start, json};
+use sandgraph_runtime::caps::Capabilities;
+use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend};
 use sandgraph_runtime::{
     CancellationToken, ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime,
     StepEvent,
@@ -109,6 +111,8 @@ pub struct GraphTool {
     as_tool: bool,
     as_graph_tool: bool,
     limits: Limits,
+    /// The `llm` access of its runs: its grant and the host's backend.
+    llm: Option<LlmAccess>,
     spec: GraphSpec,
     source: ToolSource,
     digest: Option<String>,
@@ -142,6 +146,7 @@ impl GraphTool {
     pub(crate) fn build(
         runtime: &Runtime,
         config: &OperatorConfig,
+        llm: Option<&LlmBackend>,
         spec: GraphSpec,
         source: ToolSource,
         graph: Option<Arc<Graph>>,
@@ -175,6 +180,12 @@ impl GraphTool {
                 spec.name
             )
         });
+        let llm = overrides
+            .and_then(|o| o.grants.llm())
+            .map(|grant| LlmAccess {
+                grant,
+                backend: llm.cloned(),
+            });
         let mut limits = config.limits_for(&spec.name, &runtime.config().default_limits);
         if let Some(ms) = spec.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
@@ -205,6 +216,7 @@ impl GraphTool {
                 as_tool,
                 as_graph_tool,
                 limits,
+                llm,
                 spec,
                 source,
                 digest,
@@ -425,6 +437,15 @@ impl GraphTool {
             .map_err(|e| RunError::new(ErrorCode::InvalidArgs, e.to_string()))
     }
 
+    /// The brokered capabilities of one run: what `sandgraph.toml` grants
+    /// the graph, served by the host's backends. Deny by default.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            llm: self.llm.clone(),
+            ..Capabilities::default()
+        }
+    }
+
     fn run_options(&self, opts: CallOptions) -> RunOptions {
         let mut configurable = opts.configurable;
         configurable.remove("thread_id");
@@ -438,8 +459,8 @@ impl GraphTool {
                 configurable,
                 ..NodeContext::default()
             },
-            // Grants are not wired from the operator config yet: deny all.
-            capabilities: Default::default(),
+            capabilities: self.capabilities(),
+            ..RunOptions::default()
         }
     }
 

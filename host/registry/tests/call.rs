@@ -344,3 +344,101 @@ async fn with_a_thread_store_calls_continue_the_thread_state() {
         "{err}"
     );
 }
+
+/// A provider answering every request with the model it was asked for.
+struct EchoModel;
+
+impl sandgraph_llm::Provider for EchoModel {
+    fn chat<'a>(
+        &'a self,
+        request: &'a sandgraph_llm::ChatRequest,
+    ) -> futures::future::BoxFuture<'a, Result<sandgraph_llm::ChatResponse, sandgraph_llm::LlmError>>
+    {
+        Box::pin(async move {
+            Ok(sandgraph_llm::ChatResponse {
+                content: Some(format!("model {}", request.model)),
+                finish_reason: Some("stop".into()),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn grants_in_the_config_reach_the_graph_tools_runs() {
+    let dir = folder(&[
+        ("llm.wasm", sandgraph_tests::GRAPH_LLM),
+        ("echo.wasm", ECHO),
+    ]);
+    let toml = "[llm.models]\nfast = \"deepseek-chat\"\n\
+                [graphs.graph_llm.grants]\nllm = { models = [\"fast\"], max_calls = 1 }\n";
+    let path = dir.path().join("sandgraph.toml");
+    std::fs::write(&path, toml).unwrap();
+    let config = sandgraph_registry::OperatorConfig::load(&path).unwrap();
+    let backend = sandgraph_runtime::caps::llm::LlmBackend {
+        provider: std::sync::Arc::new(EchoModel),
+        models: config.llm_models.clone(),
+        default_model: "default-model".into(),
+    };
+    let open = |llm| {
+        let options = sandgraph_registry::RegistryOptions {
+            config: config.clone(),
+            llm,
+            ..common::options(&[dir.path()])
+        };
+        Registry::open(common::runtime(), options)
+    };
+    let (registry, _) = open(Some(backend)).await.unwrap();
+    let llm = registry.get("graph_llm").unwrap();
+    let grant = llm.capabilities().llm.unwrap().grant;
+    assert_eq!(
+        (grant.models, grant.max_calls),
+        (vec!["fast".into()], Some(1))
+    );
+    assert!(
+        registry
+            .get("echo_graph")
+            .unwrap()
+            .capabilities()
+            .llm
+            .is_none()
+    );
+    // The grant and the alias reach the run; max_calls counts per run.
+    let out = llm
+        .call(json!({"input": {"calls": 2}}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.value["answers"][0]["content"],
+        json!("model deepseek-chat")
+    );
+    assert_eq!(out.value["answers"][1]["error"]["kind"], json!("quota"));
+    // Granted, but the host has no model: denied, saying so.
+    let (registry, _) = open(None).await.unwrap();
+    let out = registry
+        .get("graph_llm")
+        .unwrap()
+        .call(json!({"input": {}}), CallOptions::default())
+        .await
+        .unwrap();
+    let error = &out.value["answers"][0]["error"];
+    assert_eq!(error["kind"], json!("denied"));
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the host has no model configured"),
+        "{error}"
+    );
+    // A grant key the host does not know is an error naming the file.
+    std::fs::write(
+        &path,
+        "[graphs.graph_llm.grants]\nfilesystem = { allow = [\"/\"] }\n",
+    )
+    .unwrap();
+    let e = sandgraph_registry::OperatorConfig::load(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with(&format!("{}:2:1: ", path.display())), "{e}");
+    assert!(e.contains("unknown field `filesystem`"), "{e}");
+}

@@ -889,3 +889,343 @@ async fn graph_context() {
         Err("\"ctx_tool\" does not handle: not mine".to_owned())
     );
 }
+
+// ---- the llm capability (graph-llm against the scripted model server) ----
+
+/// Holds [`LLM_KEY`] once [`llm_backend`] ran.
+const LLM_KEY_VAR: &str = "SANDGRAPH_TEST_GRAPHS_LLM_KEY_5E1B";
+/// The key the host holds; unusual so a leak into a guest is unambiguous.
+const LLM_KEY: &str = "sk-graphs-test-Qm4p7Wd2-leakcheck";
+
+/// A backend over `server` holding the test key: `fast` is
+/// `deepseek-chat`, `smart` is `deepseek-reasoner`, `default` is
+/// `default-model`; no retries, so one call is one request.
+fn llm_backend(
+    server: &sandgraph_test_llm::ScriptedLlm,
+) -> sandgraph_runtime::caps::llm::LlmBackend {
+    static KEY: std::sync::Once = std::sync::Once::new();
+    // SAFETY: runs once, before any client of this binary reads the
+    // environment (every llm test builds its backend through here).
+    KEY.call_once(|| unsafe { std::env::set_var(LLM_KEY_VAR, LLM_KEY) });
+    let client = sandgraph_llm::OpenAiClient::new(sandgraph_llm::ClientConfig {
+        base_url: server.base_url(),
+        model: "default-model".into(),
+        api_key_env: LLM_KEY_VAR.into(),
+        max_retries: 0,
+        ..Default::default()
+    })
+    .expect("the test client config is valid");
+    sandgraph_runtime::caps::llm::LlmBackend {
+        provider: std::sync::Arc::new(client),
+        models: [("fast", "deepseek-chat"), ("smart", "deepseek-reasoner")]
+            .into_iter()
+            .map(|(a, m)| (a.to_owned(), m.to_owned()))
+            .collect(),
+        default_model: "default-model".into(),
+    }
+}
+
+/// The models `models` granted, no quota.
+fn llm_grant(models: &[&str]) -> sandgraph_runtime::caps::llm::LlmGrant {
+    sandgraph_runtime::caps::llm::LlmGrant {
+        models: models.iter().map(|m| (*m).to_owned()).collect(),
+        ..Default::default()
+    }
+}
+
+/// `grant`, served by `server` (none: the host has no model).
+fn llm_caps(
+    server: Option<&sandgraph_test_llm::ScriptedLlm>,
+    grant: sandgraph_runtime::caps::llm::LlmGrant,
+) -> sandgraph_runtime::caps::Capabilities {
+    sandgraph_runtime::caps::Capabilities {
+        llm: Some(sandgraph_runtime::caps::llm::LlmAccess {
+            grant,
+            backend: server.map(llm_backend),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A completion answering `content` with exactly this usage.
+fn llm_completion(content: &str, prompt: u64, completion: u64) -> sandgraph_test_llm::Reply {
+    sandgraph_test_llm::Reply::raw(
+        &json!({
+            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion},
+        })
+        .to_string(),
+    )
+}
+
+/// Runs graph-llm on `input` with `caps` and `limits`; also returns the
+/// `answers` its `ask` step wrote (seen even when the run fails after it).
+async fn run_llm(
+    input: Value,
+    caps: sandgraph_runtime::caps::Capabilities,
+    limits: Limits,
+    cancel: sandgraph_runtime::CancellationToken,
+) -> (Result<RunOutcome, RunError>, Vec<Value>) {
+    let graph = load(sandgraph_tests::GRAPH_LLM).await;
+    let opts = RunOptions {
+        limits: Some(limits),
+        cancel,
+        capabilities: caps,
+        ..Default::default()
+    };
+    let mut answers = Vec::new();
+    let outcome = runtime()
+        .run_streaming(&graph, input, opts, &mut |event| {
+            for task in event.updates.iter().filter(|t| t.node == "ask") {
+                if let Some(list) = task.update["answers"].as_array() {
+                    answers.extend(list.iter().cloned());
+                }
+            }
+        })
+        .await;
+    (outcome, answers)
+}
+
+/// [`run_llm`] with the default limits, to completion: the final state.
+async fn ask_llm(input: Value, caps: sandgraph_runtime::caps::Capabilities) -> Value {
+    completed(
+        run_llm(input, caps, Limits::default(), Default::default())
+            .await
+            .0,
+    )
+}
+
+/// The `kind` of an answer that is an error, with its message.
+fn llm_error(answer: &Value) -> (&str, &str) {
+    let e = &answer["error"];
+    match (e["kind"].as_str(), e["message"].as_str()) {
+        (Some(kind), Some(message)) => (kind, message),
+        _ => panic!("expected an llm error, got {answer}"),
+    }
+}
+
+#[tokio::test]
+async fn graph_llm() {
+    let graph = load(sandgraph_tests::GRAPH_LLM).await;
+    assert_eq!(graph.capabilities(), ["llm"]);
+    // Granted: the answer and the usage the provider reported arrive; the
+    // provider got the mapped model name and the host's key.
+    let server = sandgraph_test_llm::ScriptedLlm::start([llm_completion("42", 11, 5)]).await;
+    let state = ask_llm(
+        json!({"question": "what is six times seven?"}),
+        llm_caps(Some(&server), llm_grant(&["fast"])),
+    )
+    .await;
+    assert_eq!(
+        state["answers"],
+        json!([{"content": "42", "finish_reason": "stop", "prompt_tokens": 11, "completion_tokens": 5}])
+    );
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].body["model"], json!("deepseek-chat"));
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {LLM_KEY}").as_str())
+    );
+    assert_eq!(
+        sent[0].last_content("user"),
+        Some("what is six times seven?")
+    );
+    // No token quota: the guest set no max_tokens, none is sent.
+    assert!(sent[0].body.get("max_tokens").is_none(), "{}", sent[0].body);
+
+    // Not granted, an alias not granted, granted without a model on the
+    // host: denied in the node's hands, and nothing reaches the server.
+    let server = sandgraph_test_llm::ScriptedLlm::start([llm_completion("no", 1, 1)]).await;
+    let cases = [
+        (json!({}), Default::default(), "this graph has no llm grant"),
+        (
+            json!({"model": "smart"}),
+            llm_caps(Some(&server), llm_grant(&["fast"])),
+            "the model alias \"smart\" is not granted to this graph (granted: fast)",
+        ),
+        (
+            json!({}),
+            llm_caps(None, llm_grant(&["fast"])),
+            "the host has no model configured",
+        ),
+    ];
+    for (input, caps, why) in cases {
+        let state = ask_llm(input, caps).await;
+        let (kind, message) = llm_error(&state["answers"][0]);
+        assert_eq!(kind, "denied", "{message}");
+        assert!(message.starts_with(why), "{message}");
+    }
+    assert_eq!(server.requests().len(), 0, "a refused call sent nothing");
+
+    // A provider failure echoing the key: the guest gets `provider`, and
+    // the key is nowhere in what it got.
+    let server = sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::status(
+        400,
+        &json!({"error": {"message": format!("bad request for {LLM_KEY}")}}).to_string(),
+    )])
+    .await;
+    let state = ask_llm(json!({}), llm_caps(Some(&server), llm_grant(&["fast"]))).await;
+    let (kind, message) = llm_error(&state["answers"][0]);
+    assert_eq!(kind, "provider");
+    assert!(message.starts_with("status: "), "{message}");
+    assert!(!state.to_string().contains(LLM_KEY), "{state}");
+}
+
+#[tokio::test]
+async fn graph_llm_quotas_are_per_run_and_checked_before_the_call() {
+    // max_calls: the call past it is `quota`, and never sent.
+    let server = sandgraph_test_llm::ScriptedLlm::start([
+        llm_completion("one", 1, 1),
+        llm_completion("two", 1, 1),
+    ])
+    .await;
+    let grant = sandgraph_runtime::caps::llm::LlmGrant {
+        max_calls: Some(1),
+        ..llm_grant(&["fast"])
+    };
+    let state = ask_llm(json!({"calls": 2}), llm_caps(Some(&server), grant)).await;
+    assert_eq!(state["answers"][0]["content"], json!("one"));
+    let (kind, message) = llm_error(&state["answers"][1]);
+    assert_eq!(
+        (kind, message),
+        ("quota", "the run made all of its 1 granted llm calls")
+    );
+    assert_eq!(server.requests().len(), 1);
+    // A new run has its own quota.
+    let grant = sandgraph_runtime::caps::llm::LlmGrant {
+        max_calls: Some(1),
+        ..llm_grant(&["fast"])
+    };
+    let state = ask_llm(json!({}), llm_caps(Some(&server), grant)).await;
+    assert_eq!(state["answers"][0]["content"], json!("two"));
+
+    // max_tokens: each request asks for at most what is left, counted
+    // from the reported usage; once spent, the next call is refused.
+    let server = sandgraph_test_llm::ScriptedLlm::start([
+        llm_completion("a", 200, 100),
+        llm_completion("b", 500, 250),
+        llm_completion("c", 1, 1),
+    ])
+    .await;
+    let grant = sandgraph_runtime::caps::llm::LlmGrant {
+        max_tokens: Some(1000),
+        ..llm_grant(&["fast"])
+    };
+    let state = ask_llm(json!({"calls": 3}), llm_caps(Some(&server), grant)).await;
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2, "the third call was refused before sending");
+    assert_eq!(sent[0].body["max_tokens"], json!(1000));
+    assert_eq!(sent[1].body["max_tokens"], json!(700));
+    let (kind, message) = llm_error(&state["answers"][2]);
+    assert_eq!(kind, "quota");
+    assert_eq!(message, "the run used 1050 of its 1000 granted llm tokens");
+}
+
+#[tokio::test]
+async fn graph_llm_wait_ends_at_the_deadline_and_on_cancellation() {
+    // The model takes 30 s; the run's deadline is 300 ms with a long
+    // grace, so only the capability's own wait can end it early: the
+    // node sees `timeout` at the soft deadline and the run stops there.
+    let slow = || llm_completion("late", 1, 1).delay(Duration::from_secs(30));
+    let server = sandgraph_test_llm::ScriptedLlm::start([slow(), slow()]).await;
+    let limits = Limits {
+        timeout: Duration::from_millis(300),
+        grace: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let started = Instant::now();
+    let (outcome, answers) = run_llm(
+        json!({}),
+        llm_caps(Some(&server), llm_grant(&["fast"])),
+        limits,
+        Default::default(),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let (kind, message) = llm_error(&answers[0]);
+    assert_eq!(kind, "timeout");
+    assert!(message.contains("deadline of 300 ms"), "{message}");
+    assert_eq!(failed(outcome).code, ErrorCode::Timeout);
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+
+    // Cancellation ends the wait at once, not after the grace period.
+    let cancel = sandgraph_runtime::CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let limits = Limits {
+        timeout: Duration::from_secs(60),
+        grace: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let (outcome, answers) = run_llm(
+        json!({}),
+        llm_caps(Some(&server), llm_grant(&["fast"])),
+        limits,
+        cancel,
+    )
+    .await;
+    let elapsed = started.elapsed();
+    assert_eq!(llm_error(&answers[0]), ("timeout", "the run was cancelled"));
+    assert_eq!(failed(outcome).code, ErrorCode::Timeout);
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn graph_llm_oversized_request_is_malformed_and_never_sent() {
+    let server = sandgraph_test_llm::ScriptedLlm::start([llm_completion("no", 1, 1)]).await;
+    let state = ask_llm(
+        json!({"oversize": true}),
+        llm_caps(Some(&server), llm_grant(&["fast"])),
+    )
+    .await;
+    let (kind, message) = llm_error(&state["answers"][0]);
+    assert_eq!(kind, "malformed");
+    assert!(
+        message.ends_with("more than the limit of 1048576"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 0);
+}
+
+#[tokio::test]
+async fn graph_llm_resumed_thread_never_repeats_a_finished_call() {
+    use sandgraph_runtime::Start;
+    // One reply only: a repeated call would get the server's 500.
+    let server = sandgraph_test_llm::ScriptedLlm::start([llm_completion("draft", 3, 2)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sandgraph_store::Store::open(&dir.path().join("t.redb"))
+        .unwrap()
+        .threads();
+    let graph = load(sandgraph_tests::GRAPH_LLM).await;
+    let run = |start| {
+        let writer = store
+            .begin("t", graph.name(), sandgraph_store::Durability::Sync)
+            .unwrap();
+        let existing = writer.load().unwrap();
+        let opts = RunOptions {
+            capabilities: llm_caps(Some(&server), llm_grant(&["fast"])),
+            ..Default::default()
+        };
+        let graph = graph.clone();
+        async move {
+            runtime()
+                .run_thread(&graph, existing, start, opts, &writer, &mut |_| {})
+                .await
+        }
+    };
+    let paused = interrupted(run(Start::Input(json!({"review": true}))).await);
+    assert_eq!(paused[0].node, "review");
+    assert_eq!(paused[0].value["answers"][0]["content"], json!("draft"));
+    let state = completed(run(Start::Resume(json!("yes"))).await);
+    assert_eq!(state["approved"], json!("yes"));
+    assert_eq!(state["answers"].as_array().unwrap().len(), 1);
+    assert_eq!(server.requests().len(), 1, "the model was asked once");
+}

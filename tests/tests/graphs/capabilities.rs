@@ -287,7 +287,7 @@ async fn a_sub_runs_steps_arrive_before_the_step_that_called_it() {
 
 /// Keeps what the runtime reports.
 #[derive(Default)]
-struct Recorder(std::sync::Mutex<Vec<sandgraph_core::audit::CapabilityCall>>);
+pub(crate) struct Recorder(pub(crate) std::sync::Mutex<Vec<sandgraph_core::audit::CapabilityCall>>);
 
 impl sandgraph_core::audit::CapabilityLog for Recorder {
     fn record(&self, call: sandgraph_core::audit::CapabilityCall) {

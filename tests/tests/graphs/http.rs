@@ -249,3 +249,40 @@ async fn a_slow_server_ends_with_the_run() {
     assert_eq!(server.connections(), 1);
     eprintln!("slow server: the run ended after {took:?} (timeout 500 ms)");
 }
+
+#[tokio::test]
+async fn http_requests_are_journaled_allowed_or_refused() {
+    let server = Server::start().await;
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    let log = std::sync::Arc::new(super::capabilities::Recorder::default());
+    let mut caps = grant(&[&origin], &[], false);
+    caps.log = Some(log.clone());
+    fetch(caps.clone(), json!({"url": server.url("/hello")})).await;
+    fetch(caps, json!({"url": server.url("/hello"), "method": "POST"})).await;
+    let calls = log.0.lock().unwrap().clone();
+    let rows: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.capability.as_str(),
+                c.target.as_str(),
+                c.decision.as_str(),
+            )
+        })
+        .collect();
+    let target = |m: &str| format!("{m} http://127.0.0.1:{}", server.port);
+    assert_eq!(
+        rows,
+        [
+            ("http", target("GET").as_str(), "allowed"),
+            ("http", target("POST").as_str(), "denied"),
+        ]
+    );
+    assert_eq!(calls[0].graph, "graph_http");
+    assert!(
+        calls[1].reason.as_deref().unwrap().contains("POST"),
+        "{:?}",
+        calls[1].reason
+    );
+    assert_eq!(server.connections(), 1);
+}

@@ -41,6 +41,7 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks};
 
+use crate::caps::Call;
 use crate::sandbox::RunControl;
 
 /// Largest request body a guest may send, in bytes: API calls send small
@@ -428,23 +429,68 @@ impl WasiHttpHooks for HttpHooks {
         _fut: IoFuture,
     ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send> {
         let control = self.control.clone();
+        let started = std::time::Instant::now();
+        let target = format!(
+            "{} {}://{}",
+            request.method(),
+            request.uri().scheme_str().unwrap_or("?"),
+            request.uri().authority().map_or("?", |a| a.as_str())
+        );
+        let request_bytes = wasmtime_wasi_http_content_length(request.headers()).unwrap_or(0);
         Box::new(async move {
             let stop = control.clone();
-            tokio::select! {
-                r = send(control, request, options) => r,
+            let refused = Refusal::default();
+            let out = tokio::select! {
+                r = send(control.clone(), request, options, &refused) => r,
                 () = stop.soft_stopped() => Err(Error::HttpResponseTimeout),
+            };
+            let refusal = refused
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (decision, reason) = match (&out, refusal) {
+                (Ok(_), _) => ("allowed", None),
+                (Err(_), Some(why)) => ("denied", Some(why)),
+                (Err(Error::HttpResponseTimeout | Error::ConnectionTimeout), None) => {
+                    ("timeout", Some("no answer before the deadline".to_owned()))
+                }
+                (Err(e), None) => ("failed", Some(e.to_string())),
+            };
+            {
+                let response_bytes = out.as_ref().ok().map_or(0, |(r, _)| {
+                    wasmtime_wasi_http_content_length(r.headers()).unwrap_or(0)
+                });
+                crate::caps::record(
+                    &control,
+                    Call {
+                        capability: "http",
+                        target: &target,
+                        decision,
+                        reason: reason.as_deref(),
+                        request_bytes,
+                        response_bytes,
+                        tokens: None,
+                        started,
+                    },
+                );
             }
+            out
         })
     }
 }
 
 /// Logs why a request was refused (the guest only sees the error code)
 /// and returns `error`.
-fn refuse(control: &RunControl, error: Error, why: String) -> Error {
+fn refuse(control: &RunControl, refused: &Refusal, error: Error, why: String) -> Error {
     let graph = control.chain.last().map_or("", |g| &**g);
     tracing::info!(target: "sandgraph::http", graph, "http request refused: {why}");
+    *refused
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why);
     error
 }
+
+/// Why the request in progress was refused, for its journal row.
+type Refusal = std::sync::Mutex<Option<String>>;
 
 /// The timeout of a wait: the host's, or the guest's when lower.
 fn timeout(guest: Option<Duration>, host: Duration) -> Duration {
@@ -456,8 +502,9 @@ async fn send(
     control: Arc<RunControl>,
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
+    refused: &Refusal,
 ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
-    let denied = |why: String| refuse(&control, Error::HttpRequestDenied, why);
+    let denied = |why: String| refuse(&control, refused, Error::HttpRequestDenied, why);
     let Some(grant) = control.caps.http.clone() else {
         return Err(denied(
             "this graph has no http grant ([graphs.<name>.grants] http = { allow = [...] })"
@@ -477,6 +524,7 @@ async fn send(
     if authority.as_str().contains('@') {
         return Err(refuse(
             &control,
+            refused,
             Error::HttpRequestUriInvalid,
             "user info in the request's authority".to_owned(),
         ));
@@ -485,6 +533,7 @@ async fn send(
     if uri_len > MAX_URI_BYTES {
         return Err(refuse(
             &control,
+            refused,
             Error::HttpRequestUriTooLong,
             format!("request URI of {uri_len} bytes is over {MAX_URI_BYTES}"),
         ));
@@ -496,6 +545,7 @@ async fn send(
             Err(_) => {
                 return Err(refuse(
                     &control,
+                    refused,
                     Error::HttpRequestUriInvalid,
                     format!("{raw_host:?} is not an IPv6 address"),
                 ));
@@ -507,7 +557,7 @@ async fn send(
                 Ok(ip) => Host::Ip(IpAddr::V4(ip)),
                 Err(_) => {
                     if let Err(why) = check_name(&name) {
-                        return Err(refuse(&control, Error::HttpRequestUriInvalid, why));
+                        return Err(refuse(&control, refused, Error::HttpRequestUriInvalid, why));
                     }
                     Host::Name(name)
                 }
@@ -547,6 +597,7 @@ async fn send(
     {
         return Err(refuse(
             &control,
+            refused,
             Error::HttpRequestBodySize(Some(len)),
             format!("request body of {len} bytes to {target} is over the cap of {cap}"),
         ));
@@ -556,6 +607,7 @@ async fn send(
         Err(e) => {
             return Err(refuse(
                 &control,
+                refused,
                 e,
                 format!("request body to {target} failed or is over the cap of {cap} bytes"),
             ));
@@ -585,12 +637,12 @@ async fn send(
             }
         }
     };
-    let mut refused = Vec::new();
+    let mut restricted = Vec::new();
     let addrs: Vec<SocketAddr> = candidates
         .into_iter()
         .filter(|a| match is_restricted(a.ip()) {
             Some(range) if !(grant.private || named_ip) => {
-                refused.push(format!("{} ({range})", a.ip()));
+                restricted.push(format!("{} ({range})", a.ip()));
                 false
             }
             _ => true,
@@ -598,16 +650,17 @@ async fn send(
         .take(MAX_ADDRESSES)
         .collect();
     if addrs.is_empty() {
-        if refused.is_empty() {
+        if restricted.is_empty() {
             return Err(Error::DestinationNotFound);
         }
         return Err(refuse(
             &control,
+            refused,
             Error::DestinationIpProhibited,
             format!(
                 "{target} resolves to restricted addresses only: {} (grant it by IP literal or \
                  with private = true)",
-                refused.join(", ")
+                restricted.join(", ")
             ),
         ));
     }
@@ -671,6 +724,7 @@ async fn send(
     {
         return Err(refuse(
             &control,
+            refused,
             Error::HttpResponseBodySize(Some(len)),
             format!("response of {len} bytes from {target} is over the cap of {response_cap}"),
         ));

@@ -64,29 +64,33 @@ impl CapsCtx {
     /// graph is the run's own; `reason` is escaped and bounded here, since
     /// it may quote the graph.
     pub(crate) fn record(&self, call: Call<'_>) {
-        let Some(log) = &self.caps.log else {
-            return;
-        };
-        log.record(CapabilityCall {
-            graph: self
-                .control
-                .chain
-                .last()
-                .map(|g| g.to_string())
-                .unwrap_or_default(),
-            capability: call.capability.to_owned(),
-            target: guest_text(call.target, MAX_RECORDED_TARGET_BYTES),
-            decision: call.decision.to_owned(),
-            reason: call
-                .reason
-                .map(|r| guest_text(r, MAX_RECORDED_REASON_BYTES)),
-            request_bytes: call.request_bytes,
-            response_bytes: call.response_bytes,
-            tokens: call.tokens,
-            latency_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            ..CapabilityCall::default()
-        });
+        record(&self.control, call);
     }
+}
+
+/// [`CapsCtx::record`] for a run's control.
+pub(crate) fn record(control: &RunControl, call: Call<'_>) {
+    let Some(log) = &control.caps.log else {
+        return;
+    };
+    log.record(CapabilityCall {
+        graph: control
+            .chain
+            .last()
+            .map(|g| g.to_string())
+            .unwrap_or_default(),
+        capability: call.capability.to_owned(),
+        target: guest_text(call.target, MAX_RECORDED_TARGET_BYTES),
+        decision: call.decision.to_owned(),
+        reason: call
+            .reason
+            .map(|r| guest_text(r, MAX_RECORDED_REASON_BYTES)),
+        request_bytes: call.request_bytes,
+        response_bytes: call.response_bytes,
+        tokens: call.tokens,
+        latency_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        ..CapabilityCall::default()
+    });
 }
 
 /// Longest target kept in a journal row (a URL can be long; the scheme,

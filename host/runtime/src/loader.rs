@@ -195,7 +195,8 @@ pub(crate) fn check_world(
     if !unknown.is_empty() {
         return Err(load_error(format!(
             "component imports what this host does not provide: {}; a graph may import only \
-             {PACKAGE}/{{host,llm,tools}}@{HOST_WORLD_VERSION} and wasi:*@0.2",
+             {PACKAGE}/{{host,llm,tools}}@{HOST_WORLD_VERSION} and wasi:*@0.2 (wasi:http \
+             included)",
             unknown.join(", ")
         )));
     }

@@ -43,6 +43,10 @@ enum Command {
         out: PathBuf,
     },
     /// Run a graph component and print its final state as JSON
+    ///
+    /// The component runs with no capability granted: its llm and tools
+    /// calls are denied. Mount it and use `sandgraph call` to run it under
+    /// the grants of sandgraph.toml.
     Run {
         /// The graph component (.wasm)
         graph: PathBuf,
@@ -290,7 +294,16 @@ async fn inspect(path: &Path, mermaid: bool) -> Result<(), Failure> {
         print!("{}", show::lines(&graph.spec().to_mermaid()));
         Ok(())
     } else {
-        let v = serde_json::to_value(graph.spec()).map_err(|e| Failure::internal(e.to_string()))?;
+        let mut v =
+            serde_json::to_value(graph.spec()).map_err(|e| Failure::internal(e.to_string()))?;
+        // What the component imports of the brokered capabilities (llm,
+        // tools, http): what an operator would have to grant it.
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "capabilities".into(),
+                serde_json::json!(graph.capabilities()),
+            );
+        }
         print_pretty(&v)
     }
 }

@@ -217,7 +217,7 @@ fn describe(operator: &LoadedConfig, flags: &ModelArgs, client: &ClientConfig) -
 /// builds a client without a key only for a loopback server, so nothing
 /// leaves the machine either. A project's `sandgraph.toml` naming its
 /// local Ollama keeps working; the moment a key is set, it is refused.
-fn check_key_destination(
+pub(crate) fn check_key_destination(
     operator: &LoadedConfig,
     flags: Option<&ModelArgs>,
     client: &ClientConfig,

@@ -3,12 +3,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use sandgraph_agent::AgentConfig;
 use sandgraph_core::json;
+use sandgraph_llm::OpenAiClient;
 use sandgraph_registry::{
     CallOptions, DEFAULT_CONFIG_FILE, LimitOverrides, MountReport, OperatorConfig, Registry,
     RegistryError, RegistryEvent, RegistryOptions,
 };
+use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
 use sandgraph_store::Store;
 use serde_json::Value;
@@ -192,11 +196,51 @@ fn print_report(report: &MountReport) {
     }
 }
 
+/// The host's model for the graphs granted `llm`: the `[llm]` provider
+/// with its key, and the `[llm.models]` aliases. None (their calls are then
+/// `denied`: the host has no model) when no graph is granted `llm` (the key
+/// is not even read), or with a warning when `[llm]` does not parse, a
+/// discovered config would redirect the key, or the client cannot be built
+/// (no key).
+fn llm_backend(loaded: &LoadedConfig) -> Option<LlmBackend> {
+    if loaded.graphs.values().all(|g| g.grants.llm.is_none()) {
+        return None;
+    }
+    let unserved = |why: String| {
+        eprintln!(
+            "warning: {}",
+            show::line(
+                &format!("graphs granted llm get denied: {why}"),
+                show::MAX_LINE_BYTES
+            )
+        );
+        None
+    };
+    let config = match AgentConfig::from_operator(loaded) {
+        Ok(config) => config,
+        Err(e) => return unserved(e.to_string()),
+    };
+    if let Err(e) = crate::route::check_key_destination(loaded, None, &config.llm) {
+        return unserved(e);
+    }
+    let default_model = config.llm.model.clone();
+    match OpenAiClient::new(config.llm) {
+        Ok(client) => Some(LlmBackend {
+            provider: Arc::new(client),
+            models: loaded.llm_models.clone(),
+            default_model,
+        }),
+        Err(e) => unserved(e.to_string()),
+    }
+}
+
 pub(crate) async fn open(
     args: &MountArgs,
     caps: LimitOverrides,
 ) -> Result<(Registry, MountReport), Failure> {
-    let mut config = load_operator_config(args.config.as_deref())?.config;
+    let loaded = load_operator_config(args.config.as_deref())?;
+    let llm = llm_backend(&loaded);
+    let mut config = loaded.config;
     config.limits = config.limits.merged_with(&caps);
     config.check().map_err(registry_failure)?;
     let runtime = Runtime::with_config(RuntimeConfig {
@@ -209,6 +253,7 @@ pub(crate) async fn open(
         config,
         cache: open_cache(args),
         log_warnings: false,
+        llm,
     };
     let (registry, report) = Registry::open(runtime, options)
         .await
@@ -256,7 +301,20 @@ fn print_table(registry: &Registry) {
 async fn list(args: &MountArgs, as_json: bool, watch: bool) -> Result<ExitCode, Failure> {
     let (registry, _) = open(args, LimitOverrides::default()).await?;
     if as_json {
-        let defs: Vec<Value> = registry.list().iter().map(|t| t.definition()).collect();
+        let mut defs = Vec::new();
+        for tool in registry.list() {
+            let mut def = tool.definition();
+            // The capabilities its component imports; a graph that cannot
+            // be loaded shows none (its calls fail with the load error).
+            let caps = match tool.graph().await {
+                Ok(graph) => graph.capabilities().to_vec(),
+                Err(_) => Vec::new(),
+            };
+            if let Some(o) = def.as_object_mut() {
+                o.insert("capabilities".into(), serde_json::json!(caps));
+            }
+            defs.push(def);
+        }
         println!("{}", show::json(&render(&Value::Array(defs))?));
     } else {
         print_table(&registry);

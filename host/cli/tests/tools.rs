@@ -131,10 +131,12 @@ fn tools_list_json_prints_the_full_definitions() {
             "timeout_ms",
             "input_schema",
             "output_schema",
-            "source"
+            "source",
+            "capabilities"
         ]
     );
     assert_eq!(greet["name"], json!("greet_graph"));
+    assert_eq!(greet["capabilities"], json!([]));
     assert_eq!(greet["timeout_ms"], json!(30000));
     assert_eq!(greet["source"], json!("graphs/c_greet.wasm"));
     assert_eq!(
@@ -450,4 +452,67 @@ fn deploy(path: &Path, component: &str) {
     let tmp = path.with_extension("part");
     std::fs::copy(component, &tmp).unwrap();
     std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The key the llm tests hand the binary; unusual so a leak is obvious.
+const LLM_KEY: &str = "sk-cli-tools-test-8bX2";
+
+/// `sandgraph call graph_llm` with `toml` as `file` (given with
+/// `--config` when `flag`), the key in the child's environment.
+async fn call_llm(env: &Env, file: &str, toml: String, flag: bool) -> Output {
+    std::fs::write(env.path(file), toml).unwrap();
+    let mut args = vec!["call", "graph_llm", "--graphs", "graphs", "--args"];
+    args.push(r#"{"input": {"question": "hi?"}}"#);
+    if flag {
+        args.extend(["--config", file]);
+    }
+    let mut cmd = env.command(&args);
+    cmd.env("SANDGRAPH_CLI_TEST_LLM_KEY", LLM_KEY);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_serves_the_llm_grant_of_the_config_and_shows_capabilities() {
+    let server =
+        sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("hello")]).await;
+    let env = Env::new(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let toml = format!(
+        "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
+         [llm.models]\nfast = \"deepseek-chat\"\n\
+         [graphs.graph_llm.grants]\nllm = {{ models = [\"fast\"], max_calls = 3 }}\n",
+        server.base_url()
+    );
+    let o = call_llm(&env, "ops.toml", toml.clone(), true).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(out["answers"][0]["content"], json!("hello"), "{out}");
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].body["model"], json!("deepseek-chat"));
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {LLM_KEY}").as_str())
+    );
+    // A discovered sandgraph.toml may not send the key to its own server:
+    // the graph gets denied, with a warning, and nothing is sent.
+    let o = call_llm(&env, "sandgraph.toml", toml, false).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: graphs granted llm get denied: "),
+        "{}",
+        stderr(&o)
+    );
+    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(out["answers"][0]["error"]["kind"], json!("denied"), "{out}");
+    assert_eq!(server.requests().len(), 1);
+    assert!(!stdout(&o).contains(LLM_KEY) && !stderr(&o).contains(LLM_KEY));
+    // What the component imports, in inspect and tools list --json.
+    let o = env.run(&["inspect", sandgraph_tests::GRAPH_LLM]);
+    let spec: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(spec["capabilities"], json!(["llm"]));
+    let o = env.run(&["tools", "list", "--graphs", "graphs", "--json"]);
+    let defs: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(defs[0]["capabilities"], json!(["llm"]));
 }

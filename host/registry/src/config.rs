@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sandgraph_runtime::Limits;
+use sandgraph_runtime::caps::http::HttpGrant;
 use sandgraph_runtime::caps::llm::{DEFAULT_ALIAS, LlmGrant, MAX_ALIAS_BYTES};
 use sandgraph_runtime::caps::tools::ToolsGrant;
 use serde::Deserialize;
@@ -161,6 +162,22 @@ pub struct GrantsConfig {
     pub llm: Option<LlmGrantConfig>,
     /// `tools = { allow = [...], max_calls = N }`.
     pub tools: Option<ToolsGrantConfig>,
+    /// `http = { allow = [...], methods = [...], private = false }`.
+    pub http: Option<HttpGrantConfig>,
+}
+
+/// The `http` grant of a graph (see `sandgraph_runtime::caps::http`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpGrantConfig {
+    /// Origins: `scheme://host[:port]`, `*.domain`, IP literals.
+    pub allow: Vec<String>,
+    /// Methods; empty: `GET` and `HEAD`; `"*"`: any.
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Names may resolve to loopback and private ranges.
+    #[serde(default)]
+    pub private: bool,
 }
 
 /// The `llm` grant of a graph.
@@ -195,6 +212,13 @@ impl GrantsConfig {
         })
     }
 
+    /// The runtime's `http` grant, if any (checked at parse time, so a
+    /// parsed config always converts).
+    pub fn http(&self) -> Option<HttpGrant> {
+        let g = self.http.as_ref()?;
+        HttpGrant::parse(&g.allow, &g.methods, g.private).ok()
+    }
+
     /// The runtime's `tools` grant, if any.
     pub fn tools(&self) -> Option<ToolsGrant> {
         self.tools.as_ref().map(|g| ToolsGrant {
@@ -224,6 +248,13 @@ impl GrantsConfig {
             if llm.max_tokens == Some(0) {
                 return Err("llm.max_tokens must be at least 1".into());
             }
+        }
+        if let Some(http) = &self.http {
+            if http.allow.is_empty() {
+                return Err("http.allow must name at least one origin".into());
+            }
+            HttpGrant::parse(&http.allow, &http.methods, http.private)
+                .map_err(|e| format!("http: {e}"))?;
         }
         if let Some(tools) = &self.tools {
             if tools.allow.is_empty() {

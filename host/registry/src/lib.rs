@@ -33,6 +33,7 @@ mod compile;
 mod config;
 mod error;
 mod registry;
+mod subrun;
 mod tool;
 mod watch;
 
@@ -45,5 +46,6 @@ pub use registry::{
     MAX_CONCURRENT_MOUNTS, MountReport, MountedGraph, RESERVED_NAME, Registry, RegistryEvent,
     RegistryOptions, Scope,
 };
+pub use subrun::StoreCapabilityLog;
 pub use tool::{CallOptions, GraphTool, ToolOutput, ToolSource, synthesize_description};
 pub use watch::{DEBOUNCE, WatchHandle};

@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use sandgraph_core::audit::CapabilityLog;
 use sandgraph_runtime::caps::llm::LlmBackend;
+
+use crate::subrun::Backends;
 use sandgraph_runtime::{Graph, Runtime};
 use sandgraph_store::{Store, sha256_hex};
 use tokio::sync::broadcast;
@@ -38,7 +41,7 @@ type ReadAndBuilt = Result<(String, Result<Built, MountWarning>), MountWarning>;
 const EVENT_CAPACITY: usize = 256;
 
 /// How to open a [`Registry`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RegistryOptions {
     /// Folders whose `*.wasm` files are mounted (not recursively).
     pub dirs: Vec<PathBuf>,
@@ -56,6 +59,24 @@ pub struct RegistryOptions {
     /// provider and `[llm.models]`); `None`: the host has no model, and a
     /// granted graph's calls are `denied` saying so.
     pub llm: Option<LlmBackend>,
+    /// Where every brokered capability call of the graphs' runs is
+    /// reported (e.g. [`StoreCapabilityLog`](crate::StoreCapabilityLog));
+    /// `None`: not journaled.
+    pub capability_log: Option<Arc<dyn CapabilityLog>>,
+}
+
+impl std::fmt::Debug for RegistryOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryOptions")
+            .field("dirs", &self.dirs)
+            .field("strict", &self.strict)
+            .field("config", &self.config)
+            .field("cache", &self.cache.is_some())
+            .field("log_warnings", &self.log_warnings)
+            .field("llm", &self.llm.is_some())
+            .field("capability_log", &self.capability_log.is_some())
+            .finish()
+    }
 }
 
 impl Default for RegistryOptions {
@@ -67,6 +88,7 @@ impl Default for RegistryOptions {
             cache: None,
             log_warnings: true,
             llm: None,
+            capability_log: None,
         }
     }
 }
@@ -161,7 +183,8 @@ pub(crate) struct Inner {
     pub(crate) runtime: Runtime,
     pub(crate) dirs: Vec<PathBuf>,
     config: OperatorConfig,
-    llm: Option<LlmBackend>,
+    /// Where the graphs' capability calls go.
+    pub(crate) backends: Backends,
     cache: Cache,
     pub(crate) log_warnings: bool,
     state: Mutex<State>,
@@ -298,7 +321,7 @@ impl Registry {
         let fingerprint: Arc<str> = Arc::from(runtime.engine_fingerprint());
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         Registry {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|me| Inner {
                 cache: Cache {
                     store: options.cache.as_ref().map(Store::compile_cache),
                     fingerprint,
@@ -306,7 +329,11 @@ impl Registry {
                 runtime,
                 dirs: options.dirs.clone(),
                 config: options.config.clone(),
-                llm: options.llm.clone(),
+                backends: Backends {
+                    llm: options.llm.clone(),
+                    tools: crate::subrun::backend(me.clone()),
+                    log: options.capability_log.clone(),
+                },
                 log_warnings: options.log_warnings,
                 state: Mutex::new(State::default()),
                 events,
@@ -517,7 +544,7 @@ impl Registry {
         GraphTool::build(
             &self.inner.runtime,
             &self.inner.config,
-            self.inner.llm.as_ref(),
+            &self.inner.backends,
             graph.spec().clone(),
             ToolSource::Graph,
             Some(graph),
@@ -577,7 +604,7 @@ impl Registry {
             return GraphTool::build(
                 &inner.runtime,
                 &inner.config,
-                inner.llm.as_ref(),
+                &inner.backends,
                 spec,
                 source,
                 None,
@@ -615,7 +642,7 @@ impl Registry {
         GraphTool::build(
             &inner.runtime,
             &inner.config,
-            inner.llm.as_ref(),
+            &inner.backends,
             graph.spec().clone(),
             source,
             Some(graph),

@@ -5,9 +5,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sandgraph_core::audit::CapabilityLog;
 use sandgraph_core::{GraphSpec, NodeContext, Reducer, Start, json};
 use sandgraph_runtime::caps::Capabilities;
-use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend};
+use sandgraph_runtime::caps::http::HttpGrant;
+use sandgraph_runtime::caps::llm::LlmAccess;
+use sandgraph_runtime::caps::tools::{SubRun, ToolsAccess};
+
+use crate::subrun::Backends;
 use sandgraph_runtime::{
     CancellationToken, ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime,
     StepEvent,
@@ -64,6 +69,9 @@ pub struct CallOptions {
     /// as new input; a pending interrupt is discarded, as in LangGraph).
     /// Without it the thread id only reaches the nodes.
     pub threads: Option<sandgraph_store::ThreadStore>,
+    /// Set when the call is a `tools` call of a running graph: the run is
+    /// then its sub-run (same deadline, cancellation, fuel and budget).
+    pub sub_run_of: Option<SubRun>,
 }
 
 /// What a successful tool call returns.
@@ -113,6 +121,12 @@ pub struct GraphTool {
     limits: Limits,
     /// The `llm` access of its runs: its grant and the host's backend.
     llm: Option<LlmAccess>,
+    /// The `tools` access of its runs: its grant and the registry.
+    tools: Option<ToolsAccess>,
+    /// The `http` grant of its runs.
+    http: Option<HttpGrant>,
+    /// Where its runs' capability calls are reported.
+    log: Option<Arc<dyn CapabilityLog>>,
     spec: GraphSpec,
     source: ToolSource,
     digest: Option<String>,
@@ -146,7 +160,7 @@ impl GraphTool {
     pub(crate) fn build(
         runtime: &Runtime,
         config: &OperatorConfig,
-        llm: Option<&LlmBackend>,
+        backends: &Backends,
         spec: GraphSpec,
         source: ToolSource,
         graph: Option<Arc<Graph>>,
@@ -184,8 +198,15 @@ impl GraphTool {
             .and_then(|o| o.grants.llm())
             .map(|grant| LlmAccess {
                 grant,
-                backend: llm.cloned(),
+                backend: backends.llm.clone(),
             });
+        let tools = overrides
+            .and_then(|o| o.grants.tools())
+            .map(|grant| ToolsAccess {
+                grant,
+                backend: backends.tools.clone(),
+            });
+        let http = overrides.and_then(|o| o.grants.http());
         let mut limits = config.limits_for(&spec.name, &runtime.config().default_limits);
         if let Some(ms) = spec.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
@@ -217,6 +238,9 @@ impl GraphTool {
                 as_graph_tool,
                 limits,
                 llm,
+                tools,
+                http,
+                log: backends.log.clone(),
                 spec,
                 source,
                 digest,
@@ -442,13 +466,31 @@ impl GraphTool {
     pub fn capabilities(&self) -> Capabilities {
         Capabilities {
             llm: self.llm.clone(),
-            ..Capabilities::default()
+            tools: self.tools.clone(),
+            http: self.http.clone(),
+            log: None,
+        }
+    }
+
+    /// [`GraphTool::capabilities`] with the log of a call on `thread`:
+    /// each row names this tool's component digest and the thread.
+    fn capabilities_for(&self, thread: Option<&str>) -> Capabilities {
+        Capabilities {
+            log: self.log.as_ref().map(|log| {
+                Arc::new(crate::subrun::Tagged {
+                    log: log.clone(),
+                    digest: self.digest.clone(),
+                    thread: thread.map(str::to_owned),
+                }) as Arc<dyn CapabilityLog>
+            }),
+            ..self.capabilities()
         }
     }
 
     fn run_options(&self, opts: CallOptions) -> RunOptions {
         let mut configurable = opts.configurable;
         configurable.remove("thread_id");
+        let capabilities = self.capabilities_for(opts.thread_id.as_deref());
         RunOptions {
             limits: Some(self.limits.clone()),
             cancel: opts.cancel,
@@ -459,8 +501,8 @@ impl GraphTool {
                 configurable,
                 ..NodeContext::default()
             },
-            capabilities: self.capabilities(),
-            ..RunOptions::default()
+            capabilities,
+            sub_run_of: opts.sub_run_of,
         }
     }
 

@@ -442,3 +442,93 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
     assert!(e.starts_with(&format!("{}:2:1: ", path.display())), "{e}");
     assert!(e.contains("unknown field `filesystem`"), "{e}");
 }
+
+#[tokio::test]
+async fn a_tools_grant_runs_another_graph_tool_and_every_call_is_journaled() {
+    let dir = folder(&[
+        ("tools.wasm", sandgraph_tests::GRAPH_TOOLS),
+        ("echo.wasm", ECHO),
+        ("greet.wasm", sandgraph_tests::GREET),
+    ]);
+    let toml = "[graphs.graph_tools.grants]\ntools = { allow = [\"echo_graph\", \"greet_graph\"] }\n\
+                http = { allow = [\"https://api.github.com\"] }\n";
+    let path = dir.path().join("sandgraph.toml");
+    std::fs::write(&path, toml).unwrap();
+    let config = sandgraph_registry::OperatorConfig::load(&path).unwrap();
+    let store = sandgraph_store::Store::open(&dir.path().join("data.redb")).unwrap();
+    let options = sandgraph_registry::RegistryOptions {
+        config,
+        capability_log: Some(std::sync::Arc::new(
+            sandgraph_registry::StoreCapabilityLog::new(store.capability_journal()),
+        )),
+        ..common::options(&[dir.path()])
+    };
+    let (registry, _) = Registry::open(common::runtime(), options).await.unwrap();
+    let tools = registry.get("graph_tools").unwrap();
+    let caps = tools.capabilities();
+    assert!(caps.http.is_some() && caps.tools.is_some() && caps.llm.is_none());
+    let call = |args: serde_json::Value| {
+        let tools = tools.clone();
+        async move {
+            tools
+                .call(
+                    json!({"input": args}),
+                    CallOptions {
+                        thread_id: Some("th-1".into()),
+                        ..CallOptions::default()
+                    },
+                )
+                .await
+                .unwrap()
+                .value
+        }
+    };
+    // The registry runs the granted tool; list shows the grant.
+    let state = call(json!({"tool": "echo_graph", "args": {"input": {"topic": "x"}}})).await;
+    assert_eq!(state["result"]["log"], json!(["seen:x"]), "{state}");
+    assert_eq!(state["listed"], json!(["echo_graph", "greet_graph"]));
+    // Arguments are validated as `sandgraph call` validates them.
+    let state = call(json!({"tool": "greet_graph", "args": {"name": 3}})).await;
+    assert_eq!(state["error"]["kind"], "invalid_args", "{state}");
+    assert!(
+        state["error"]["message"].as_str().unwrap().contains("name"),
+        "{state}"
+    );
+    // Every call is in the store's capability journal, with the digest of
+    // the caller's component and the thread.
+    let journal = store.capability_journal();
+    let mut rows = Vec::new();
+    for _ in 0..200 {
+        rows = journal.entries(None, None).unwrap();
+        if rows.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let summary: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|c| (c.graph.as_str(), c.target.as_str(), c.decision.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("graph_tools", "echo_graph", "allowed"),
+            ("graph_tools", "greet_graph", "invalid")
+        ]
+    );
+    assert_eq!(rows[0].thread_id.as_deref(), Some("th-1"));
+    assert_eq!(rows[0].graph_digest.as_ref().map(String::len), Some(64));
+    assert!(rows[0].at_ms > 0);
+}
+
+#[test]
+fn a_bad_http_grant_is_an_error_naming_the_entry() {
+    let e = sandgraph_registry::OperatorConfig::parse(
+        "[graphs.g.grants]\nhttp = { allow = [\"api.github.com\"] }\n",
+        std::path::Path::new("sandgraph.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("[graphs.g.grants]: http:"), "{e}");
+    assert!(e.contains("api.github.com"), "{e}");
+}

@@ -310,8 +310,10 @@ async fn tool_calls_are_journaled_allowed_or_refused() {
         Limits::default(),
     )
     .await;
-    let mut no_grant = Capabilities::default();
-    no_grant.log = Some(log.clone());
+    let no_grant = Capabilities {
+        log: Some(log.clone()),
+        ..Capabilities::default()
+    };
     call_tool(no_grant, "echo_graph", args, Limits::default()).await;
     let calls = log.0.lock().unwrap().clone();
     let rows: Vec<(&str, &str, &str)> = calls
@@ -336,4 +338,80 @@ async fn tool_calls_are_journaled_allowed_or_refused() {
             .unwrap()
             .contains("no tools grant")
     );
+}
+
+/// A model that always answers "ok" with 3 + 2 tokens.
+struct Ok3;
+
+impl sandgraph_llm::Provider for Ok3 {
+    fn chat<'a>(
+        &'a self,
+        _: &'a sandgraph_llm::ChatRequest,
+    ) -> BoxFuture<'a, Result<sandgraph_llm::ChatResponse, sandgraph_llm::LlmError>> {
+        futures::future::ready(Ok(sandgraph_llm::ChatResponse {
+            content: Some("ok".into()),
+            finish_reason: Some("stop".into()),
+            usage: Some(sandgraph_llm::Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+            }),
+            ..sandgraph_llm::ChatResponse::default()
+        }))
+        .boxed()
+    }
+}
+
+#[tokio::test]
+async fn llm_calls_are_journaled_allowed_or_refused() {
+    use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
+    let log = Arc::new(Recorder::default());
+    let caps = Capabilities {
+        llm: Some(LlmAccess {
+            grant: LlmGrant {
+                models: vec!["fast".into()],
+                max_calls: None,
+                max_tokens: None,
+            },
+            backend: Some(LlmBackend {
+                provider: Arc::new(Ok3),
+                models: [("fast".to_owned(), "m1".to_owned())].into(),
+                default_model: "m0".into(),
+            }),
+        }),
+        log: Some(log.clone()),
+        ..Capabilities::default()
+    };
+    let graph = load(sandgraph_tests::GRAPH_LLM).await;
+    for model in ["fast", "slow"] {
+        let opts = RunOptions {
+            capabilities: caps.clone(),
+            ..RunOptions::default()
+        };
+        completed(
+            runtime()
+                .run(&graph, json!({"question": "hi", "model": model}), opts)
+                .await,
+        );
+    }
+    let calls = log.0.lock().unwrap().clone();
+    let rows: Vec<(&str, &str, &str, Option<u64>)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.capability.as_str(),
+                c.target.as_str(),
+                c.decision.as_str(),
+                c.tokens,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("llm", "fast", "allowed", Some(5)),
+            ("llm", "slow", "denied", None)
+        ]
+    );
+    assert_eq!(calls[0].response_bytes, 2);
+    assert!(calls[0].request_bytes > 0);
 }

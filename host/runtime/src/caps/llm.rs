@@ -23,7 +23,7 @@ use sandgraph_core::text::guest_name;
 use sandgraph_llm::{self as provider, Provider};
 
 use crate::bindings::llm::{self as wit, ChatRequest, ChatResponse, LlmError, Role};
-use crate::caps::CapsCtx;
+use crate::caps::{Call, CapsCtx};
 use crate::sandbox::{Charged, RunControl};
 
 /// Most bytes of one request the host takes from a guest (message texts,
@@ -152,10 +152,39 @@ pub(crate) type LlmCtx = CapsCtx;
 impl wit::Host for LlmCtx {
     async fn chat(&mut self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         let control = self.control.clone();
+        let started = std::time::Instant::now();
+        let target = request
+            .model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
+        let request_bytes = request_size(&request).map_or(0, |n| n as u64);
         let result = chat(self, &control, request).await;
         if let Err(e) = &result {
             tracing::debug!(target: "sandgraph::llm", error = %error_text(e), "llm call refused or failed");
         }
+        let (decision, reason) = match &result {
+            Ok(_) => ("allowed", None),
+            Err(e) => (journal_decision(e), Some(error_text(e))),
+        };
+        self.record(Call {
+            capability: "llm",
+            target: &target,
+            decision,
+            reason: reason.as_deref(),
+            request_bytes,
+            response_bytes: result.as_ref().map_or(0, |r| {
+                (r.content.len()
+                    + r.tool_calls
+                        .iter()
+                        .map(|c| c.arguments.len())
+                        .sum::<usize>()) as u64
+            }),
+            tokens: result
+                .as_ref()
+                .ok()
+                .map(|r| u64::from(r.usage.prompt_tokens) + u64::from(r.usage.completion_tokens)),
+            started,
+        });
         result
     }
 }
@@ -231,6 +260,17 @@ async fn chat(
         "llm call answered"
     );
     Ok(response)
+}
+
+/// How a refused or failed call is journaled.
+fn journal_decision(e: &LlmError) -> &'static str {
+    match e {
+        LlmError::Denied(_) => "denied",
+        LlmError::Quota(_) => "quota",
+        LlmError::Timeout(_) => "timeout",
+        LlmError::Provider(_) => "failed",
+        LlmError::Malformed(_) => "invalid",
+    }
 }
 
 /// The `timeout` of a call the run's soft stop ended (or refused).

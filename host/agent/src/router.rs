@@ -468,6 +468,7 @@ impl GraphRoutingAgent {
             configurable: opts.configurable.clone(),
             request: Some(request.to_owned()),
             threads: None,
+            sub_run_of: None,
         };
         let mut last_reason = String::new();
         for attempt in 1..=self.options.max_retries.saturating_add(1) {

@@ -93,8 +93,14 @@ pub struct RouteArgs {
 #[derive(clap::Args)]
 pub struct JournalArgs {
     /// Only the attempts of this routed request
-    #[arg(long, value_name = "ROUTE_ID")]
+    #[arg(long, value_name = "ROUTE_ID", conflicts_with = "capabilities")]
     route: Option<String>,
+    /// The capability journal instead: every llm, tools and http call of a graph, allowed or refused
+    #[arg(long)]
+    capabilities: bool,
+    /// With --capabilities: only the calls of this graph
+    #[arg(long, value_name = "NAME", requires = "capabilities")]
+    graph: Option<String>,
     /// Only the last N attempts
     #[arg(long, value_name = "N")]
     last: Option<usize>,
@@ -295,7 +301,8 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
         .as_ref()
         .filter(|_| !args.no_journal)
         .map(Store::journal);
-    let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default()).await?;
+    let log = crate::tools::capability_log(store.as_ref(), args.db.as_deref());
+    let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default(), log).await?;
     let mut deny = config.routing.deny.clone();
     deny.extend(args.deny.iter().cloned());
     let options = RouterOptions {
@@ -356,6 +363,37 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
         )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// One capability call as text, every field a graph could shape folded
+/// and escaped: `#seq graph capability target decision[: reason] (sizes,
+/// tokens, latency)`.
+fn capability_line(c: &sandgraph_core::audit::CapabilityCall) -> String {
+    let reason = c
+        .reason
+        .as_deref()
+        .map(|r| format!(": {}", show::folded(r, 200)))
+        .unwrap_or_default();
+    let tokens = c
+        .tokens
+        .map(|t| format!(", {t} tokens"))
+        .unwrap_or_default();
+    let thread = c
+        .thread_id
+        .as_deref()
+        .map(|t| format!(" thread {}", show::folded(t, 60)))
+        .unwrap_or_default();
+    format!(
+        "#{} {} {} {} {}{reason} [{} B out, {} B in{tokens}, {} ms]{thread}",
+        c.seq,
+        show::folded(&c.graph, 60),
+        c.capability,
+        show::folded(&c.target, 120),
+        c.decision,
+        c.request_bytes,
+        c.response_bytes,
+        c.latency_ms,
+    )
 }
 
 /// One journal entry as text. Every field a person, a model or a graph
@@ -421,6 +459,26 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
         .into());
     }
     let store = Store::open(&path).map_err(storage)?;
+    if args.capabilities {
+        let calls = store
+            .capability_journal()
+            .entries(args.graph.as_deref(), args.last)
+            .map_err(storage)?;
+        for c in &calls {
+            if args.json {
+                println!(
+                    "{}",
+                    show::json(
+                        &serde_json::to_string(c)
+                            .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
+                    )
+                );
+            } else {
+                println!("{}", capability_line(c));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let entries = store
         .journal()
         .entries(args.route.as_deref(), args.last)

@@ -203,7 +203,8 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     } else {
         None
     };
-    let (registry, _) = tools::open(&args.mount, LimitOverrides::default()).await?;
+    let log = tools::capability_log(store.as_ref(), args.db.as_deref());
+    let (registry, _) = tools::open(&args.mount, LimitOverrides::default(), log).await?;
     let _watching = if args.watch {
         Some(registry.watch().map_err(tools::registry_failure)?)
     } else {

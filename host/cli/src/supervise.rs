@@ -158,7 +158,8 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
     }
     let path = db_path(args.db.as_deref())?;
     let store = Store::open(&path).map_err(storage)?;
-    let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default()).await?;
+    let log = crate::tools::capability_log(Some(&store), None);
+    let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default(), log).await?;
     let mut options = SupervisorOptions::new(model);
     options.max_new_activations = args
         .max_new_activations

@@ -6,8 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use sandgraph_agent::AgentConfig;
+use sandgraph_core::audit::CapabilityLog;
 use sandgraph_core::json;
 use sandgraph_llm::OpenAiClient;
+use sandgraph_registry::StoreCapabilityLog;
 use sandgraph_registry::{
     CallOptions, DEFAULT_CONFIG_FILE, LimitOverrides, MountReport, OperatorConfig, Registry,
     RegistryError, RegistryEvent, RegistryOptions,
@@ -196,6 +198,22 @@ fn print_report(report: &MountReport) {
     }
 }
 
+/// Where the capability calls of the graphs go: the capability journal of
+/// `store` when the command holds the data database, else of the database
+/// at `db` (default as `threads`), opened only when a call is made. `None`
+/// when no database path can be found (no home folder).
+pub(crate) fn capability_log(
+    store: Option<&Store>,
+    db: Option<&std::path::Path>,
+) -> Option<StoreCapabilityLog> {
+    match store {
+        Some(store) => Some(StoreCapabilityLog::new(store.capability_journal())),
+        None => crate::threads::db_path(db)
+            .ok()
+            .map(StoreCapabilityLog::at_path),
+    }
+}
+
 /// The host's model for the graphs granted `llm`: the `[llm]` provider
 /// with its key, and the `[llm.models]` aliases. None (their calls are then
 /// `denied`: the host has no model) when no graph is granted `llm` (the key
@@ -237,6 +255,7 @@ fn llm_backend(loaded: &LoadedConfig) -> Option<LlmBackend> {
 pub(crate) async fn open(
     args: &MountArgs,
     caps: LimitOverrides,
+    capability_log: Option<StoreCapabilityLog>,
 ) -> Result<(Registry, MountReport), Failure> {
     let loaded = load_operator_config(args.config.as_deref())?;
     let llm = llm_backend(&loaded);
@@ -254,6 +273,7 @@ pub(crate) async fn open(
         cache: open_cache(args),
         log_warnings: false,
         llm,
+        capability_log: capability_log.map(|l| Arc::new(l) as Arc<dyn CapabilityLog>),
     };
     let (registry, report) = Registry::open(runtime, options)
         .await
@@ -299,7 +319,7 @@ fn print_table(registry: &Registry) {
 }
 
 async fn list(args: &MountArgs, as_json: bool, watch: bool) -> Result<ExitCode, Failure> {
-    let (registry, _) = open(args, LimitOverrides::default()).await?;
+    let (registry, _) = open(args, LimitOverrides::default(), None).await?;
     if as_json {
         let mut defs = Vec::new();
         for tool in registry.list() {
@@ -403,7 +423,22 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
         host_memory_mb: args.limits.host_memory_mb.map(|m| m as u64),
         instances: args.limits.instances,
     };
-    let (registry, _) = open(&args.mount, caps).await?;
+    // With --thread the data database is held for the thread, and the
+    // capability journal is written to it; without, it is opened only if
+    // a capability call is made.
+    let store = match &args.thread {
+        Some(_) => {
+            let path = crate::threads::db_path(args.db.as_deref())?;
+            Some(Store::open(&path).map_err(crate::threads::storage)?)
+        }
+        None => None,
+    };
+    let (registry, _) = open(
+        &args.mount,
+        caps,
+        capability_log(store.as_ref(), args.db.as_deref()),
+    )
+    .await?;
     let Some(tool) = registry.get(&args.name) else {
         let names = registry.names();
         let available = if names.is_empty() {
@@ -418,10 +453,7 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
     };
     // A thread id without its store ran without checkpoints: an interrupt
     // was printed with its thread id and then lost.
-    let threads = match &args.thread {
-        Some(_) => Some(crate::threads::open(args.db.as_deref())?),
-        None => None,
-    };
+    let threads = store.as_ref().map(Store::threads);
     let opts = CallOptions {
         thread_id: args.thread,
         threads,

@@ -516,3 +516,53 @@ async fn call_serves_the_llm_grant_of_the_config_and_shows_capabilities() {
     let defs: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(defs[0]["capabilities"], json!(["llm"]));
 }
+
+#[test]
+fn a_graphs_tool_calls_are_in_the_capability_journal_allowed_or_refused() {
+    let env = Env::new(&[
+        ("tools.wasm", sandgraph_tests::GRAPH_TOOLS),
+        ("echo.wasm", sandgraph_tests::ECHO),
+    ]);
+    std::fs::write(
+        env.path("sandgraph.toml"),
+        "[graphs.graph_tools.grants]\ntools = { allow = [\"echo_graph\"] }\n",
+    )
+    .unwrap();
+    let call = |tool: &str| {
+        let args = json!({"input": {"tool": tool, "args": {"input": {"topic": "x"}}}}).to_string();
+        env.run(&["call", "graph_tools", "--graphs", "graphs", "--args", &args])
+    };
+    let out = call("echo_graph");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let state: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(state["result"]["log"], json!(["seen:x"]), "{state}");
+    // A refused call (a graph name with an escape sequence in it).
+    let out = call("graph_tools\u{1b}[2J");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.run(&["journal", "--capabilities"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("#1 graph_tools tools echo_graph allowed ["),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("#2 graph_tools tools graph_tools\\u{1b}[2J denied: "),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "the escape reached the terminal");
+    let out = env.run(&[
+        "journal",
+        "--capabilities",
+        "--json",
+        "--graph",
+        "graph_tools",
+        "--last",
+        "1",
+    ]);
+    let row: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(row["decision"], "denied");
+    assert_eq!(row["graph_digest"].as_str().map(str::len), Some(64));
+}

@@ -106,13 +106,51 @@ impl CapabilityLog for Tagged {
 /// fsyncs), so the capability call itself never waits for the disk. A
 /// failed write is logged, never the call's failure.
 pub struct StoreCapabilityLog {
-    journal: CapabilityJournal,
+    target: Arc<Target>,
+}
+
+enum Target {
+    /// A store this process holds open.
+    Open(CapabilityJournal),
+    /// A database opened for each row, so a process that makes no
+    /// capability call never opens it (and never holds its lock).
+    Path(std::sync::Mutex<std::path::PathBuf>),
 }
 
 impl StoreCapabilityLog {
     /// Writes to `journal`.
     pub fn new(journal: CapabilityJournal) -> Self {
-        StoreCapabilityLog { journal }
+        StoreCapabilityLog {
+            target: Arc::new(Target::Open(journal)),
+        }
+    }
+
+    /// Writes to the database at `path`, opened for each row (one at a
+    /// time).
+    pub fn at_path(path: std::path::PathBuf) -> Self {
+        StoreCapabilityLog {
+            target: Arc::new(Target::Path(std::sync::Mutex::new(path))),
+        }
+    }
+}
+
+impl Target {
+    fn append(&self, call: &CapabilityCall) -> Result<(), String> {
+        match self {
+            Target::Open(journal) => journal.append(call).map(drop).map_err(|e| e.to_string()),
+            Target::Path(path) => {
+                let path = path
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let store = sandgraph_store::Store::open(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                store
+                    .capability_journal()
+                    .append(call)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+        }
     }
 }
 
@@ -121,9 +159,9 @@ impl CapabilityLog for StoreCapabilityLog {
         call.at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let journal = self.journal.clone();
+        let target = self.target.clone();
         let write = move || {
-            if let Err(e) = journal.append(&call) {
+            if let Err(e) = target.append(&call) {
                 tracing::warn!("cannot journal a capability call: {e}");
             }
         };

@@ -9,6 +9,7 @@ use sandgraph_agent::AgentConfig;
 use sandgraph_core::audit::CapabilityLog;
 use sandgraph_core::json;
 use sandgraph_llm::OpenAiClient;
+use sandgraph_llm::cassette::{Recording, Replay};
 use sandgraph_registry::StoreCapabilityLog;
 use sandgraph_registry::{
     CallOptions, DEFAULT_CONFIG_FILE, LimitOverrides, MountReport, OperatorConfig, Registry,
@@ -57,6 +58,12 @@ pub struct MountArgs {
     /// Compile every graph, without reading or writing a cache
     #[arg(long)]
     no_cache: bool,
+    /// Write every model exchange of the graphs' llm calls to FILE (JSON lines; keys are never written)
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub(crate) record: Option<PathBuf>,
+    /// Answer the graphs' llm calls from FILE (written by --record), offline; a request it has no answer for fails
+    #[arg(long, value_name = "FILE")]
+    pub(crate) replay: Option<PathBuf>,
 }
 
 /// `sandgraph call NAME ...`
@@ -220,10 +227,33 @@ pub(crate) fn capability_log(
 /// is not even read), or with a warning when `[llm]` does not parse, a
 /// discovered config would redirect the key, or the client cannot be built
 /// (no key).
-fn llm_backend(loaded: &LoadedConfig) -> Option<LlmBackend> {
+fn llm_backend(loaded: &LoadedConfig, args: &MountArgs) -> Result<Option<LlmBackend>, Failure> {
     if loaded.graphs.values().all(|g| g.grants.llm.is_none()) {
-        return None;
+        return Ok(None);
     }
+    let cassette = |e: sandgraph_llm::cassette::CassetteError| invalid(e.to_string());
+    if let Some(path) = &args.replay {
+        // Offline: no key is read and nothing is sent.
+        let default_model = AgentConfig::from_operator(loaded)
+            .map(|c| c.llm.model)
+            .unwrap_or_default();
+        return Ok(Some(LlmBackend {
+            provider: Arc::new(Replay::open(path).map_err(cassette)?),
+            models: loaded.llm_models.clone(),
+            default_model,
+        }));
+    }
+    let Some(mut backend) = live_llm_backend(loaded) else {
+        return Ok(None);
+    };
+    if let Some(path) = &args.record {
+        backend.provider = Arc::new(Recording::create(backend.provider, path).map_err(cassette)?);
+    }
+    Ok(Some(backend))
+}
+
+/// The operator's model, with its key.
+fn live_llm_backend(loaded: &LoadedConfig) -> Option<LlmBackend> {
     let unserved = |why: String| {
         eprintln!(
             "warning: {}",
@@ -258,7 +288,7 @@ pub(crate) async fn open(
     capability_log: Option<StoreCapabilityLog>,
 ) -> Result<(Registry, MountReport), Failure> {
     let loaded = load_operator_config(args.config.as_deref())?;
-    let llm = llm_backend(&loaded);
+    let llm = llm_backend(&loaded, args)?;
     let mut config = loaded.config;
     config.limits = config.limits.merged_with(&caps);
     config.check().map_err(registry_failure)?;

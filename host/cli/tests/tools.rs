@@ -566,3 +566,78 @@ fn a_graphs_tool_calls_are_in_the_capability_journal_allowed_or_refused() {
     assert_eq!(row["decision"], "denied");
     assert_eq!(row["graph_digest"].as_str().map(str::len), Some(64));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_graph_recorded_once_replays_offline_without_a_key() {
+    let server =
+        sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("recorded")]).await;
+    let env = Env::new(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let toml = format!(
+        "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
+         [llm.models]\nfast = \"deepseek-chat\"\n\
+         [graphs.graph_llm.grants]\nllm = {{ models = [\"fast\"] }}\n",
+        server.base_url()
+    );
+    std::fs::write(env.path("ops.toml"), toml).unwrap();
+    let run = |extra: &[&str], key: bool| {
+        let mut args = vec![
+            "call",
+            "graph_llm",
+            "--graphs",
+            "graphs",
+            "--config",
+            "ops.toml",
+            "--args",
+            r#"{"input": {"question": "hi?"}}"#,
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = env.command(&args);
+        if key {
+            cmd.env("SANDGRAPH_CLI_TEST_LLM_KEY", LLM_KEY);
+        } else {
+            cmd.env_remove("SANDGRAPH_CLI_TEST_LLM_KEY");
+        }
+        cmd.output().unwrap()
+    };
+    let cassette = env.path("c.jsonl");
+    let cassette = cassette.to_str().unwrap();
+    let o = tokio::task::block_in_place(|| run(&["--record", cassette], true));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let recorded: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(recorded["answers"][0]["content"], json!("recorded"));
+    assert_eq!(server.requests().len(), 1);
+    let text = std::fs::read_to_string(cassette).unwrap();
+    assert!(!text.contains(LLM_KEY), "the key reached the cassette");
+    // Offline, without the key: the same answer, nothing sent.
+    let o = tokio::task::block_in_place(|| run(&["--replay", cassette], false));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let replayed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(replayed["answers"], recorded["answers"]);
+    assert_eq!(server.requests().len(), 1);
+    // A request the cassette never saw fails clearly (as the node's error).
+    let mut args = vec!["--replay", cassette];
+    let o = tokio::task::block_in_place(|| {
+        let mut cmd = env.command(&[
+            "call",
+            "graph_llm",
+            "--graphs",
+            "graphs",
+            "--config",
+            "ops.toml",
+            "--args",
+            r#"{"input": {"question": "something else"}}"#,
+        ]);
+        cmd.args(args.drain(..));
+        cmd.output().unwrap()
+    });
+    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let error = &out["answers"][0]["error"];
+    assert_eq!(error["kind"], json!("provider"), "{out}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no (more) recorded answers"),
+        "{out}"
+    );
+}

@@ -415,3 +415,79 @@ async fn llm_calls_are_journaled_allowed_or_refused() {
     assert_eq!(calls[0].response_bytes, 2);
     assert!(calls[0].request_bytes > 0);
 }
+
+/// A model that answers only when the gate opens.
+struct Gated(Arc<tokio::sync::Semaphore>);
+
+impl sandgraph_llm::Provider for Gated {
+    fn chat<'a>(
+        &'a self,
+        _: &'a sandgraph_llm::ChatRequest,
+    ) -> BoxFuture<'a, Result<sandgraph_llm::ChatResponse, sandgraph_llm::LlmError>> {
+        async move {
+            let _pass = self.0.acquire().await;
+            Ok(sandgraph_llm::ChatResponse {
+                content: Some("late".into()),
+                ..sandgraph_llm::ChatResponse::default()
+            })
+        }
+        .boxed()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_runs_waiting_on_a_model_do_not_lock_out_others() {
+    use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let caps = Capabilities {
+        llm: Some(LlmAccess {
+            grant: LlmGrant {
+                models: vec!["fast".into()],
+                max_calls: None,
+                max_tokens: None,
+            },
+            backend: Some(LlmBackend {
+                provider: Arc::new(Gated(gate.clone())),
+                models: [("fast".to_owned(), "m".to_owned())].into(),
+                default_model: "m".into(),
+            }),
+        }),
+        ..Capabilities::default()
+    };
+    let graph = load(sandgraph_tests::GRAPH_LLM).await;
+    let mut waiting = Vec::new();
+    for _ in 0..200 {
+        let (graph, caps) = (graph.clone(), caps.clone());
+        waiting.push(tokio::spawn(async move {
+            let opts = RunOptions {
+                capabilities: caps,
+                limits: Some(Limits {
+                    timeout: Duration::from_secs(60),
+                    ..Limits::default()
+                }),
+                ..RunOptions::default()
+            };
+            runtime()
+                .run(&graph, json!({"question": "q", "model": "fast"}), opts)
+                .await
+        }));
+    }
+    // Give every run time to reach its model call.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(waiting.iter().all(|w| !w.is_finished()));
+    // Another caller is served while all 200 wait (they hold an instance
+    // each, but no CPU, no fuel and not the whole pool).
+    let started = Instant::now();
+    let state = completed(super::run(sandgraph_tests::ECHO, json!({"topic": "t"})).await);
+    assert_eq!(state["log"], json!(["seen:t"]));
+    assert!(started.elapsed() < SOON);
+    assert!(
+        waiting.iter().all(|w| !w.is_finished()),
+        "the waiters ended early"
+    );
+    gate.add_permits(1000);
+    for w in waiting {
+        let state = completed(w.await.unwrap());
+        assert_eq!(state["answers"][0]["content"], "late", "{state}");
+    }
+}

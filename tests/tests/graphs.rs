@@ -15,6 +15,9 @@ use capabilities::graph_tools;
 #[path = "graphs/http.rs"]
 mod http;
 use http::graph_http;
+#[path = "graphs/examples.rs"]
+mod examples;
+use examples::{fetch_summarize, research};
 
 #[path = "graphs/containment.rs"]
 mod containment;

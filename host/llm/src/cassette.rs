@@ -61,12 +61,87 @@ fn request_json(r: &ChatRequest) -> Value {
     })
 }
 
+/// A cassette being written: one JSON line per exchange, whatever its
+/// kind, from every recorder sharing it.
+pub struct CassetteWriter {
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+}
+
+impl CassetteWriter {
+    /// Creates (mode 0600) or truncates the cassette at `path`.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be created.
+    pub fn create(path: &Path) -> Result<Arc<CassetteWriter>, CassetteError> {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(path).map_err(|source| CassetteError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Arc::new(CassetteWriter {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        }))
+    }
+
+    /// Appends one exchange; a failed write is logged (recording must not
+    /// fail the call).
+    pub fn append(&self, line: &Value) {
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = writeln!(file, "{line}") {
+            tracing::warn!("cannot record to cassette {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// The exchanges of `kind` in the cassette at `path`, as JSON values with
+/// their 1-based line numbers.
+///
+/// # Errors
+///
+/// The file cannot be read, is larger than [`MAX_CASSETTE_BYTES`], or a
+/// line is not JSON.
+pub fn read_kind(path: &Path, kind: &str) -> Result<Vec<(usize, Value)>, CassetteError> {
+    let io = |source| CassetteError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_CASSETTE_BYTES {
+        return Err(CassetteError::Invalid {
+            path: path.to_path_buf(),
+            line: 0,
+            message: format!("{len} bytes is larger than a cassette may be ({MAX_CASSETTE_BYTES})"),
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| CassetteError::Invalid {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message: format!("not JSON: {e}"),
+        })?;
+        if v["kind"] == kind {
+            out.push((i + 1, v));
+        }
+    }
+    Ok(out)
+}
+
 /// A provider that appends every successful exchange of `inner` to a
 /// cassette.
 pub struct Recording {
     inner: Arc<dyn Provider>,
-    path: PathBuf,
-    file: Mutex<std::fs::File>,
+    writer: Arc<CassetteWriter>,
 }
 
 impl Recording {
@@ -77,27 +152,18 @@ impl Recording {
     ///
     /// The file cannot be created.
     pub fn create(inner: Arc<dyn Provider>, path: &Path) -> Result<Recording, CassetteError> {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(path).map_err(|source| CassetteError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Ok(Recording {
-            inner,
-            path: path.to_path_buf(),
-            file: Mutex::new(file),
-        })
+        Ok(Recording::to(inner, CassetteWriter::create(path)?))
+    }
+
+    /// Records `inner`'s exchanges into a cassette shared with other
+    /// recorders (the `http` capability's).
+    pub fn to(inner: Arc<dyn Provider>, writer: Arc<CassetteWriter>) -> Recording {
+        Recording { inner, writer }
     }
 
     fn append(&self, request: &ChatRequest, response: &ChatResponse) {
-        let line = json!({"kind": KIND, "request": request_json(request), "response": response});
-        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Err(e) = writeln!(file, "{line}") {
-            tracing::warn!("cannot record to cassette {}: {e}", self.path.display());
-        }
+        self.writer
+            .append(&json!({"kind": KIND, "request": request_json(request), "response": response}));
     }
 }
 
@@ -130,36 +196,13 @@ impl Replay {
     /// The file cannot be read, is larger than [`MAX_CASSETTE_BYTES`], or
     /// has a line that is not an exchange.
     pub fn open(path: &Path) -> Result<Replay, CassetteError> {
-        let io = |source| CassetteError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let len = std::fs::metadata(path).map_err(io)?.len();
-        if len > MAX_CASSETTE_BYTES {
-            return Err(CassetteError::Invalid {
-                path: path.to_path_buf(),
-                line: 0,
-                message: format!(
-                    "{len} bytes is larger than a cassette may be ({MAX_CASSETTE_BYTES})"
-                ),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(io)?;
         let mut answers: HashMap<String, VecDeque<ChatResponse>> = HashMap::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
+        for (line, v) in read_kind(path, KIND)? {
             let invalid = |message: String| CassetteError::Invalid {
                 path: path.to_path_buf(),
-                line: i + 1,
+                line,
                 message,
             };
-            let v: Value =
-                serde_json::from_str(line).map_err(|e| invalid(format!("not JSON: {e}")))?;
-            if v["kind"] != KIND {
-                continue;
-            }
             let response: ChatResponse = serde_json::from_value(v["response"].clone())
                 .map_err(|e| invalid(format!("response: {e}")))?;
             if !v["request"].is_object() {

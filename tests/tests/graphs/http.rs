@@ -286,3 +286,46 @@ async fn http_requests_are_journaled_allowed_or_refused() {
     );
     assert_eq!(server.connections(), 1);
 }
+
+#[tokio::test]
+async fn http_exchanges_record_once_and_replay_offline() {
+    use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
+    let server = Server::start().await;
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.jsonl");
+    let with = |cassette: HttpCassette| {
+        let allow = vec![origin.clone()];
+        Capabilities {
+            http: Some(
+                HttpGrant::parse(&allow, &[], false)
+                    .unwrap()
+                    .with_cassette(cassette),
+            ),
+            ..Capabilities::default()
+        }
+    };
+    let writer = sandgraph_llm::cassette::CassetteWriter::create(&path).unwrap();
+    let live = fetch(
+        with(HttpCassette::Record(writer)),
+        json!({"url": server.url("/hello")}),
+    )
+    .await;
+    assert_eq!(live["body"], "hello from the test server", "{live}");
+    assert_eq!(server.connections(), 1);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(r#""kind":"http""#), "{text}");
+
+    // Offline: the same answer, no connection; then nothing more recorded.
+    let replay = HttpReplay::open(&path).unwrap();
+    let caps = with(HttpCassette::Replay(replay));
+    let replayed = fetch(caps.clone(), json!({"url": server.url("/hello")})).await;
+    assert_eq!(replayed["status"], live["status"]);
+    assert_eq!(replayed["body"], live["body"]);
+    let again = fetch(caps.clone(), json!({"url": server.url("/hello")})).await;
+    assert_eq!(error_kind(&again), "denied", "{again}");
+    // The grant still applies when replaying.
+    let other = fetch(caps, json!({"url": "http://127.0.0.1:9/x"})).await;
+    assert_eq!(error_kind(&other), "denied", "{other}");
+    assert_eq!(server.connections(), 1);
+}

@@ -9,12 +9,13 @@ use sandgraph_agent::AgentConfig;
 use sandgraph_core::audit::CapabilityLog;
 use sandgraph_core::json;
 use sandgraph_llm::OpenAiClient;
-use sandgraph_llm::cassette::{Recording, Replay};
+use sandgraph_llm::cassette::{CassetteWriter, Recording, Replay};
 use sandgraph_registry::StoreCapabilityLog;
 use sandgraph_registry::{
     CallOptions, DEFAULT_CONFIG_FILE, LimitOverrides, MountReport, OperatorConfig, Registry,
     RegistryError, RegistryEvent, RegistryOptions,
 };
+use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
 use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
 use sandgraph_store::Store;
@@ -58,10 +59,10 @@ pub struct MountArgs {
     /// Compile every graph, without reading or writing a cache
     #[arg(long)]
     no_cache: bool,
-    /// Write every model exchange of the graphs' llm calls to FILE (JSON lines; keys are never written)
+    /// Write every exchange of the graphs' llm and http calls to FILE (JSON lines; keys and credential headers are never written)
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     pub(crate) record: Option<PathBuf>,
-    /// Answer the graphs' llm calls from FILE (written by --record), offline; a request it has no answer for fails
+    /// Answer the graphs' llm and http calls from FILE (written by --record), offline; a request it has no answer for fails
     #[arg(long, value_name = "FILE")]
     pub(crate) replay: Option<PathBuf>,
 }
@@ -227,7 +228,11 @@ pub(crate) fn capability_log(
 /// is not even read), or with a warning when `[llm]` does not parse, a
 /// discovered config would redirect the key, or the client cannot be built
 /// (no key).
-fn llm_backend(loaded: &LoadedConfig, args: &MountArgs) -> Result<Option<LlmBackend>, Failure> {
+fn llm_backend(
+    loaded: &LoadedConfig,
+    args: &MountArgs,
+    recording: Option<&Arc<CassetteWriter>>,
+) -> Result<Option<LlmBackend>, Failure> {
     if loaded.graphs.values().all(|g| g.grants.llm.is_none()) {
         return Ok(None);
     }
@@ -246,8 +251,8 @@ fn llm_backend(loaded: &LoadedConfig, args: &MountArgs) -> Result<Option<LlmBack
     let Some(mut backend) = live_llm_backend(loaded) else {
         return Ok(None);
     };
-    if let Some(path) = &args.record {
-        backend.provider = Arc::new(Recording::create(backend.provider, path).map_err(cassette)?);
+    if let Some(writer) = recording {
+        backend.provider = Arc::new(Recording::to(backend.provider, writer.clone()));
     }
     Ok(Some(backend))
 }
@@ -288,7 +293,20 @@ pub(crate) async fn open(
     capability_log: Option<StoreCapabilityLog>,
 ) -> Result<(Registry, MountReport), Failure> {
     let loaded = load_operator_config(args.config.as_deref())?;
-    let llm = llm_backend(&loaded, args)?;
+    let cassette = |e: sandgraph_llm::cassette::CassetteError| invalid(e.to_string());
+    // One cassette for both kinds of exchange.
+    let recording = match &args.record {
+        Some(path) => Some(CassetteWriter::create(path).map_err(cassette)?),
+        None => None,
+    };
+    let llm = llm_backend(&loaded, args, recording.as_ref())?;
+    let http_cassette = match (&recording, &args.replay) {
+        (Some(writer), _) => Some(HttpCassette::Record(writer.clone())),
+        (None, Some(path)) => Some(HttpCassette::Replay(
+            HttpReplay::open(path).map_err(cassette)?,
+        )),
+        (None, None) => None,
+    };
     let mut config = loaded.config;
     config.limits = config.limits.merged_with(&caps);
     config.check().map_err(registry_failure)?;
@@ -304,6 +322,7 @@ pub(crate) async fn open(
         log_warnings: false,
         llm,
         capability_log: capability_log.map(|l| Arc::new(l) as Arc<dyn CapabilityLog>),
+        http_cassette,
     };
     let (registry, report) = Registry::open(runtime, options)
         .await

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use sandgraph_core::audit::CapabilityLog;
+use sandgraph_runtime::caps::http::HttpCassette;
 use sandgraph_runtime::caps::llm::LlmBackend;
 
 use crate::subrun::Backends;
@@ -63,6 +64,9 @@ pub struct RegistryOptions {
     /// reported (e.g. [`StoreCapabilityLog`](crate::StoreCapabilityLog));
     /// `None`: not journaled.
     pub capability_log: Option<Arc<dyn CapabilityLog>>,
+    /// Record the graphs' `http` exchanges into, or replay them from, a
+    /// cassette (`--record` / `--replay`); `None`: live.
+    pub http_cassette: Option<HttpCassette>,
 }
 
 impl std::fmt::Debug for RegistryOptions {
@@ -89,6 +93,7 @@ impl Default for RegistryOptions {
             log_warnings: true,
             llm: None,
             capability_log: None,
+            http_cassette: None,
         }
     }
 }
@@ -333,6 +338,7 @@ impl Registry {
                     llm: options.llm.clone(),
                     tools: crate::subrun::backend(me.clone()),
                     log: options.capability_log.clone(),
+                    http_cassette: options.http_cassette.clone(),
                 },
                 log_warnings: options.log_warnings,
                 state: Mutex::new(State::default()),

@@ -13,6 +13,7 @@ use std::sync::{Arc, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::audit::{CapabilityCall, CapabilityLog};
+use sandgraph_runtime::caps::http::HttpCassette;
 use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::caps::tools::{SubRun, ToolCallError, ToolDescription, ToolsBackend};
 use sandgraph_store::CapabilityJournal;
@@ -79,6 +80,8 @@ pub(crate) struct Backends {
     pub(crate) tools: Arc<dyn ToolsBackend>,
     /// The capability journal, if kept.
     pub(crate) log: Option<Arc<dyn CapabilityLog>>,
+    /// Where the `http` exchanges are recorded or replayed from, if so.
+    pub(crate) http_cassette: Option<HttpCassette>,
 }
 
 /// A log that adds what the registry knows of a call (the component's

@@ -206,7 +206,12 @@ impl GraphTool {
                 grant,
                 backend: backends.tools.clone(),
             });
-        let http = overrides.and_then(|o| o.grants.http());
+        let http = overrides
+            .and_then(|o| o.grants.http())
+            .map(|g| match &backends.http_cassette {
+                Some(c) => g.with_cassette(c.clone()),
+                None => g,
+            });
         let mut limits = config.limits_for(&spec.name, &runtime.config().default_limits);
         if let Some(ms) = spec.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));

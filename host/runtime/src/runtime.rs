@@ -364,13 +364,9 @@ impl Runtime {
     ) -> Result<RunOutcome, RunError> {
         let (config, backend) = self.sandbox(graph, &opts)?;
         let mut sink = StepSink::new(&backend.control, on_step);
-        let outcome = sandgraph_core::run(
-            &graph.compiled,
-            &backend,
-            input,
-            &config,
-            &mut |ev| sink.emit(ev),
-        )
+        let outcome = sandgraph_core::run(&graph.compiled, &backend, input, &config, &mut |ev| {
+            sink.emit(ev)
+        })
         .await;
         sink.drain();
         tracing::debug!(
@@ -476,7 +472,12 @@ impl<'a> StepSink<'a> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         let to_caller = from_sub_runs.is_none().then(|| {
-            let below: Vec<String> = control.chain.iter().skip(1).map(|g| g.to_string()).collect();
+            let below: Vec<String> = control
+                .chain
+                .iter()
+                .skip(1)
+                .map(|g| g.to_string())
+                .collect();
             (control.sub_steps.clone(), below)
         });
         StepSink {

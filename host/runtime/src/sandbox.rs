@@ -19,8 +19,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{self, GraphComponentPre};
-use crate::caps::tools::{SubRun, ToolsUsage};
 use crate::caps::llm::LlmUsage;
+use crate::caps::tools::{SubRun, ToolsUsage};
 use crate::caps::{Capabilities, CapsCtx};
 use crate::host_api::HostApi;
 use crate::limits::{CapHit, Limits, MIB, StoreLimiter};
@@ -108,7 +108,14 @@ impl RunControl {
     /// A run's control whose byte budget is not charged to a host budget
     /// (loading a graph).
     pub(crate) fn new(limits: Limits, cancel: CancellationToken) -> Arc<Self> {
-        Self::build(limits, cancel, None, Arc::default(), None, Arc::from("<loading>"))
+        Self::build(
+            limits,
+            cancel,
+            None,
+            Arc::default(),
+            None,
+            Arc::from("<loading>"),
+        )
     }
 
     /// A run's control whose bytes are also charged to `host`.

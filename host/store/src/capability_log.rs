@@ -115,7 +115,9 @@ mod tests {
         let j = store.capability_journal();
         let all = j.entries(None, None).unwrap();
         assert_eq!(
-            all.iter().map(|c| (c.seq, c.decision.as_str())).collect::<Vec<_>>(),
+            all.iter()
+                .map(|c| (c.seq, c.decision.as_str()))
+                .collect::<Vec<_>>(),
             [(1, "allowed"), (2, "denied"), (3, "quota")]
         );
         let a = j.entries(Some("a"), Some(1)).unwrap();

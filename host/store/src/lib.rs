@@ -23,8 +23,8 @@ pub use agent_graph::{
     SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
     WakeStatus, WorkStop, WorkTarget,
 };
-pub use capability_log::CapabilityJournal;
 pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
+pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
 pub use schema::SCHEMA_VERSION;

@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::Database;
 use sandgraph_core::audit::CapabilityCall;
 
-use crate::StoreError;
+use crate::{StoreError, log_table};
+
+const TABLE: &str = "capability_calls";
 use crate::schema::CAPABILITY_CALLS;
 
 /// The capability journal of a [`crate::Store`]. Cheap to clone.
@@ -22,13 +24,6 @@ impl std::fmt::Debug for CapabilityJournal {
     }
 }
 
-fn corrupt(message: String) -> StoreError {
-    StoreError::Corrupt {
-        table: "capability_calls",
-        message,
-    }
-}
-
 impl CapabilityJournal {
     pub(crate) fn new(db: Arc<Database>) -> Self {
         CapabilityJournal { db }
@@ -40,19 +35,10 @@ impl CapabilityJournal {
     ///
     /// Database errors.
     pub fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError> {
-        let tx = self.db.begin_write()?;
-        let seq = {
-            let mut table = tx.open_table(CAPABILITY_CALLS)?;
-            let seq = table.last()?.map_or(0, |(k, _)| k.value()) + 1;
-            let mut row = call.clone();
-            row.seq = seq;
-            let text = serde_json::to_string(&row)
-                .map_err(|e| corrupt(format!("cannot encode call: {e}")))?;
-            table.insert(seq, text.as_str())?;
-            seq
-        };
-        tx.commit()?;
-        Ok(seq)
+        log_table::append(&self.db, CAPABILITY_CALLS, TABLE, |seq| CapabilityCall {
+            seq,
+            ..call.clone()
+        })
     }
 
     /// The last `limit` calls (all without one), oldest first, optionally
@@ -67,22 +53,13 @@ impl CapabilityJournal {
         graph: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<CapabilityCall>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let table = tx.open_table(CAPABILITY_CALLS)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (k, v) = row?;
-            let call: CapabilityCall = serde_json::from_str(v.value())
-                .map_err(|e| corrupt(format!("row {}: {e}", k.value())))?;
-            if graph.is_none_or(|g| call.graph == g) {
-                out.push(call);
-            }
-        }
-        if let Some(limit) = limit {
-            let skip = out.len().saturating_sub(limit);
-            out.drain(..skip);
-        }
-        Ok(out)
+        log_table::rows(
+            &self.db,
+            CAPABILITY_CALLS,
+            TABLE,
+            |c: &CapabilityCall| graph.is_none_or(|g| c.graph == g),
+            limit,
+        )
     }
 }
 

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::Database;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::StoreError;
 use crate::schema::JOURNAL;
+use crate::{StoreError, log_table};
 
 /// One attempt of a routed request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,21 +82,10 @@ impl Journal {
     ///
     /// Database errors.
     pub fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
-        let tx = self.db.begin_write()?;
-        let seq = {
-            let mut table = tx.open_table(JOURNAL)?;
-            let seq = table.last()?.map(|(k, _)| k.value()).unwrap_or(0) + 1;
-            let mut row = entry.clone();
-            row.seq = seq;
-            let text = serde_json::to_string(&row).map_err(|e| StoreError::Corrupt {
-                table: "journal",
-                message: format!("cannot encode entry: {e}"),
-            })?;
-            table.insert(seq, text.as_str())?;
-            seq
-        };
-        tx.commit()?;
-        Ok(seq)
+        log_table::append(&self.db, JOURNAL, "journal", |seq| JournalEntry {
+            seq,
+            ..entry.clone()
+        })
     }
 
     /// Entries in order, optionally only those of `route_id`, keeping the
@@ -111,24 +100,12 @@ impl Journal {
         route_id: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<JournalEntry>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let table = tx.open_table(JOURNAL)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (k, v) = row?;
-            let entry: JournalEntry =
-                serde_json::from_str(v.value()).map_err(|e| StoreError::Corrupt {
-                    table: "journal",
-                    message: format!("row {}: {e}", k.value()),
-                })?;
-            if route_id.is_none_or(|id| entry.route_id == id) {
-                out.push(entry);
-            }
-        }
-        if let Some(limit) = limit {
-            let skip = out.len().saturating_sub(limit);
-            out.drain(..skip);
-        }
-        Ok(out)
+        log_table::rows(
+            &self.db,
+            JOURNAL,
+            "journal",
+            |e: &JournalEntry| route_id.is_none_or(|id| e.route_id == id),
+            limit,
+        )
     }
 }

@@ -11,6 +11,7 @@ mod cache;
 mod capability_log;
 mod error;
 mod journal;
+mod log_table;
 mod schema;
 mod supervisor;
 mod threads;

@@ -185,10 +185,10 @@ pub async fn graph_tools() {
     assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn a_tool_call_shares_its_callers_deadline() {
-    // The sub-run would spin for a minute on its own limits; its caller
-    // has 300 ms, and the sub-run ends with the caller's deadline.
+/// Runs `graph-tools` under `caller` limits, calling a tool that spins
+/// for a minute on its own limits (unbounded fuel); the outcome, within
+/// the safety net.
+async fn call_a_spinner(caller: Limits) -> Result<RunOutcome, sandgraph_runtime::RunError> {
     let backend = fake(
         &[("spin", sandgraph_tests::HOSTILE_INFINITE_LOOP)],
         Limits {
@@ -200,12 +200,7 @@ async fn a_tool_call_shares_its_callers_deadline() {
     .await;
     let graph = load(sandgraph_tests::GRAPH_TOOLS).await;
     let opts = RunOptions {
-        limits: Some(Limits {
-            timeout: Duration::from_millis(300),
-            grace: Duration::from_millis(100),
-            fuel: u64::MAX / 2,
-            ..Limits::default()
-        }),
+        limits: Some(caller),
         capabilities: granting(&backend, &["spin"], None),
         ..RunOptions::default()
     };
@@ -214,39 +209,34 @@ async fn a_tool_call_shares_its_callers_deadline() {
         .run(&graph, json!({"tool": "spin", "args": {}}), opts)
         .await;
     assert!(started.elapsed() < SOON, "took {:?}", started.elapsed());
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
+    out
+}
+
+#[tokio::test]
+async fn a_tool_call_shares_its_callers_deadline() {
+    // The caller has 300 ms: the sub-run ends with the caller's deadline.
+    let out = call_a_spinner(Limits {
+        timeout: Duration::from_millis(300),
+        grace: Duration::from_millis(100),
+        fuel: u64::MAX / 2,
+        ..Limits::default()
+    })
+    .await;
     let e = out.expect_err("the caller's deadline ends the run");
     assert_eq!(e.code, ErrorCode::Timeout, "{}", e.message);
-    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
 async fn a_tool_call_draws_on_its_callers_fuel() {
-    // The caller has 2e9 fuel; the sub-run's own limit is unbounded, but
-    // it spends the caller's pool and stops when that is spent.
-    let backend = fake(
-        &[("spin", sandgraph_tests::HOSTILE_INFINITE_LOOP)],
-        Limits {
-            timeout: Duration::from_secs(60),
-            fuel: u64::MAX / 2,
-            ..Limits::default()
-        },
-    )
+    // The caller has 2e9 fuel: the sub-run spends the caller's pool and
+    // stops when that is spent.
+    let out = call_a_spinner(Limits {
+        timeout: Duration::from_secs(60),
+        fuel: 2_000_000_000,
+        ..Limits::default()
+    })
     .await;
-    let graph = load(sandgraph_tests::GRAPH_TOOLS).await;
-    let opts = RunOptions {
-        limits: Some(Limits {
-            timeout: Duration::from_secs(60),
-            fuel: 2_000_000_000,
-            ..Limits::default()
-        }),
-        capabilities: granting(&backend, &["spin"], None),
-        ..RunOptions::default()
-    };
-    let started = Instant::now();
-    let out = runtime()
-        .run(&graph, json!({"tool": "spin", "args": {}}), opts)
-        .await;
-    assert!(started.elapsed() < SOON, "took {:?}", started.elapsed());
     match out {
         Ok(RunOutcome::Completed(state)) => {
             // The node handled the sub-run's failure: out of fuel.

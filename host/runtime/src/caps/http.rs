@@ -671,6 +671,24 @@ fn timeout(guest: Option<Duration>, host: Duration) -> Duration {
     guest.map_or(host, |g| g.min(host))
 }
 
+/// A request that passed every check that needs no network: grant,
+/// URI, allow-list, method and body size.
+struct Checked {
+    grant: HttpGrant,
+    parts: http::request::Parts,
+    https: bool,
+    host: Host,
+    port: u16,
+    /// `scheme://host:port`, for messages.
+    target: String,
+    /// An allow entry names this very IP literal.
+    named_ip: bool,
+    /// The body, read whole under the grant's cap.
+    body: Bytes,
+    /// `METHOD url`: the request as a cassette keys it.
+    key: String,
+}
+
 /// Checks and sends one request; the response's body is capped and timed.
 async fn send(
     control: Arc<RunControl>,
@@ -678,6 +696,28 @@ async fn send(
     options: Option<RequestOptions>,
     refused: &Refusal,
 ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    let checked = check(&control, request, refused).await?;
+    if let Some(HttpCassette::Replay(replay)) = &checked.grant.cassette {
+        // Checked like a live request up to here; nothing is sent.
+        return replayed(&control, refused, replay, &checked.key);
+    }
+    // Resolution and the address check, before any connection.
+    let connect_within = timeout(options.and_then(|o| o.connect_timeout), CONNECT_TIMEOUT);
+    let connect_by = tokio::time::Instant::now() + connect_within;
+    let addrs = resolve(&control, refused, &checked, connect_by).await?;
+    // Connect to a checked address, never to the name.
+    let (sender, conn) = open(&checked, &addrs, connect_by).await?;
+    exchange(&control, refused, checked, options, sender, conn).await
+}
+
+/// The checks of a request before any network: grant, URI, allow-list,
+/// method, body size (the body is read into the host under its cap).
+async fn check(
+    control: &Arc<RunControl>,
+    request: http::Request<WasiBody>,
+    refused: &Refusal,
+) -> Result<Checked, Error> {
+    let control = control.clone();
     let denied = |why: String| refuse(&control, refused, Error::HttpRequestDenied, why);
     let Some(grant) = control.caps.http.clone() else {
         return Err(denied(
@@ -687,63 +727,7 @@ async fn send(
     };
     let (parts, body) = request.into_parts();
     let uri = &parts.uri;
-    let https = match uri.scheme_str() {
-        Some("https") => true,
-        Some("http") => false,
-        other => return Err(denied(format!("scheme {other:?} is not http or https"))),
-    };
-    let Some(authority) = uri.authority() else {
-        return Err(denied("the request names no host".to_owned()));
-    };
-    if authority.as_str().contains('@') {
-        return Err(refuse(
-            &control,
-            refused,
-            Error::HttpRequestUriInvalid,
-            "user info in the request's authority".to_owned(),
-        ));
-    }
-    let uri_len = authority.as_str().len() + uri.path_and_query().map_or(0, |p| p.as_str().len());
-    if uri_len > MAX_URI_BYTES {
-        return Err(refuse(
-            &control,
-            refused,
-            Error::HttpRequestUriTooLong,
-            format!("request URI of {uri_len} bytes is over {MAX_URI_BYTES}"),
-        ));
-    }
-    let raw_host = authority.host();
-    let host = match raw_host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        Some(v6) => match v6.parse::<Ipv6Addr>() {
-            Ok(ip) => Host::Ip(IpAddr::V6(ip)),
-            Err(_) => {
-                return Err(refuse(
-                    &control,
-                    refused,
-                    Error::HttpRequestUriInvalid,
-                    format!("{raw_host:?} is not an IPv6 address"),
-                ));
-            }
-        },
-        None => {
-            let name = canonical_name(raw_host);
-            match name.parse::<Ipv4Addr>() {
-                Ok(ip) => Host::Ip(IpAddr::V4(ip)),
-                Err(_) => {
-                    if let Err(why) = check_name(&name) {
-                        return Err(refuse(&control, refused, Error::HttpRequestUriInvalid, why));
-                    }
-                    Host::Name(name)
-                }
-            }
-        }
-    };
-    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let target = format!(
-        "{}://{}:{port}",
-        if https { "https" } else { "http" },
-        raw_host
-    );
+    let (https, host, port, target) = parse_target(&control, refused, uri)?;
     let mut matching = grant.matching(https, &host, port).peekable();
     if matching.peek().is_none() {
         return Err(denied(format!(
@@ -757,6 +741,7 @@ async fn send(
     }
     // An entry naming this very IP literal grants it whatever its range.
     let named_ip = matching.any(|o| matches!(o.host, HostPattern::Ip(_)));
+    drop(matching);
     let method = parts.method.as_str();
     if !grant.allows_method(method) {
         return Err(denied(format!(
@@ -788,41 +773,135 @@ async fn send(
         }
     };
     let key = format!("{} {uri}", parts.method);
-    if let Some(HttpCassette::Replay(replay)) = &grant.cassette {
-        // Checked like a live request up to here; nothing is sent.
-        let Some(rec) = replay.take(&key) else {
-            return Err(refuse(
-                &control,
-                refused,
-                Error::HttpRequestDenied,
-                format!(
-                    "replay: cassette {} has no (more) recorded answers for {key}",
-                    replay.path.display()
-                ),
-            ));
-        };
-        let mut response = http::Response::new(
-            Full::new(rec.body)
-                .map_err(|never| match never {})
-                .boxed_unsync(),
-        );
-        *response.status_mut() =
-            http::StatusCode::from_u16(rec.status).map_err(|_| Error::HttpProtocolError)?;
-        for (k, v) in rec.headers {
-            if let (Ok(k), Ok(v)) = (
-                http::header::HeaderName::from_bytes(k.as_bytes()),
-                http::header::HeaderValue::from_str(&v),
-            ) {
-                response.headers_mut().append(k, v);
+    Ok(Checked {
+        grant,
+        https,
+        host,
+        port,
+        target,
+        named_ip,
+        body,
+        key,
+        parts,
+    })
+}
+
+/// The scheme, host, port and `scheme://host:port` of a request's URI,
+/// or why it cannot be sent (no user info, bounded length, a valid name or
+/// IP literal).
+fn parse_target(
+    control: &RunControl,
+    refused: &Refusal,
+    uri: &http::Uri,
+) -> Result<(bool, Host, u16, String), Error> {
+    let denied = |why: String| refuse(control, refused, Error::HttpRequestDenied, why);
+    let https = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        other => return Err(denied(format!("scheme {other:?} is not http or https"))),
+    };
+    let Some(authority) = uri.authority() else {
+        return Err(denied("the request names no host".to_owned()));
+    };
+    if authority.as_str().contains('@') {
+        return Err(refuse(
+            control,
+            refused,
+            Error::HttpRequestUriInvalid,
+            "user info in the request's authority".to_owned(),
+        ));
+    }
+    let uri_len = authority.as_str().len() + uri.path_and_query().map_or(0, |p| p.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return Err(refuse(
+            control,
+            refused,
+            Error::HttpRequestUriTooLong,
+            format!("request URI of {uri_len} bytes is over {MAX_URI_BYTES}"),
+        ));
+    }
+    let raw_host = authority.host();
+    let host = match raw_host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => match v6.parse::<Ipv6Addr>() {
+            Ok(ip) => Host::Ip(IpAddr::V6(ip)),
+            Err(_) => {
+                return Err(refuse(
+                    control,
+                    refused,
+                    Error::HttpRequestUriInvalid,
+                    format!("{raw_host:?} is not an IPv6 address"),
+                ));
+            }
+        },
+        None => {
+            let name = canonical_name(raw_host);
+            match name.parse::<Ipv4Addr>() {
+                Ok(ip) => Host::Ip(IpAddr::V4(ip)),
+                Err(_) => {
+                    if let Err(why) = check_name(&name) {
+                        return Err(refuse(control, refused, Error::HttpRequestUriInvalid, why));
+                    }
+                    Host::Name(name)
+                }
             }
         }
-        let io: IoFuture = Box::new(async { Ok(()) });
-        return Ok((response, io));
+    };
+    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let target = format!(
+        "{}://{}:{port}",
+        if https { "https" } else { "http" },
+        raw_host
+    );
+    Ok((https, host, port, target))
+}
+
+/// The recorded answer to `key`, or a refusal when the cassette has none.
+fn replayed(
+    control: &RunControl,
+    refused: &Refusal,
+    replay: &HttpReplay,
+    key: &str,
+) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    let Some(rec) = replay.take(key) else {
+        return Err(refuse(
+            control,
+            refused,
+            Error::HttpRequestDenied,
+            format!(
+                "replay: cassette {} has no (more) recorded answers for {key}",
+                replay.path.display()
+            ),
+        ));
+    };
+    let mut response = http::Response::new(
+        Full::new(rec.body)
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() =
+        http::StatusCode::from_u16(rec.status).map_err(|_| Error::HttpProtocolError)?;
+    for (k, v) in rec.headers {
+        if let (Ok(k), Ok(v)) = (
+            http::header::HeaderName::from_bytes(k.as_bytes()),
+            http::header::HeaderValue::from_str(&v),
+        ) {
+            response.headers_mut().append(k, v);
+        }
     }
-    // Resolution and the address check, before any connection.
-    let connect_within = timeout(options.and_then(|o| o.connect_timeout), CONNECT_TIMEOUT);
-    let connect_by = tokio::time::Instant::now() + connect_within;
-    let candidates: Vec<SocketAddr> = match &host {
+    let io: IoFuture = Box::new(async { Ok(()) });
+    Ok((response, io))
+}
+
+/// The addresses `c` may be sent to: resolved by the host, restricted
+/// ranges dropped unless granted.
+async fn resolve(
+    control: &RunControl,
+    refused: &Refusal,
+    c: &Checked,
+    connect_by: tokio::time::Instant,
+) -> Result<Vec<SocketAddr>, Error> {
+    let (host, port, grant, named_ip, target) = (&c.host, c.port, &c.grant, c.named_ip, &c.target);
+    let candidates: Vec<SocketAddr> = match host {
         Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
         Host::Name(name) => {
             match tokio::time::timeout_at(
@@ -860,7 +939,7 @@ async fn send(
             return Err(Error::DestinationNotFound);
         }
         return Err(refuse(
-            &control,
+            control,
             refused,
             Error::DestinationIpProhibited,
             format!(
@@ -870,8 +949,21 @@ async fn send(
             ),
         ));
     }
-    // Connect to a checked address, never to the name.
-    let stream = connect(&addrs, connect_by).await?;
+    Ok(addrs)
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+type Connection = Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
+
+/// A connection to one of `addrs` (TLS for https), HTTP/1.1 handshake
+/// done, all by `connect_by`.
+async fn open(
+    c: &Checked,
+    addrs: &[SocketAddr],
+    connect_by: tokio::time::Instant,
+) -> Result<(Sender, Connection), Error> {
+    let (https, host) = (c.https, &c.host);
+    let stream = connect(addrs, connect_by).await?;
     let io: Box<dyn Io> = if https {
         let server = match &host {
             Host::Ip(ip) => rustls::pki_types::ServerName::IpAddress((*ip).into()),
@@ -887,7 +979,7 @@ async fn send(
     } else {
         Box::new(stream)
     };
-    let (mut sender, conn) = tokio::time::timeout_at(
+    let (sender, conn) = tokio::time::timeout_at(
         connect_by,
         hyper::client::conn::http1::Builder::new()
             .max_buf_size(MAX_HEADER_BYTES.max(8192))
@@ -896,6 +988,29 @@ async fn send(
     )
     .await
     .map_err(|_| Error::ConnectionTimeout)??;
+    Ok((sender, Box::pin(conn)))
+}
+
+/// Sends the request on `sender` and hands back the response with its
+/// body capped and timed (read whole and recorded, with a recording
+/// cassette).
+async fn exchange(
+    control: &Arc<RunControl>,
+    refused: &Refusal,
+    c: Checked,
+    options: Option<RequestOptions>,
+    mut sender: Sender,
+    mut conn: Connection,
+) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    let Checked {
+        grant,
+        parts,
+        target,
+        body,
+        key,
+        ..
+    } = c;
+    let uri = &parts.uri;
     // The request line carries the path only (an absolute URI there would
     // address a proxy); the host header the guest's authority.
     let mut out = http::Request::new(Full::new(body));
@@ -909,7 +1024,6 @@ async fn send(
         options.and_then(|o| o.first_byte_timeout),
         FIRST_BYTE_TIMEOUT,
     );
-    let mut conn = Box::pin(conn);
     let response = {
         let send = tokio::time::timeout(first_byte, sender.send_request(out));
         tokio::pin!(send);
@@ -929,7 +1043,7 @@ async fn send(
         && len > response_cap
     {
         return Err(refuse(
-            &control,
+            control,
             refused,
             Error::HttpResponseBodySize(Some(len)),
             format!("response of {len} bytes from {target} is over the cap of {response_cap}"),

@@ -143,6 +143,10 @@ pub struct RouteOutcome {
     /// The model answered in plain text and the fallback ran.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fallback: bool,
+    /// The graph stopped at an interrupt (`result` is the interrupt
+    /// report; on a durable thread the run can be resumed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// The model's plain-text answer on the fallback path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -684,6 +688,7 @@ impl GraphRoutingAgent {
                 result,
                 attempts: attempt,
                 fallback: false,
+                interrupted: settled.as_ref().as_ref().is_ok_and(|o| o.interrupted),
                 text: None,
                 route_id,
             });
@@ -766,12 +771,12 @@ impl GraphRoutingAgent {
         opts: &CallOptions,
     ) -> Result<RouteOutcome, RouteError> {
         let run_start = Instant::now();
-        let (name, result) = match tool {
-            None => (FALLBACK_TOOL.to_owned(), Ok(json!({}))),
-            Some(t) => (
-                t.name().to_owned(),
-                t.call(json!({}), opts.clone()).await.map(|o| o.value),
-            ),
+        let (name, result, interrupted) = match tool {
+            None => (FALLBACK_TOOL.to_owned(), Ok(json!({})), false),
+            Some(t) => match t.call(json!({}), opts.clone()).await {
+                Ok(o) => (t.name().to_owned(), Ok(o.value), o.interrupted),
+                Err(e) => (t.name().to_owned(), Err(e), false),
+            },
         };
         let outcome = match &result {
             Ok(v) => journal_value(v),
@@ -801,6 +806,7 @@ impl GraphRoutingAgent {
             result: result.map_err(RouteError::Graph)?,
             attempts: attempt,
             fallback: true,
+            interrupted,
             text,
             route_id: route_id.to_owned(),
         })

@@ -355,6 +355,9 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
     if out.fallback {
         printed["fallback"] = true.into();
     }
+    if out.interrupted {
+        printed["interrupted"] = true.into();
+    }
     println!(
         "{}",
         show::json(
@@ -362,7 +365,12 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
                 .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
         )
     );
-    Ok(ExitCode::SUCCESS)
+    // As `run` and `call`: an interrupted run is not a success.
+    Ok(if out.interrupted {
+        ExitCode::from(exit::INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// One capability call as text, every field a graph could shape folded

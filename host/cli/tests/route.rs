@@ -532,8 +532,10 @@ async fn an_interrupted_routed_run_is_on_disk_when_route_returns() {
     let db = env.path("threads.redb");
     let on_thread = ["--thread", "t1", "--db", db.to_str().unwrap()];
     let out = env.route(&server, "ask for approval", &on_thread).await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    // As `run` and `call`: an interrupted run exits 20, and says so.
+    assert_eq!(out.status.code(), Some(20), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed["interrupted"], true);
     assert_eq!(printed["result"]["status"], "interrupted");
     assert_eq!(printed["result"]["thread_id"], "t1/graph_interrupt");
     // The process is gone; a fresh open of the file finds the thread
@@ -559,6 +561,7 @@ async fn a_fallback_graph_runs_on_the_thread_too() {
     assert!(out.status.success(), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(printed["fallback"], true);
+    assert_eq!(printed.get("interrupted"), None, "{printed}");
     assert_eq!(printed["result"]["handled"], "fallback");
     // Like a chosen graph, the fallback ran on <thread>/<tool>, and a
     // fresh open of the file finds it.

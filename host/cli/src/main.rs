@@ -1,5 +1,14 @@
 //! `sandgraph`: build, run and inspect sandboxed graph components.
 
+/// `println!` for the command's output: when stdout is closed early (the
+/// output piped into `head`), the process ends quietly with the status a
+/// process killed by `SIGPIPE` reports (141), instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::show::write_out(format_args!($($arg)*))
+    };
+}
+
 mod build;
 mod exit;
 mod route;
@@ -283,7 +292,7 @@ fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
 pub(crate) fn print_pretty(v: &Value) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(v)
         .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?;
-    println!("{}", show::json(&text));
+    outln!("{}", show::json(&text));
     Ok(())
 }
 

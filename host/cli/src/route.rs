@@ -358,7 +358,7 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
     if out.interrupted {
         printed["interrupted"] = true.into();
     }
-    println!(
+    outln!(
         "{}",
         show::json(
             &serde_json::to_string_pretty(&printed)
@@ -474,7 +474,7 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
             .map_err(storage)?;
         for c in &calls {
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     show::json(
                         &serde_json::to_string(c)
@@ -482,7 +482,7 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
                     )
                 );
             } else {
-                println!("{}", capability_line(c));
+                outln!("{}", capability_line(c));
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -493,7 +493,7 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
         .map_err(storage)?;
     for e in &entries {
         if args.json {
-            println!(
+            outln!(
                 "{}",
                 show::json(
                     &serde_json::to_string(e)
@@ -501,7 +501,7 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
                 )
             );
         } else {
-            println!("{}", line(e));
+            outln!("{}", line(e));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -77,6 +77,21 @@ pub fn json(text: &str) -> String {
     out
 }
 
+/// Writes one line of the command's output to stdout; a closed stdout
+/// (`BrokenPipe`) ends the process quietly with status 141, the status of
+/// a process killed by `SIGPIPE`, as `head` expects of a producer.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{args}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

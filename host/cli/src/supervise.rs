@@ -190,7 +190,7 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
         "results": outcome.results,
         "turns": outcome.turns,
     });
-    println!(
+    outln!(
         "{}",
         show::json(
             &serde_json::to_string_pretty(&printed)
@@ -222,7 +222,7 @@ pub async fn agent_graph(cmd: AgentGraphCommand) -> Result<ExitCode, Failure> {
                     .agent_graphs()
                     .is_closed(&run.graph_id)
                     .map_err(|e| RunError::new(ErrorCode::Storage, e.message))?;
-                println!(
+                outln!(
                     "{}\t{}\t{} turns\t{}",
                     show::folded(&run.graph_id, 80),
                     if closed { "finished" } else { "open" },
@@ -280,7 +280,7 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
             "finish": projection.finish().map(|f| json!({"result_ids": f.result_ids, "reason": f.reason})),
             "wakes": wake_rows.iter().map(|(w, a)| json!({"wake": w, "attempts": a})).collect::<Vec<_>>(),
         });
-        println!(
+        outln!(
             "{}",
             show::json(
                 &serde_json::to_string_pretty(&value)

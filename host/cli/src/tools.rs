@@ -355,10 +355,10 @@ fn print_table(registry: &Registry) {
         .chain([4])
         .max()
         .unwrap_or(4);
-    println!("{:<width$}  AS_TOOL  AS_GRAPH_TOOL  DESCRIPTION", "NAME");
+    outln!("{:<width$}  AS_TOOL  AS_GRAPH_TOOL  DESCRIPTION", "NAME");
     for t in tools {
         let description = show::folded(t.description().lines().next().unwrap_or(""), 200);
-        println!(
+        outln!(
             "{:<width$}  {:<7}  {:<13}  {description}",
             show::line(t.name(), show::MAX_LINE_BYTES),
             yes_no(t.as_tool()),
@@ -384,7 +384,7 @@ async fn list(args: &MountArgs, as_json: bool, watch: bool) -> Result<ExitCode, 
             }
             defs.push(def);
         }
-        println!("{}", show::json(&render(&Value::Array(defs))?));
+        outln!("{}", show::json(&render(&Value::Array(defs))?));
     } else {
         print_table(&registry);
     }
@@ -395,7 +395,7 @@ async fn list(args: &MountArgs, as_json: bool, watch: bool) -> Result<ExitCode, 
     let _watching = registry.watch().map_err(registry_failure)?;
     loop {
         match events.recv().await {
-            Ok(event) => println!("{}", event_line(&event, as_json)),
+            Ok(event) => outln!("{}", event_line(&event, as_json)),
             Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                 eprintln!("warning: {n} change events were dropped");
             }
@@ -509,7 +509,7 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
         ..CallOptions::default()
     };
     let out = tool.call(input, opts).await?;
-    println!("{}", show::json(&out.text));
+    outln!("{}", show::json(&out.text));
     Ok(if out.interrupted {
         ExitCode::from(exit::INTERRUPTED)
     } else {

@@ -495,3 +495,24 @@ fn limits_at_the_edge_of_their_types_are_refused_not_overflowed() {
     let o = sandgraph(&["run", echo, "--input", input, "--timeout-ms", "604800000"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    // `sandgraph inspect … | head -0`: the reader is gone before anything
+    // is written.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args(["inspect", sandgraph_tests::ECHO])
+        .env("SANDGRAPH_LOG", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(
+        !err.contains("panicked") && !err.contains("Broken pipe"),
+        "{err}"
+    );
+    assert_eq!(out.status.code(), Some(141), "{err}");
+}

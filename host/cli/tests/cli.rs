@@ -214,6 +214,17 @@ fn loader_errors_name_the_fix() {
     assert_error(&o, "load", 3, "core wasm module, not a component");
     let o = sandgraph(&["inspect", "/nonexistent/graph.wasm"]);
     assert_error(&o, "load", 3, "cannot read /nonexistent/graph.wasm");
+    // An empty component: what a crate built with the SDK but without
+    // `export_graph!` produces.
+    let empty = dir.path().join("empty.wasm");
+    std::fs::write(&empty, b"\0asm\x0d\0\x01\0").unwrap();
+    let o = sandgraph(&["inspect", empty.to_str().unwrap()]);
+    assert_error(
+        &o,
+        "load",
+        3,
+        "add `sandgraph_sdk::export_graph!(graph);` to its lib.rs",
+    );
 }
 
 #[test]

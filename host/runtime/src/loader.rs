@@ -149,15 +149,20 @@ pub(crate) fn check_world(
         .iter()
         .find(|n| n.starts_with("sandgraph:graph/graph"))
     else {
-        return Err(load_error(format!(
-            "component does not export {PACKAGE}/graph@{HOST_WORLD_VERSION} (it exports: {}): \
-             it was built for another world; build it with the sandgraph SDK",
-            if exports.is_empty() {
-                "nothing".to_string()
-            } else {
+        return Err(load_error(if exports.is_empty() {
+            // What a crate built with the SDK but without its export macro
+            // looks like.
+            "the component exports no graph (it exports nothing): if it was built with the \
+             sandgraph SDK, add `sandgraph_sdk::export_graph!(graph);` to its lib.rs, naming the \
+             function that builds the graph"
+                .to_owned()
+        } else {
+            format!(
+                "component does not export {PACKAGE}/graph@{HOST_WORLD_VERSION} (it exports: \
+                 {}): it was built for another world; build it with the sandgraph SDK",
                 exports.join(", ")
-            }
-        )));
+            )
+        }));
     };
     let Some(version) = package_and_version(graph_export)
         .1

@@ -50,6 +50,9 @@ enum Command {
         /// Where to write the component
         #[arg(long)]
         out: PathBuf,
+        /// Keep the debug info (DWARF) in the component; by default it is stripped (function names stay, for backtraces)
+        #[arg(long)]
+        debug: bool,
     },
     /// Run a graph component and print its final state as JSON
     ///
@@ -188,7 +191,9 @@ fn init_logging() {
 
 async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
     match cmd {
-        Command::Build { dir, out } => build::build(&dir, &out).await.map(|()| ExitCode::SUCCESS),
+        Command::Build { dir, out, debug } => build::build(&dir, &out, debug)
+            .await
+            .map(|()| ExitCode::SUCCESS),
         Command::Run {
             graph,
             input,

@@ -527,3 +527,29 @@ fn output_into_a_closed_pipe_ends_quietly() {
     );
     assert_eq!(out.status.code(), Some(141), "{err}");
 }
+
+#[test]
+fn build_strips_debug_info_and_prints_the_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("echo.wasm");
+    let echo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../example-graphs/echo");
+    let o = sandgraph(&[
+        "build",
+        echo.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    // With the workspace's line tables kept it was about 4 MB.
+    assert!(bytes.len() < 1_000_000, "{} bytes", bytes.len());
+    let digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&bytes))
+    };
+    assert!(err.contains(&format!("sha256 {digest}")), "{err}");
+    // Still a working graph.
+    let o = sandgraph(&["run", out.to_str().unwrap(), "--input", r#"{"topic":"hi"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -1,6 +1,7 @@
 //! `sandgraph build DIR --out FILE`.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::process::{Command, Stdio};
 
 use sha2::Digest;
@@ -105,7 +106,25 @@ fn cargo_build(dir: &Path, debug: bool) -> Result<PathBuf, Failure> {
     })
 }
 
-pub async fn build(dir: &Path, out: &Path, debug: bool) -> Result<(), Failure> {
+/// `sandgraph build DIR --out FILE`
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// Directory of the graph crate (holds its Cargo.toml)
+    dir: PathBuf,
+    /// Where to write the component
+    #[arg(long)]
+    out: PathBuf,
+    /// Keep the debug info (DWARF) in the component; by default it is stripped (function names stay, for backtraces)
+    #[arg(long)]
+    debug: bool,
+}
+
+pub async fn build(args: BuildArgs) -> Result<ExitCode, Failure> {
+    build_to(&args.dir, &args.out, args.debug).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn build_to(dir: &Path, out: &Path, debug: bool) -> Result<(), Failure> {
     check_target()?;
     let wasm = cargo_build(dir, debug)?;
     let bytes = std::fs::read(&wasm)

@@ -10,22 +10,28 @@ macro_rules! outln {
 }
 
 mod build;
+mod check;
 mod exit;
+mod golden;
+mod new;
+mod oci;
 mod route;
+mod run;
 mod serve;
 mod show;
+mod sign;
 mod supervise;
 mod threads;
 mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sandgraph_core::json;
-use sandgraph_runtime::{ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime};
+use sandgraph_runtime::{ErrorCode, Limits, RunError};
 use serde_json::Value;
 
 use crate::exit::Failure;
@@ -44,16 +50,25 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Build a graph crate for wasm32-wasip2, check that it loads and describes itself, and write the component
-    Build {
-        /// Directory of the graph crate (holds its Cargo.toml)
-        dir: PathBuf,
-        /// Where to write the component
-        #[arg(long)]
-        out: PathBuf,
-        /// Keep the debug info (DWARF) in the component; by default it is stripped (function names stay, for backtraces)
-        #[arg(long)]
-        debug: bool,
-    },
+    Build(build::BuildArgs),
+    /// Create a graph crate that builds and tests at once
+    New(new::NewArgs),
+    /// Run a graph's golden cases (tests/*.json next to it) and report each, optionally as JUnit XML
+    Test(golden::TestArgs),
+    /// Check graph components without running a node: load, world, capabilities, size, spec lint, digest
+    Check(check::CheckArgs),
+    /// Pin the graphs of folders: write sandgraph.lock (file, graph name, sha256)
+    Lock(sign::LockArgs),
+    /// Sign a graph component with an ed25519 key
+    Sign(sign::SignArgs),
+    /// Verify a graph component's signature against trusted keys
+    Verify(sign::VerifyArgs),
+    /// Make an ed25519 key pair for signing graphs
+    Keygen(sign::KeygenArgs),
+    /// Push a graph component to an OCI registry (the wasm OCI artifact layout)
+    Push(oci::PushArgs),
+    /// Pull a graph component from an OCI registry, checking its digest
+    Pull(oci::PullArgs),
     /// Run a graph component and print its final state as JSON
     ///
     /// The component runs with no capability granted: its llm and tools
@@ -191,20 +206,27 @@ fn init_logging() {
 
 async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
     match cmd {
-        Command::Build { dir, out, debug } => build::build(&dir, &out, debug)
-            .await
-            .map(|()| ExitCode::SUCCESS),
+        Command::Build(args) => build::build(args).await,
+        Command::New(args) => new::new(args).await,
+        Command::Test(args) => golden::test(args).await,
+        Command::Check(args) => check::check(args).await,
+        Command::Lock(args) => sign::lock(args).await,
+        Command::Sign(args) => sign::sign(args).await,
+        Command::Verify(args) => sign::verify(args).await,
+        Command::Keygen(args) => sign::keygen(args).await,
+        Command::Push(args) => oci::push(args).await,
+        Command::Pull(args) => oci::pull(args).await,
         Command::Run {
             graph,
             input,
             limits,
             thread,
             stream,
-        } => run(&graph, input.as_deref(), &limits, &thread, stream).await,
+        } => run::run(&graph, input.as_deref(), &limits, &thread, stream).await,
         Command::Threads(cmd) => threads::threads(cmd).await,
-        Command::Inspect { graph, mermaid } => {
-            inspect(&graph, mermaid).await.map(|()| ExitCode::SUCCESS)
-        }
+        Command::Inspect { graph, mermaid } => run::inspect(&graph, mermaid)
+            .await
+            .map(|()| ExitCode::SUCCESS),
         Command::Tools { command } => tools::tools(command).await,
         Command::Call(args) => tools::call(args).await,
         Command::Serve(args) => serve::serve(args).await,
@@ -213,10 +235,6 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
         Command::Supervise(args) => supervise::supervise(args).await,
         Command::AgentGraph(cmd) => supervise::agent_graph(cmd).await,
     }
-}
-
-async fn load(rt: &Runtime, path: &Path) -> Result<Arc<Graph>, Failure> {
-    Ok(rt.load_file(path).await?)
 }
 
 pub(crate) fn read_input(arg: &str) -> Result<Value, Failure> {
@@ -241,83 +259,9 @@ pub(crate) fn read_input(arg: &str) -> Result<Value, Failure> {
     })
 }
 
-async fn run(
-    path: &Path,
-    input: Option<&str>,
-    args: &LimitArgs,
-    thread: &threads::ThreadArgs,
-    stream: bool,
-) -> Result<ExitCode, Failure> {
-    let input = input.map(read_input).transpose()?;
-    let rt = Runtime::new()?;
-    let limits = args.apply(rt.config().default_limits.clone());
-    limits.check()?;
-    let graph = load(&rt, path).await?;
-    let opts = RunOptions {
-        limits: Some(limits),
-        context: tool_context(&graph),
-        ..Default::default()
-    };
-    let mut on_step = |ev: &sandgraph_runtime::StepEvent| {
-        if stream && let Ok(line) = serde_json::to_string(ev) {
-            eprintln!("{}", show::json(&line));
-        }
-    };
-    if let Some(id) = &thread.thread {
-        return threads::run_on_thread(&rt, &graph, id, input, thread, opts, &mut on_step).await;
-    }
-    let input = input.unwrap_or_else(|| Value::Object(Default::default()));
-    match rt.run_streaming(&graph, input, opts, &mut on_step).await? {
-        RunOutcome::Completed(state) => {
-            print_pretty(&Value::Object(state))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        RunOutcome::Interrupted { interrupts, .. } => {
-            // Without a thread there is nothing to resume: say so.
-            let list: Vec<Value> = interrupts
-                .iter()
-                .map(|i| serde_json::json!({"id": i.id, "value": i.value}))
-                .collect();
-            print_pretty(
-                &serde_json::json!({"status": "interrupted", "thread_id": null, "interrupts": list}),
-            )?;
-            eprintln!("note: run with --thread ID to be able to resume this run");
-            Ok(ExitCode::from(exit::INTERRUPTED))
-        }
-    }
-}
-
-fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
-    sandgraph_core::NodeContext {
-        tool: graph.name().to_string(),
-        ..Default::default()
-    }
-}
-
 pub(crate) fn print_pretty(v: &Value) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(v)
         .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?;
     outln!("{}", show::json(&text));
     Ok(())
-}
-
-async fn inspect(path: &Path, mermaid: bool) -> Result<(), Failure> {
-    let rt = Runtime::new()?;
-    let graph = load(&rt, path).await?;
-    if mermaid {
-        print!("{}", show::lines(&graph.spec().to_mermaid()));
-        Ok(())
-    } else {
-        let mut v =
-            serde_json::to_value(graph.spec()).map_err(|e| Failure::internal(e.to_string()))?;
-        // What the component imports of the brokered capabilities (llm,
-        // tools, http): what an operator would have to grant it.
-        if let Some(o) = v.as_object_mut() {
-            o.insert(
-                "capabilities".into(),
-                serde_json::json!(graph.capabilities()),
-            );
-        }
-        print_pretty(&v)
-    }
 }

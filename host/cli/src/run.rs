@@ -1,0 +1,89 @@
+//! `sandgraph run` and `sandgraph inspect`: one graph component, by path.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use sandgraph_runtime::{Graph, RunOptions, RunOutcome, Runtime};
+use serde_json::Value;
+
+use crate::exit::{self, Failure};
+use crate::{LimitArgs, print_pretty, read_input, show, threads};
+
+pub(crate) async fn load(rt: &Runtime, path: &Path) -> Result<Arc<Graph>, Failure> {
+    Ok(rt.load_file(path).await?)
+}
+
+pub(crate) async fn run(
+    path: &Path,
+    input: Option<&str>,
+    args: &LimitArgs,
+    thread: &threads::ThreadArgs,
+    stream: bool,
+) -> Result<ExitCode, Failure> {
+    let input = input.map(read_input).transpose()?;
+    let rt = Runtime::new()?;
+    let limits = args.apply(rt.config().default_limits.clone());
+    limits.check()?;
+    let graph = load(&rt, path).await?;
+    let opts = RunOptions {
+        limits: Some(limits),
+        context: tool_context(&graph),
+        ..Default::default()
+    };
+    let mut on_step = |ev: &sandgraph_runtime::StepEvent| {
+        if stream && let Ok(line) = serde_json::to_string(ev) {
+            eprintln!("{}", show::json(&line));
+        }
+    };
+    if let Some(id) = &thread.thread {
+        return threads::run_on_thread(&rt, &graph, id, input, thread, opts, &mut on_step).await;
+    }
+    let input = input.unwrap_or_else(|| Value::Object(Default::default()));
+    match rt.run_streaming(&graph, input, opts, &mut on_step).await? {
+        RunOutcome::Completed(state) => {
+            print_pretty(&Value::Object(state))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        RunOutcome::Interrupted { interrupts, .. } => {
+            // Without a thread there is nothing to resume: say so.
+            let list: Vec<Value> = interrupts
+                .iter()
+                .map(|i| serde_json::json!({"id": i.id, "value": i.value}))
+                .collect();
+            print_pretty(
+                &serde_json::json!({"status": "interrupted", "thread_id": null, "interrupts": list}),
+            )?;
+            eprintln!("note: run with --thread ID to be able to resume this run");
+            Ok(ExitCode::from(exit::INTERRUPTED))
+        }
+    }
+}
+
+pub(crate) fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
+    sandgraph_core::NodeContext {
+        tool: graph.name().to_string(),
+        ..Default::default()
+    }
+}
+
+pub(crate) async fn inspect(path: &Path, mermaid: bool) -> Result<(), Failure> {
+    let rt = Runtime::new()?;
+    let graph = load(&rt, path).await?;
+    if mermaid {
+        print!("{}", show::lines(&graph.spec().to_mermaid()));
+        Ok(())
+    } else {
+        let mut v =
+            serde_json::to_value(graph.spec()).map_err(|e| Failure::internal(e.to_string()))?;
+        // What the component imports of the brokered capabilities (llm,
+        // tools, http): what an operator would have to grant it.
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "capabilities".into(),
+                serde_json::json!(graph.capabilities()),
+            );
+        }
+        print_pretty(&v)
+    }
+}

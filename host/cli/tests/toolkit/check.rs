@@ -1,0 +1,1 @@
+//! Tests of `sandgraph check` (see ../toolkit.rs).

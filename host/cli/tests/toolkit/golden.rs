@@ -1,0 +1,1 @@
+//! Tests of `sandgraph golden` (see ../toolkit.rs).

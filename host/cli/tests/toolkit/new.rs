@@ -1,0 +1,1 @@
+//! Tests of `sandgraph new` (see ../toolkit.rs).

@@ -1,0 +1,1 @@
+//! Tests of `sandgraph oci` (see ../toolkit.rs).

@@ -1,0 +1,1 @@
+//! Tests of `sandgraph sign` (see ../toolkit.rs).

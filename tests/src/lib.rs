@@ -85,3 +85,4 @@ mod tests {
         assert!(names.contains(&"loop_graph") && names.contains(&"hostile_panic"));
     }
 }
+pub mod oci_registry;

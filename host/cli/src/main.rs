@@ -10,6 +10,7 @@ macro_rules! outln {
 }
 
 mod build;
+mod cache;
 mod check;
 mod exit;
 mod golden;

@@ -169,34 +169,6 @@ pub(crate) fn load_operator_config(arg: Option<&Path>) -> Result<LoadedConfig, F
     Ok(LoadedConfig { config, origin })
 }
 
-/// The default cache file, from the environment.
-fn default_cache() -> Option<PathBuf> {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    if let Some(p) = env("SANDGRAPH_CACHE") {
-        return Some(PathBuf::from(p));
-    }
-    if let Some(p) = env("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(p).join("sandgraph/cache.redb"));
-    }
-    env("HOME").map(|h| PathBuf::from(h).join(".cache/sandgraph/cache.redb"))
-}
-
-/// Opens the cache; one that cannot be opened (e.g. held by another
-/// process) is a warning, and the graphs compile without it.
-fn open_cache(args: &MountArgs) -> Option<Store> {
-    if args.no_cache {
-        return None;
-    }
-    let path = args.cache.clone().or_else(default_cache)?;
-    match Store::open(&path) {
-        Ok(store) => Some(store),
-        Err(e) => {
-            eprintln!("warning: compile cache unavailable, compiling without it: {e}");
-            None
-        }
-    }
-}
-
 fn print_report(report: &MountReport) {
     for w in report.warnings.iter().chain(&report.notices) {
         eprintln!(
@@ -318,7 +290,7 @@ pub(crate) async fn open(
         dirs: args.graphs.clone(),
         strict: args.strict,
         config,
-        cache: open_cache(args),
+        cache: crate::cache::open(args.cache.as_deref(), args.no_cache),
         log_warnings: false,
         llm,
         capability_log: capability_log.map(|l| Arc::new(l) as Arc<dyn CapabilityLog>),

@@ -39,9 +39,12 @@
 //!   `parameters.x.oneOf[1]`, `parameters.obj.properties.k`).
 //!
 //! Declaration order is the iteration order of the [`serde_json::Map`] that
-//! holds the spec. Without serde_json's `preserve_order` feature that order
-//! is lexicographic, so `required` arrays and violation lists follow key order
-//! rather than the order the author wrote.
+//! holds the spec: the host enables serde_json's `preserve_order`, so
+//! `required` arrays and violation lists follow the spec text the graph sent
+//! (a guest whose serde_json lacks the feature sends its keys sorted).
+//!
+//! The user-facing reference of the DSL, with examples checked by a test,
+//! is `guest-sdk/PARAMETERS.md`.
 //!
 //! # Argument validation
 //!
@@ -59,6 +62,8 @@
 #![warn(missing_docs)]
 
 mod compile;
+#[cfg(test)]
+mod reference_doc;
 mod validate;
 
 use serde_json::{Map, Value};

@@ -1,0 +1,72 @@
+//! The sha256 of a component's bytes: what the lock pins and a signature
+//! covers.
+
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::Digest as _;
+
+/// A sha256 digest. Displayed and parsed as 64 lowercase hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(pub [u8; 32]);
+
+/// The sha256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> Digest {
+    Digest(sha2::Sha256::digest(bytes).into())
+}
+
+impl Digest {
+    /// The 64 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl FromStr for Digest {
+    type Err = String;
+
+    /// 64 hex digits (either case).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = [0u8; 32];
+        if s.len() != 64 || hex::decode_to_slice(s, &mut out).is_err() {
+            return Err(format!(
+                "\"{}\" is not a sha256 digest (64 hex digits)",
+                s.escape_debug().take(80).collect::<String>()
+            ));
+        }
+        Ok(Digest(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_of_nothing_is_the_known_one() {
+        assert_eq!(
+            sha256(b"").to_hex(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn hex_round_trips_and_garbage_is_refused() {
+        let d = sha256(b"graph");
+        assert_eq!(d.to_hex().parse::<Digest>().unwrap(), d);
+        assert_eq!(d.to_hex().to_uppercase().parse::<Digest>().unwrap(), d);
+        assert!(
+            "abc"
+                .parse::<Digest>()
+                .unwrap_err()
+                .contains("64 hex digits")
+        );
+        assert!("zz".repeat(32).parse::<Digest>().is_err());
+    }
+}

@@ -472,8 +472,9 @@ impl GraphSpec {
     /// Draws the graph as a Mermaid `flowchart TD`, deterministically: nodes
     /// in spec order, then entry edges, static edges (a join edge as one
     /// arrow per source), conditional edges (dashed, labelled with their
-    /// path-map key; without a path map, an unlabelled dashed arrow to every
-    /// node and `__end__`, as LangGraph draws them) and finish edges.
+    /// path-map key; without a path map, as for a `Send` fan-out, an
+    /// unlabelled dashed arrow to every other node, never to the source
+    /// itself or to `__end__`) and finish edges.
     ///
     /// Node names that are not plain identifiers get a sanitized id and keep
     /// their name as a quoted label.
@@ -504,8 +505,14 @@ impl GraphSpec {
         for cond in &self.conditional_edges {
             let source = ids.get(&cond.source);
             if cond.path_map.is_empty() {
-                for target in self.nodes.iter().map(|n| n.name.as_str()).chain([END]) {
-                    lines.push(format!("{source} -.-> {}", ids.get(target)));
+                // A router without a path map (typically a `Send` fan-out)
+                // may name any node: draw one dashed arrow to each other
+                // node, none back to itself or to `__end__`, which would
+                // turn every such router into a loop and an exit.
+                for target in self.nodes.iter().map(|n| n.name.as_str()) {
+                    if target != cond.source {
+                        lines.push(format!("{source} -.-> {}", ids.get(target)));
+                    }
                 }
             }
             for entry in &cond.path_map {
@@ -977,16 +984,49 @@ flowchart TD
     d -. again .-> a
     d -. done .-> __end__
     b -.-> a
-    b -.-> b
     b -.-> c
     b -.-> d
-    b -.-> __end__
     d --> __end__
     classDef first fill-opacity:0
     classDef last fill:#bfb6fc
 ";
         assert_eq!(spec.to_mermaid(), expected);
         assert_eq!(spec.to_mermaid(), expected, "deterministic");
+    }
+
+    #[test]
+    fn mermaid_draws_a_send_fan_out_to_the_other_nodes_only() {
+        let mut spec = valid();
+        spec.nodes = vec![node("plan"), node("work"), node("merge")];
+        spec.entry_points = vec!["plan".to_owned()];
+        spec.edges = vec![edge(&["work"], "merge")];
+        spec.conditional_edges = vec![cond("plan", "fan_out", &[])];
+        spec.finish_points = vec!["merge".to_owned()];
+        assert_eq!(spec.validate(), Ok(()));
+        let mermaid = spec.to_mermaid();
+        let dashed: Vec<&str> = mermaid.lines().filter(|l| l.contains("-.->")).collect();
+        assert_eq!(
+            dashed,
+            ["    plan -.-> work", "    plan -.-> merge"],
+            "{mermaid}"
+        );
+        assert!(!mermaid.contains("plan -.-> plan"), "{mermaid}");
+        assert!(!mermaid.contains("-.-> __end__"), "{mermaid}");
+
+        // From __start__, every node is a target.
+        spec.entry_points.clear();
+        spec.conditional_edges = vec![cond(START, "pick", &[])];
+        let mermaid = spec.to_mermaid();
+        let dashed: Vec<&str> = mermaid.lines().filter(|l| l.contains("-.->")).collect();
+        assert_eq!(
+            dashed,
+            [
+                "    __start__ -.-> plan",
+                "    __start__ -.-> work",
+                "    __start__ -.-> merge"
+            ],
+            "{mermaid}"
+        );
     }
 
     #[test]

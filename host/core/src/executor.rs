@@ -48,6 +48,34 @@ pub const MAX_TARGETS_PER_RESULT: usize = 1024;
 /// step's bookkeeping, not the parallelism.
 pub const MAX_TASKS_PER_STEP: usize = 4096;
 
+/// Most unknown keys a strict graph's error names one by one; the rest
+/// are counted. A guest can write thousands of keys; the message is for a
+/// person.
+const MAX_UNKNOWN_KEYS_LISTED: usize = 8;
+
+/// Most channel names a strict graph's error lists as the ones allowed.
+const MAX_CHANNELS_LISTED: usize = 16;
+
+/// Who writes to the channels, for [`CompiledGraph::filter_writes`].
+#[derive(Debug, Clone, Copy)]
+enum Writer<'a> {
+    /// The run's input, as `__start__`'s writes.
+    Input,
+    /// A node's update.
+    Node(&'a str),
+    /// An operator's state update, applied as the node's.
+    StateUpdate(&'a str),
+}
+
+impl Writer<'_> {
+    fn node(&self) -> &str {
+        match self {
+            Writer::Input => START,
+            Writer::Node(node) | Writer::StateUpdate(node) => node,
+        }
+    }
+}
+
 /// A validated graph spec plus the indexes the executor plans with.
 ///
 /// Immutable once built; share it between runs as `Arc<CompiledGraph>`.
@@ -178,20 +206,102 @@ impl CompiledGraph {
         self.conditionals_of.contains_key(source)
     }
 
-    /// Keeps the writes to known channels, dropping (and logging) the rest,
-    /// as LangGraph does.
-    fn filter_writes(&self, node: &str, update: Map<String, Value>) -> Map<String, Value> {
-        update
+    /// Keeps the writes to known channels. A strict graph refuses writes
+    /// to unknown ones, naming them (with a did-you-mean); any other graph
+    /// drops them with a warning, as LangGraph does.
+    fn filter_writes(
+        &self,
+        writer: Writer<'_>,
+        update: Map<String, Value>,
+    ) -> Result<Map<String, Value>, RunError> {
+        let (known, unknown): (Map<String, Value>, Map<String, Value>) = update
             .into_iter()
-            .filter(|(channel, _)| {
-                let known = self.reducers.contains_key(channel);
-                if !known {
-                    let channel = guest_name(channel);
-                    tracing::warn!(node, %channel, "write to an unknown channel dropped");
-                }
-                known
+            .partition(|(channel, _)| self.reducers.contains_key(channel));
+        if unknown.is_empty() {
+            return Ok(known);
+        }
+        if self.spec.strict {
+            return Err(self.unknown_keys_error(writer, unknown.keys()));
+        }
+        for channel in unknown.keys() {
+            let hint = self.spec.channel_hint(channel);
+            let channel = guest_name(channel);
+            let node = writer.node();
+            tracing::warn!(node, %channel, hint, "write to an unknown channel dropped");
+        }
+        Ok(known)
+    }
+
+    /// The error of a strict graph for keys that name no channel.
+    fn unknown_keys_error<'k>(
+        &self,
+        writer: Writer<'_>,
+        keys: impl ExactSizeIterator<Item = &'k String>,
+    ) -> RunError {
+        let count = keys.len();
+        let mut listed: Vec<String> = keys
+            .take(MAX_UNKNOWN_KEYS_LISTED)
+            .map(|key| {
+                let hint = match crate::suggest::did_you_mean(
+                    key,
+                    self.reducers.keys().map(String::as_str),
+                ) {
+                    Some(name) => format!(" (did you mean {name:?}?)"),
+                    None => String::new(),
+                };
+                format!("{}{hint}", guest_name(key))
             })
-            .collect()
+            .collect();
+        if count > listed.len() {
+            listed.push(format!("and {} more", count - listed.len()));
+        }
+        let (keys, are_not) = if count == 1 {
+            ("key", "is not a channel")
+        } else {
+            ("keys", "are not channels")
+        };
+        let listed = listed.join(", ");
+        let graph = &self.spec.name;
+        let channels = self.channel_list();
+        match writer {
+            Writer::Input => RunError::new(
+                ErrorCode::InvalidInput,
+                format!(
+                    "the input of strict graph {graph:?} has {keys} {listed}, which {are_not}: \
+                     pass only the graph's channels ({channels})"
+                ),
+            ),
+            Writer::Node(node) => invalid_update(format!(
+                "node {node:?} of strict graph {graph:?} wrote {keys} {listed}, which {are_not}: \
+                 write only declared channels ({channels}) or declare the channel"
+            )),
+            Writer::StateUpdate(node) => RunError::new(
+                ErrorCode::InvalidInput,
+                format!(
+                    "the state update (as node {node:?}) of strict graph {graph:?} has {keys} \
+                     {listed}, which {are_not}: update only the graph's channels ({channels})"
+                ),
+            ),
+        }
+    }
+
+    /// The channel names for a message, in declaration order, at most
+    /// [`MAX_CHANNELS_LISTED`] of them.
+    fn channel_list(&self) -> String {
+        let channels = &self.spec.channels;
+        let mut names: Vec<&str> = channels
+            .iter()
+            .take(MAX_CHANNELS_LISTED)
+            .map(|c| c.name.as_str())
+            .collect();
+        let more = channels.len().saturating_sub(MAX_CHANNELS_LISTED);
+        let more = (more > 0).then(|| format!("and {more} more"));
+        names.extend(more.as_deref());
+        if names.is_empty() {
+            "it has none".to_owned()
+        } else {
+            names.join(", ")
+        }
     }
 
     fn check_send(&self, source: &str, send: &SendPacket) -> Result<(), RunError> {
@@ -351,7 +461,9 @@ pub enum RunOutcome {
 /// the run.
 ///
 /// `input` must be a JSON object; its keys that name channels are written as
-/// `__start__`'s writes, other keys are dropped with a warning. `on_step` is
+/// `__start__`'s writes, other keys are dropped with a warning (a strict
+/// graph refuses them as `invalid_input`, and a node's writes to unknown
+/// channels as `invalid_update`). `on_step` is
 /// called once per completed superstep. The future is `Send`, and dropping
 /// it aborts the tasks it spawned.
 ///
@@ -671,7 +783,7 @@ pub async fn update_state<B: Backend + 'static>(
     let mut state = LoopState::from_checkpoint(thread.checkpoint);
     settle(&**backend, &state)?;
     let mut worker = backend.worker().await?;
-    let writes = graph.filter_writes(&node, values);
+    let writes = graph.filter_writes(Writer::StateUpdate(&node), values)?;
     let mut next = Vec::new();
     let mut sends = Vec::new();
     if graph.has_conditionals(&node) {
@@ -996,7 +1108,7 @@ impl LoopState {
                 format!("the input must be a json object, not {}", kind(&input)),
             ));
         };
-        let writes = graph.filter_writes(START, input);
+        let writes = graph.filter_writes(Writer::Input, input)?;
         let written = apply_writes(graph, worker, &mut self.channels, START, writes).await?;
         self.bump(written);
         let mut pull = graph.entry.clone();
@@ -1389,7 +1501,7 @@ async fn run_task<W: Worker>(
         NodeOutput::Interrupt(value) => return Ok(TaskOutcome::Interrupted(value)),
     };
     check_targets(node, goto.len() + command_sends.len())?;
-    let writes = graph.filter_writes(node, update);
+    let writes = graph.filter_writes(Writer::Node(node), update)?;
     let mut next = Vec::new();
     for target in &goto {
         if let Some(target) = graph.resolve_goto(node, target)? {

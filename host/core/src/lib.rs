@@ -17,6 +17,7 @@ mod executor;
 pub mod json;
 mod reducers;
 mod spec;
+pub mod suggest;
 pub mod text;
 
 pub use backend::{Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, Worker};
@@ -32,5 +33,5 @@ pub use executor::{
 pub use spec::{
     ChannelSpec, ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN,
     MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry, Reducer, Registration,
-    START, SpecError,
+    START, STRICT_MARKER_CHANNEL, SpecError,
 };

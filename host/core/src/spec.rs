@@ -130,7 +130,22 @@ pub struct GraphSpec {
     /// Nodes after which the run may end (edges to `__end__`).
     #[serde(default)]
     pub finish_points: Vec<String>,
+    /// A strict graph refuses input keys that are not channels
+    /// (`invalid_input`) and node writes to undeclared channels
+    /// (`invalid_update`) instead of dropping them with a warning. False
+    /// for specs from before strict graphs existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
 }
+
+/// The channel name a component's spec uses to say "this graph is strict"
+/// on the wire: the WIT `graph-spec` record has no field for it, and adding
+/// one would change the record type every built component was checked
+/// against. The SDK adds a channel of this name (last-value, no default, so
+/// a host that does not know the marker keeps it absent from the state);
+/// the host removes it from the channels and sets [`GraphSpec::strict`].
+/// No graph may declare a channel of this name.
+pub const STRICT_MARKER_CHANNEL: &str = "__strict__";
 
 /// A spec the host refuses, naming the node, edge or channel at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -249,6 +264,11 @@ impl GraphSpec {
         for channel in &self.channels {
             check_ident("channel", &channel.name)?;
             let name = &channel.name;
+            if name == STRICT_MARKER_CHANNEL {
+                return Err(err(format!(
+                    "channel name {name:?} is reserved (it marks a strict graph)"
+                )));
+            }
             if !seen.insert(name.as_str()) {
                 return Err(err(format!("channel {name:?} is declared twice")));
             }
@@ -315,12 +335,18 @@ impl GraphSpec {
         }
         for entry in &self.entry_points {
             if !nodes.contains(entry.as_str()) {
-                return Err(err(format!("entry point {entry:?} is not a node")));
+                return Err(err(format!(
+                    "entry point {entry:?} is not a node{}",
+                    self.node_hint(entry)
+                )));
             }
         }
         for finish in &self.finish_points {
             if !nodes.contains(finish.as_str()) {
-                return Err(err(format!("finish point {finish:?} is not a node")));
+                return Err(err(format!(
+                    "finish point {finish:?} is not a node{}",
+                    self.node_hint(finish)
+                )));
             }
         }
         Ok(())
@@ -349,7 +375,10 @@ impl GraphSpec {
                     return Err(err(format!("{label}: __end__ cannot be an edge source")));
                 }
                 if !nodes.contains(source.as_str()) {
-                    return Err(err(format!("{label}: unknown source node {source:?}")));
+                    return Err(err(format!(
+                        "{label}: unknown source node {source:?}{}",
+                        self.node_hint(source)
+                    )));
                 }
                 if !seen.insert(source.as_str()) {
                     return Err(err(format!("{label}: source {source:?} is listed twice")));
@@ -357,8 +386,9 @@ impl GraphSpec {
             }
             if edge.target != END && !nodes.contains(edge.target.as_str()) {
                 return Err(err(format!(
-                    "{label}: unknown target node {:?}",
-                    edge.target
+                    "{label}: unknown target node {:?}{}",
+                    edge.target,
+                    self.target_hint(&edge.target)
                 )));
             }
         }
@@ -378,7 +408,10 @@ impl GraphSpec {
             }
             let label = format!("conditional edge from {source:?}");
             if source != START && !nodes.contains(source.as_str()) {
-                return Err(err(format!("{label}: unknown source node {source:?}")));
+                return Err(err(format!(
+                    "{label}: unknown source node {source:?}{}",
+                    self.node_hint(source)
+                )));
             }
             if cond.router.is_empty() {
                 return Err(err(format!("{label}: router name is empty")));
@@ -407,8 +440,9 @@ impl GraphSpec {
                 let target = &entry.target;
                 if target != END && !nodes.contains(target.as_str()) {
                     return Err(err(format!(
-                        "{label}: path-map key {:?} leads to unknown node {target:?}",
-                        entry.key
+                        "{label}: path-map key {:?} leads to unknown node {target:?}{}",
+                        entry.key,
+                        self.target_hint(target)
                     )));
                 }
             }
@@ -455,6 +489,24 @@ impl GraphSpec {
             ))),
             None => Ok(()),
         }
+    }
+}
+
+impl GraphSpec {
+    /// A did-you-mean for `name`, which is not a node.
+    fn node_hint(&self, name: &str) -> String {
+        crate::suggest::hint(name, self.nodes.iter().map(|n| n.name.as_str()))
+    }
+
+    /// A did-you-mean for `name`, which is neither a node nor `__end__`.
+    fn target_hint(&self, name: &str) -> String {
+        let names = self.nodes.iter().map(|n| n.name.as_str());
+        crate::suggest::hint(name, names.chain([END]))
+    }
+
+    /// A did-you-mean for `name`, which is not a channel.
+    pub fn channel_hint(&self, name: &str) -> String {
+        crate::suggest::hint(name, self.channels.iter().map(|c| c.name.as_str()))
     }
 }
 
@@ -695,6 +747,7 @@ mod tests {
             conditional_edges: vec![cond("d", "again", &[("again", "a"), ("done", END)])],
             entry_points: vec!["a".to_owned()],
             finish_points: vec!["d".to_owned()],
+            strict: false,
         }
     }
 
@@ -821,6 +874,52 @@ mod tests {
             (
                 Box::new(|s| s.edges.push(edge(&["a"], "zz"))),
                 r#"edge "a" -> "zz": unknown target node "zz""#,
+            ),
+            (
+                Box::new(|s| s.edges.push(edge(&["a"], "__end"))),
+                r#"edge "a" -> "__end": unknown target node "__end"; did you mean "__end__"?"#,
+            ),
+            (
+                Box::new(|s| s.entry_points.push("aa".to_owned())),
+                r#"entry point "aa" is not a node; did you mean "a"?"#,
+            ),
+            (
+                Box::new(|s| {
+                    s.nodes.push(node("summarize"));
+                    s.edges.push(edge(&["d"], "summarize"));
+                    s.finish_points.push("sumarize".to_owned());
+                }),
+                r#"finish point "sumarize" is not a node; did you mean "summarize"?"#,
+            ),
+            (
+                Box::new(|s| {
+                    s.nodes.push(node("fetch"));
+                    s.edges.push(edge(&["fecth"], "a"));
+                }),
+                r#"edge "fecth" -> "a": unknown source node "fecth"; did you mean "fetch"?"#,
+            ),
+            (
+                Box::new(|s| {
+                    s.nodes.push(node("review"));
+                    s.conditional_edges
+                        .push(cond("a", "r", &[("ok", "reveiw"), ("no", "review")]));
+                }),
+                r#"path-map key "ok" leads to unknown node "reveiw"; did you mean "review"?"#,
+            ),
+            (
+                Box::new(|s| {
+                    s.nodes.push(node("review"));
+                    s.edges.push(edge(&["a"], "review"));
+                    s.conditional_edges.push(cond("reviews", "r", &[]));
+                }),
+                r#"conditional edge from "reviews": unknown source node "reviews"; did you mean "review"?"#,
+            ),
+            (
+                Box::new(|s| {
+                    s.channels
+                        .push(channel(STRICT_MARKER_CHANNEL, Reducer::LastValue, None))
+                }),
+                r#"channel name "__strict__" is reserved (it marks a strict graph)"#,
             ),
             (
                 Box::new(|s| s.edges.push(edge(&["zz"], "a"))),
@@ -960,7 +1059,7 @@ mod tests {
         spec.edges.push(edge(&["a"], "b2"));
         assert_eq!(
             spec.validate().unwrap_err().to_string(),
-            r#"invalid graph spec: edge "a" -> "b2": unknown target node "b2""#
+            r#"invalid graph spec: edge "a" -> "b2": unknown target node "b2"; did you mean "b"?"#
         );
     }
 
@@ -1027,6 +1126,18 @@ flowchart TD
             ],
             "{mermaid}"
         );
+    }
+
+    #[test]
+    fn strict_is_optional_in_json_and_kept_when_set() {
+        let mut value = serde_json::to_value(valid()).unwrap();
+        assert!(value.get("strict").is_none(), "false is not written");
+        let spec: GraphSpec = serde_json::from_value(value.clone()).unwrap();
+        assert!(!spec.strict);
+        value["strict"] = json!(true);
+        let spec: GraphSpec = serde_json::from_value(value).unwrap();
+        assert!(spec.strict);
+        assert_eq!(serde_json::to_value(&spec).unwrap()["strict"], json!(true));
     }
 
     #[test]

@@ -755,6 +755,81 @@ async fn unknown_input_and_update_keys_are_dropped() {
     );
 }
 
+fn strict_spec() -> GraphSpec {
+    graph(&["tag"])
+        .channel("topic", Reducer::LastValue)
+        .channel("tags", Reducer::Append)
+        .entry("tag")
+        .strict()
+        .build()
+}
+
+#[tokio::test]
+async fn a_strict_graph_refuses_unknown_input_keys_with_a_hint() {
+    let fake = Fake::new().node("tag", |_, _| update(json!({}))).build();
+    let ran = run_graph(strict_spec(), &fake, json!({"tpoic": "x", "tags": []})).await;
+    let err = ran.error();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert_eq!(
+        err.message,
+        "the input of strict graph \"test-graph\" has key \"tpoic\" (did you mean \"topic\"?), \
+         which is not a channel: pass only the graph's channels (topic, tags)"
+    );
+    assert!(fake.node_runs().is_empty(), "nothing ran");
+
+    // Several keys: each is named, hints only where a channel is close.
+    let ran = run_graph(strict_spec(), &fake, json!({"zzz": 1, "tag": 2})).await;
+    assert_eq!(
+        ran.error().message,
+        "the input of strict graph \"test-graph\" has keys \"zzz\", \"tag\" (did you mean \"tags\"?), \
+         which are not channels: pass only the graph's channels (topic, tags)"
+    );
+    // Known keys alone run as usual.
+    let ran = run_graph(strict_spec(), &fake, json!({"topic": "t"})).await;
+    assert_eq!(ran.state(), &object(json!({"topic": "t"})));
+}
+
+#[tokio::test]
+async fn a_strict_graph_refuses_node_writes_to_undeclared_channels() {
+    let fake = Fake::new()
+        .node("tag", |_, _| update(json!({"tgas": ["a"], "topic": "t"})))
+        .build();
+    let ran = run_graph(strict_spec(), &fake, json!({})).await;
+    let err = ran.error();
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    assert_eq!(
+        err.message,
+        "node \"tag\" of strict graph \"test-graph\" wrote key \"tgas\" (did you mean \"tags\"?), \
+         which is not a channel: write only declared channels (topic, tags) or declare the channel"
+    );
+    assert!(ran.events.is_empty(), "the failed step applied no writes");
+
+    // Many unknown keys: the first few are named, the rest counted, and
+    // each name is escaped.
+    let fake = Fake::new()
+        .node("tag", |_, _| {
+            let writes: Map<String, Value> = (0..20)
+                .map(|i| (format!("k{i:02}\u{1b}"), json!(i)))
+                .collect();
+            update(Value::Object(writes))
+        })
+        .build();
+    let message = run_graph(strict_spec(), &fake, json!({}))
+        .await
+        .error()
+        .message
+        .clone();
+    assert!(
+        message.contains("\"k00\\u{1b}\", \"k01\\u{1b}\""),
+        "{message}"
+    );
+    assert!(
+        message.contains(", and 12 more, which are not channels"),
+        "{message}"
+    );
+    assert!(!message.contains('\u{1b}'), "{message}");
+}
+
 #[tokio::test]
 async fn input_must_be_an_object() {
     let spec = graph(&["a"])

@@ -108,6 +108,15 @@ fn chain() -> GraphSpec {
         .build()
 }
 
+/// The fake for [`chain`]: each node appends its name to `log`.
+fn chain_fake() -> Arc<FakeBackend> {
+    Fake::new()
+        .node("a", log("a"))
+        .node("b", log("b"))
+        .node("c", log("c"))
+        .build()
+}
+
 fn log(
     item: &'static str,
 ) -> impl Fn(&Value, &sandgraph_core::NodeContext) -> Result<NodeOutput, RunError> {
@@ -116,11 +125,7 @@ fn log(
 
 #[tokio::test]
 async fn a_checkpoint_follows_the_input_and_every_superstep() {
-    let fake = Fake::new()
-        .node("a", log("a"))
-        .node("b", log("b"))
-        .node("c", log("c"))
-        .build();
+    let fake = chain_fake();
     let saver = MemSaver::default();
     let out = go(
         &chain(),
@@ -159,11 +164,7 @@ async fn a_checkpoint_follows_the_input_and_every_superstep() {
 
 #[tokio::test]
 async fn new_input_continues_from_the_thread_state() {
-    let fake = Fake::new()
-        .node("a", log("a"))
-        .node("b", log("b"))
-        .node("c", log("c"))
-        .build();
+    let fake = chain_fake();
     let saver = MemSaver::default();
     go(&chain(), &fake, &saver, Start::Input(json!({})))
         .await
@@ -372,11 +373,7 @@ async fn two_pending_interrupts_need_a_map_of_answers() {
 
 #[tokio::test]
 async fn resuming_without_a_thread_or_an_interrupt_is_a_clear_error() {
-    let fake = Fake::new()
-        .node("a", log("a"))
-        .node("b", log("b"))
-        .node("c", log("c"))
-        .build();
+    let fake = chain_fake();
     let saver = MemSaver::default();
     let err = go(&chain(), &fake, &saver, Start::Resume(json!("x")))
         .await
@@ -400,11 +397,7 @@ async fn resuming_without_a_thread_or_an_interrupt_is_a_clear_error() {
 
 #[tokio::test]
 async fn update_state_writes_as_a_node_and_triggers_its_edges() {
-    let fake = Fake::new()
-        .node("a", log("a"))
-        .node("b", log("b"))
-        .node("c", log("c"))
-        .build();
+    let fake = chain_fake();
     let saver = MemSaver::default();
     go(&chain(), &fake, &saver, Start::Input(json!({})))
         .await
@@ -441,4 +434,31 @@ async fn update_state_writes_as_a_node_and_triggers_its_edges() {
         .await
         .unwrap_err();
     assert!(err.message.contains("\"nope\""), "{}", err.message);
+}
+
+#[tokio::test]
+async fn update_state_of_a_strict_graph_refuses_unknown_keys() {
+    let strict = || {
+        let mut spec = chain();
+        spec.strict = true;
+        spec
+    };
+    let fake = chain_fake();
+    let saver = MemSaver::default();
+    go(&strict(), &fake, &saver, Start::Input(json!({})))
+        .await
+        .unwrap();
+    let graph = Arc::new(CompiledGraph::new(strict()).unwrap());
+    let thread = saver.thread().unwrap();
+    let err = sandgraph_core::update_state(&graph, &fake, thread, json!({"logs": [1]}), Some("a"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, sandgraph_core::ErrorCode::InvalidInput);
+    assert!(
+        err.message.starts_with(
+            "the state update (as node \"a\") of strict graph \"test-graph\" has key \"logs\" (did you mean \"log\"?)"
+        ),
+        "{}",
+        err.message
+    );
 }

@@ -654,6 +654,7 @@ mod tests {
             conditional_edges: vec![],
             entry_points: vec![],
             finish_points: vec![],
+            strict: false,
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sandgraph_core::{
     ChannelSpec, CompiledGraph, ConditionalEdge, Edge, ErrorCode, GraphSpec, NodeSpec, PathEntry,
-    Reducer, Registration, RunError, json,
+    Reducer, Registration, RunError, STRICT_MARKER_CHANNEL, json,
 };
 use wasmtime::component::Component;
 
@@ -213,8 +213,17 @@ fn parse_json_field(what: &str, text: &str) -> Result<serde_json::Value, RunErro
         .map_err(|e| load_error(format!("describe: {what} is not lossless JSON at {e}")))
 }
 
-/// Converts the WIT spec into the core spec, parsing embedded JSON.
-pub(crate) fn convert_spec(s: bindings::WitGraphSpec) -> Result<GraphSpec, RunError> {
+/// Converts the WIT spec into the core spec, parsing embedded JSON. The
+/// strict marker channel ([`STRICT_MARKER_CHANNEL`], last-value, no
+/// default) becomes [`GraphSpec::strict`]; a second one stays a channel,
+/// which validation refuses by name.
+pub(crate) fn convert_spec(mut s: bindings::WitGraphSpec) -> Result<GraphSpec, RunError> {
+    let marker = s.channels.iter().position(|c| {
+        c.name == STRICT_MARKER_CHANNEL
+            && matches!(c.reducer, WitReducer::LastValue)
+            && c.default.is_none()
+    });
+    let strict = marker.map(|at| s.channels.remove(at)).is_some();
     let channels = s
         .channels
         .into_iter()
@@ -287,6 +296,7 @@ pub(crate) fn convert_spec(s: bindings::WitGraphSpec) -> Result<GraphSpec, RunEr
             .collect(),
         entry_points: s.entry_points,
         finish_points: s.finish_points,
+        strict,
     })
 }
 

@@ -372,6 +372,7 @@ pub fn graph(nodes: &[&str]) -> SpecBuilder {
             conditional_edges: Vec::new(),
             entry_points: Vec::new(),
             finish_points: Vec::new(),
+            strict: false,
         },
     }
 }
@@ -430,6 +431,11 @@ impl SpecBuilder {
                 })
                 .collect(),
         });
+        self
+    }
+
+    pub fn strict(mut self) -> Self {
+        self.spec.strict = true;
         self
     }
 

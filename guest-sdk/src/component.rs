@@ -14,7 +14,7 @@ use crate::route::Route;
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "graph-component",
         pub_export_macro: true,
         export_macro_name: "__export_graph_component",

@@ -177,6 +177,7 @@ fn spec(graph: &Graph) -> wit::GraphSpec {
                 },
                 default: channel.default.clone(),
             })
+            .chain(model.strict.then(strict_marker))
             .collect(),
         nodes: model
             .nodes
@@ -212,6 +213,16 @@ fn spec(graph: &Graph) -> wit::GraphSpec {
             .collect(),
         entry_points: model.entry_points.clone(),
         finish_points: model.finish_points.clone(),
+    }
+}
+
+/// The channel that tells the host the graph is strict: last-value with no
+/// default, so a host that does not know it keeps it out of the state.
+fn strict_marker() -> wit_types::ChannelSpec {
+    wit_types::ChannelSpec {
+        name: crate::graph::STRICT_MARKER_CHANNEL.to_owned(),
+        reducer: wit_types::Reducer::LastValue,
+        default: None,
     }
 }
 
@@ -306,5 +317,24 @@ mod tests {
         assert_eq!(spec.conditional_edges[0].path_map[0].target, END);
         assert_eq!(spec.entry_points, ["a"]);
         assert_eq!(spec.finish_points, ["b"]);
+        assert_eq!(spec.channels.len(), 2, "not strict: no marker");
+    }
+
+    #[test]
+    fn a_strict_graph_carries_the_marker_channel_last() {
+        let graph = Graph::new("g")
+            .strict()
+            .channel("log", Reducer::Append)
+            .node("a", |_: Value| Update::new())
+            .edge(START, "a");
+        assert_eq!(graph.check(), Ok(()));
+        let spec = spec(&graph);
+        let names: Vec<&str> = spec.channels.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["log", "__strict__"]);
+        assert!(matches!(
+            spec.channels[1].reducer,
+            wit_types::Reducer::LastValue
+        ));
+        assert_eq!(spec.channels[1].default, None);
     }
 }

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{Context, ValidateContext};
-use crate::decode::from_json;
+use crate::decode::{TypeMismatch, from_json, type_mismatch};
 pub(crate) use crate::node::Outcome;
 use crate::node::{IntoNodeResult, encode};
 use crate::route::{IntoPathMap, IntoRoutes, Route};
@@ -18,6 +18,11 @@ use crate::{END, START};
 
 /// Longest graph name, in characters (the host's limit).
 const MAX_NAME_LEN: usize = 64;
+
+/// The channel a strict graph's spec carries to say it is strict (the WIT
+/// spec record has no field for it); the host turns it back into a flag.
+/// No graph may declare a channel of this name.
+pub(crate) const STRICT_MARKER_CHANNEL: &str = "__strict__";
 
 /// How writes to a channel combine, within a superstep and across them.
 ///
@@ -107,6 +112,19 @@ pub(crate) enum ReducerKind {
     Custom,
 }
 
+impl ReducerKind {
+    /// The channel's kind, for messages.
+    fn describe(self) -> &'static str {
+        match self {
+            ReducerKind::LastValue => "a last-value channel",
+            ReducerKind::Append => "an append (list) channel",
+            ReducerKind::Merge => "a merge (object) channel",
+            ReducerKind::Add => "an add (number) channel",
+            ReducerKind::Custom => "a custom-reducer channel",
+        }
+    }
+}
+
 /// A failed host call, mapped one-to-one onto the WIT `graph-error`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum CallError {
@@ -117,6 +135,9 @@ pub(crate) enum CallError {
 
 type NodeFn = dyn Fn(&str, &Context) -> Result<Outcome, CallError>;
 type RouterFn = dyn Fn(&str) -> Result<Vec<Route>, CallError>;
+/// Decodes a state (JSON text) into a node's or router's state type and
+/// reports a field whose type does not fit, without running the body.
+type ProbeFn = dyn Fn(&str) -> Option<TypeMismatch>;
 type ValidateFn = dyn Fn(&str, &ValidateContext) -> Result<(), String>;
 
 pub(crate) struct Channel {
@@ -131,6 +152,7 @@ pub(crate) struct Node {
     pub(crate) name: String,
     pub(crate) description: Option<String>,
     run: Box<NodeFn>,
+    probe: Box<ProbeFn>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +166,7 @@ pub(crate) struct ConditionalEdge {
     pub(crate) router: String,
     pub(crate) path_map: Vec<(String, String)>,
     route: Box<RouterFn>,
+    probe: Box<ProbeFn>,
 }
 
 /// A state graph: channels (the state's keys and their reducers), nodes,
@@ -169,6 +192,7 @@ pub struct Graph {
     pub(crate) conditional_edges: Vec<ConditionalEdge>,
     pub(crate) entry_points: Vec<String>,
     pub(crate) finish_points: Vec<String>,
+    pub(crate) strict: bool,
     validator: Option<Box<ValidateFn>>,
     /// Mistakes seen while building that the spec itself cannot show.
     build_problems: Vec<String>,
@@ -193,6 +217,7 @@ impl Graph {
             conditional_edges: Vec::new(),
             entry_points: Vec::new(),
             finish_points: Vec::new(),
+            strict: false,
             validator: None,
             build_problems: Vec::new(),
         }
@@ -237,6 +262,21 @@ impl Graph {
     /// Like [`Graph::parameters`], from JSON text passed through verbatim.
     pub fn parameters_json(mut self, parameters: impl Into<String>) -> Self {
         self.parameters = Some(parameters.into());
+        self
+    }
+
+    /// Makes the graph strict: the host refuses a run whose input has a key
+    /// that is not a channel (`invalid_input`), and a node's update that
+    /// writes a channel the graph does not declare (`invalid_update`),
+    /// naming the key and the channel it probably meant. Without it, such
+    /// keys are dropped with a warning in the host's log.
+    ///
+    /// ```
+    /// # use sandgraph_sdk::{Graph, Reducer};
+    /// let graph = Graph::new("triage").strict().channel("ticket", Reducer::LastValue);
+    /// ```
+    pub fn strict(mut self) -> Self {
+        self.strict = true;
         self
     }
 
@@ -332,6 +372,7 @@ impl Graph {
             name: name.into(),
             description: None,
             run: Box::new(run),
+            probe: Box::new(|state: &str| type_mismatch::<S>(state)),
         });
         self
     }
@@ -428,6 +469,7 @@ impl Graph {
             router: router.into(),
             path_map: path_map.into_path_map(),
             route: Box::new(route),
+            probe: Box::new(|state: &str| type_mismatch::<S>(state)),
         });
         self
     }
@@ -451,7 +493,17 @@ impl Graph {
 
     /// Checks the graph the way the host will when it loads it; `Err` lists
     /// every problem, one per line. Call it from a native test in the
-    /// graph's crate (`graph().check().unwrap()`):
+    /// graph's crate (`graph().check().unwrap()`).
+    ///
+    /// It also decodes, for each node and router, the state the channels
+    /// start with (every channel that has a default: `[]` for `Append`,
+    /// `{}` for `Merge`, `0` for `Add`, or the one you gave) into the
+    /// body's state type, and reports a field whose type does not fit, such
+    /// as `tags: String` for an `Append` channel. Fields the state does not
+    /// hold yet (channels without a default, filled from the input) are
+    /// not checked, and a body whose input does not decode from a state
+    /// object at all (a [`Send`](crate::Send) payload such as `i64`) is
+    /// skipped.
     ///
     /// ```
     /// use sandgraph_sdk::{Graph, Update, END, START};
@@ -481,7 +533,51 @@ impl Graph {
         let nodes = self.check_nodes(&mut problems);
         self.check_edges(&nodes, &mut problems);
         self.check_reachability(&mut problems);
+        self.check_state_types(&mut problems);
         problems
+    }
+
+    /// Decodes the state the channels start with into every node's and
+    /// router's state type (see [`Graph::check`]).
+    fn check_state_types(&self, problems: &mut Vec<String>) {
+        let mut start = serde_json::Map::new();
+        for channel in &self.channels {
+            let default = channel.default.as_deref().map(from_json::<Value>);
+            if let Some(Ok(default)) = default {
+                start.insert(channel.name.clone(), default);
+            }
+        }
+        let start = Value::Object(start).to_string();
+        let bodies = self
+            .nodes
+            .iter()
+            .map(|n| (format!("node {:?}", n.name), &n.probe))
+            .chain(self.conditional_edges.iter().map(|c| {
+                let what = format!("router {:?} (from {:?})", c.router, c.source);
+                (what, &c.probe)
+            }));
+        for (what, probe) in bodies {
+            let Some(TypeMismatch { path, message }) = probe(&start) else {
+                continue;
+            };
+            let channel = self.channels.iter().find(|c| {
+                path.strip_prefix(c.name.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+            });
+            let start_of = match channel {
+                Some(c) => format!(
+                    " (channel {:?} is {} and starts at {})",
+                    c.name,
+                    c.reducer.describe(),
+                    c.default.as_deref().unwrap_or("nothing")
+                ),
+                None => String::new(),
+            };
+            problems.push(format!(
+                "{what}: its state type does not decode the channels' defaults: field `{path}`: \
+                 {message}{start_of}; change the field's type to match the channel"
+            ));
+        }
     }
 
     fn check_header(&self, problems: &mut Vec<String>) {
@@ -523,6 +619,11 @@ impl Graph {
             let name = &channel.name;
             if name.is_empty() {
                 problems.push("channel name is empty".into());
+            }
+            if name == STRICT_MARKER_CHANNEL {
+                problems.push(format!(
+                    "channel name {name:?} is reserved (it marks a strict graph)"
+                ));
             }
             if !seen.insert(name.as_str()) {
                 problems.push(format!("channel {name:?} is declared twice"));
@@ -965,6 +1066,105 @@ mod tests {
             .edge(START, "a")
             .conditional_edges("a", "r", |_: Value| "b", None);
         assert_eq!(g.check(), Ok(()));
+    }
+
+    #[test]
+    fn check_decodes_the_channel_defaults_into_each_state_type() {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Wrong {
+            topic: String,
+            tags: String,
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Counted {
+            count: String,
+        }
+        let g = Graph::new("g")
+            .channel("topic", Reducer::LastValue)
+            .channel("tags", Reducer::Append)
+            .channel("count", Reducer::Add)
+            .node("tag", |_: Wrong| Update::new())
+            .edge(START, "tag")
+            .conditional_edges("tag", "more", |_: Counted| END, None);
+        assert_eq!(
+            g.check().unwrap_err().lines().collect::<Vec<_>>(),
+            [
+                "node \"tag\": its state type does not decode the channels' defaults: field `tags`: \
+                 invalid type: sequence, expected a string (channel \"tags\" is an append (list) \
+                 channel and starts at []); change the field's type to match the channel",
+                "router \"more\" (from \"tag\"): its state type does not decode the channels' \
+                 defaults: field `count`: invalid type: integer `0`, expected a string (channel \
+                 \"count\" is an add (number) channel and starts at 0); change the field's type to \
+                 match the channel",
+            ]
+        );
+    }
+
+    #[test]
+    fn check_accepts_honest_state_types() {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Meta {
+            score: i64,
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct State {
+            topic: String,
+            tags: Vec<String>,
+            meta: Meta,
+            count: f64,
+            mode: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Payload {
+            x: i64,
+        }
+        let g = Graph::new("g")
+            .channel("topic", Reducer::LastValue)
+            .channel("tags", Reducer::Append)
+            .channel("meta", Reducer::Merge)
+            .channel("count", Reducer::Add)
+            .channel_with_default("mode", Reducer::LastValue, "fast")
+            .node("all", |_: State| Update::new())
+            .node("payload", |_: Payload| Update::new())
+            .node("number", |_: i64| Update::new())
+            .node("any", |_: Value| Update::new())
+            .edge(START, "all")
+            .conditional_edges("all", "fan", |_: State| END, None);
+        // `topic` and `meta.score` are missing until the input fills them,
+        // `payload` and `number` take Send payloads: nothing to report.
+        assert_eq!(g.check(), Ok(()));
+        // A default of the wrong type for the field is reported, nested too.
+        let g = Graph::new("g")
+            .channel_with_default("meta", Reducer::Merge, json!({"score": "high"}))
+            .node("a", |_: State| Update::new())
+            .edge(START, "a");
+        let problems = g.check().unwrap_err();
+        assert!(
+            problems.contains("field `meta.score`: invalid type: string \"high\", expected i64"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("starts at {\"score\":\"high\"}"),
+            "{problems}"
+        );
+        // The echo graph passes.
+        assert_eq!(echo().check(), Ok(()));
+    }
+
+    #[test]
+    fn strict_graphs_and_the_reserved_marker_name() {
+        assert!(!echo().strict);
+        assert!(echo().strict().strict);
+        let g = echo().channel(STRICT_MARKER_CHANNEL, Reducer::LastValue);
+        assert_eq!(
+            g.check(),
+            Err("channel name \"__strict__\" is reserved (it marks a strict graph)".into())
+        );
     }
 
     #[test]

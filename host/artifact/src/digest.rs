@@ -2,6 +2,7 @@
 //! covers.
 
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
 
 use sha2::Digest as _;
@@ -13,6 +14,20 @@ pub struct Digest(pub [u8; 32]);
 /// The sha256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> Digest {
     Digest(sha2::Sha256::digest(bytes).into())
+}
+
+/// The sha256 of the file at `path`, read as a stream (any size: nothing
+/// is held in memory).
+///
+/// # Errors
+///
+/// The file cannot be read.
+pub fn sha256_file(path: &Path) -> Result<Digest, crate::ArtifactError> {
+    let fail = |e: std::io::Error| crate::ArtifactError::new(path, format!("cannot read: {e}"));
+    let mut file = std::fs::File::open(path).map_err(fail)?;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(fail)?;
+    Ok(Digest(hasher.finalize().into()))
 }
 
 impl Digest {
@@ -54,6 +69,16 @@ mod tests {
             sha256(b"").to_hex(),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
+    }
+
+    #[test]
+    fn a_file_hashes_as_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.wasm");
+        std::fs::write(&path, b"component bytes").unwrap();
+        assert_eq!(sha256_file(&path).unwrap(), sha256(b"component bytes"));
+        let err = sha256_file(&dir.path().join("absent.wasm")).unwrap_err();
+        assert!(err.message.starts_with("cannot read"), "{err}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub mod keys;
 pub mod lock;
 pub mod signature;
 
-pub use digest::{Digest, sha256};
+pub use digest::{Digest, sha256, sha256_file};
 pub use keys::{KeyId, PublicKey, SecretKey, TrustedKeys};
 pub use lock::{LOCK_FILE, LockEntry, LockFile, LockMismatch, MismatchKind};
 pub use signature::{Refusal, Sidecar, SignatureError, Verified, verify};

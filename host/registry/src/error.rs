@@ -20,6 +20,12 @@ pub enum MountErrorKind {
     UnsupportedSchema,
     /// The scope passed belongs to another registry, or is closed.
     ForeignScope,
+    /// Locked mounting: the file is not the one its folder's
+    /// `sandgraph.lock` pins (changed, or not in the lock).
+    Unpinned,
+    /// Trusted keys: the file's signature sidecar is missing, malformed,
+    /// signs other bytes, or is not by a trusted key.
+    Signature,
     /// Not a failure: advice about a mounted graph or the configuration
     /// (only in [`crate::MountReport::notices`]).
     Advice,
@@ -80,6 +86,11 @@ pub enum RegistryError {
     /// Strict mode: at least one graph failed to mount.
     #[error("{} failed to mount (strict): {}", graphs(.0.len()), join(.0))]
     Strict(Vec<MountWarning>),
+    /// Locked mounting: a folder has no usable `sandgraph.lock`, or its
+    /// graphs differ from it (changed, missing or extra files); each entry
+    /// names the file and what differs.
+    #[error("the graph folders do not match their lock files: {}", .0.join("; "))]
+    Locked(Vec<String>),
     /// The folders cannot be watched.
     #[error("cannot watch {}: {message}", path.display())]
     Watch {

@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 mod compile;
 mod config;
 mod error;

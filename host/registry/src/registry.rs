@@ -12,10 +12,12 @@ use sandgraph_runtime::caps::http::HttpCassette;
 use sandgraph_runtime::caps::llm::LlmBackend;
 
 use crate::subrun::Backends;
+use sandgraph_artifact::TrustedKeys;
 use sandgraph_runtime::{Graph, Runtime};
 use sandgraph_store::{Store, sha256_hex};
 use tokio::sync::broadcast;
 
+use crate::admission::{Admission, SidecarStamp};
 use crate::compile::Cache;
 use crate::config::OperatorConfig;
 use crate::error::{MountErrorKind, MountWarning, RegistryError};
@@ -67,6 +69,17 @@ pub struct RegistryOptions {
     /// Record the graphs' `http` exchanges into, or replay them from, a
     /// cassette (`--record` / `--replay`); `None`: live.
     pub http_cassette: Option<HttpCassette>,
+    /// Mount only the graphs each folder's `sandgraph.lock` pins (file name
+    /// and sha256; `--locked`). [`Registry::open`] fails with
+    /// [`RegistryError::Locked`] when a folder has no lock or its `*.wasm`
+    /// files differ from it; the watcher refuses a file that changes
+    /// against the lock (and unmounts the graph it replaced).
+    pub locked: bool,
+    /// Mount only graphs whose `<file>.sig` sidecar signs their sha256 with
+    /// one of these keys (`--trusted-keys`); `None`: signatures are not
+    /// checked. A graph refused is a mount warning (an error in strict
+    /// mode), like any other mount failure.
+    pub trusted_keys: Option<TrustedKeys>,
 }
 
 impl std::fmt::Debug for RegistryOptions {
@@ -79,6 +92,11 @@ impl std::fmt::Debug for RegistryOptions {
             .field("log_warnings", &self.log_warnings)
             .field("llm", &self.llm.is_some())
             .field("capability_log", &self.capability_log.is_some())
+            .field("locked", &self.locked)
+            .field(
+                "trusted_keys",
+                &self.trusted_keys.as_ref().map(TrustedKeys::len),
+            )
             .finish()
     }
 }
@@ -94,6 +112,8 @@ impl Default for RegistryOptions {
             llm: None,
             capability_log: None,
             http_cassette: None,
+            locked: false,
+            trusted_keys: None,
         }
     }
 }
@@ -163,6 +183,8 @@ pub(crate) struct Tracked {
     pub(crate) digest: String,
     pub(crate) size: u64,
     pub(crate) mtime: Option<SystemTime>,
+    /// Its signature sidecar, when signatures are checked.
+    pub(crate) sidecar: SidecarStamp,
     pub(crate) status: FileStatus,
 }
 
@@ -192,6 +214,8 @@ pub(crate) struct Inner {
     pub(crate) backends: Backends,
     cache: Cache,
     pub(crate) log_warnings: bool,
+    /// The locks and trusted keys files are admitted by.
+    pub(crate) admission: Admission,
     state: Mutex<State>,
     events: broadcast::Sender<RegistryEvent>,
     next_scope: AtomicU64,
@@ -264,8 +288,10 @@ impl Registry {
     ///
     /// # Errors
     ///
-    /// [`RegistryError::Dir`] when a folder cannot be read, and in strict
-    /// mode [`RegistryError::Strict`] listing every graph that failed.
+    /// [`RegistryError::Dir`] when a folder cannot be read, in strict
+    /// mode [`RegistryError::Strict`] listing every graph that failed, and
+    /// with [`RegistryOptions::locked`] [`RegistryError::Locked`] listing
+    /// every missing lock and every changed, missing or extra graph.
     pub async fn open(
         runtime: Runtime,
         options: RegistryOptions,
@@ -274,7 +300,18 @@ impl Registry {
         if !errors.is_empty() {
             return Err(errors.remove(0));
         }
-        let registry = Registry::new(runtime, &options);
+        let admission =
+            Admission::new(&options.dirs, options.locked, options.trusted_keys.clone())?;
+        // Pinned files that are gone fail the start before anything is
+        // compiled.
+        let found: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let missing = admission.missing(&found);
+        if !missing.is_empty() {
+            return Err(RegistryError::Locked(
+                missing.iter().map(ToString::to_string).collect(),
+            ));
+        }
+        let registry = Registry::new(runtime, &options, admission);
         let mut report = MountReport::default();
         for (path, meta, read) in registry.build_files(files).await {
             match registry.settle_tracked(&path, &meta, read) {
@@ -304,6 +341,17 @@ impl Registry {
                 report.notices.push(notice);
             }
         }
+        // With a lock the set of graphs is fixed: one that differs fails
+        // the start, strict or not.
+        let unpinned: Vec<String> = report
+            .warnings
+            .iter()
+            .filter(|w| w.kind == MountErrorKind::Unpinned)
+            .map(ToString::to_string)
+            .collect();
+        if !unpinned.is_empty() {
+            return Err(RegistryError::Locked(unpinned));
+        }
         if options.strict && !report.warnings.is_empty() {
             return Err(RegistryError::Strict(report.warnings));
         }
@@ -319,10 +367,11 @@ impl Registry {
                 cache,
                 ..RegistryOptions::default()
             },
+            Admission::default(),
         )
     }
 
-    fn new(runtime: Runtime, options: &RegistryOptions) -> Registry {
+    fn new(runtime: Runtime, options: &RegistryOptions, admission: Admission) -> Registry {
         let fingerprint: Arc<str> = Arc::from(runtime.engine_fingerprint());
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         Registry {
@@ -341,6 +390,7 @@ impl Registry {
                     http_cassette: options.http_cassette.clone(),
                 },
                 log_warnings: options.log_warnings,
+                admission,
                 state: Mutex::new(State::default()),
                 events,
                 next_scope: AtomicU64::new(1),
@@ -439,6 +489,9 @@ impl Registry {
     async fn read_and_build(&self, path: &Path) -> ReadAndBuilt {
         let bytes = read(path)?;
         let digest = sha256_hex(&bytes);
+        if let Err(refused) = self.inner.admission.admit(path, &digest) {
+            return Ok((digest, Err(refused)));
+        }
         let built = self
             .build_digested(bytes, digest.clone(), ToolSource::File(path.to_path_buf()))
             .await;
@@ -476,6 +529,7 @@ impl Registry {
                 digest,
                 size: meta.len(),
                 mtime: meta.modified().ok(),
+                sidecar: self.inner.admission.sidecar_stamp(path),
                 status,
             },
         );
@@ -483,6 +537,8 @@ impl Registry {
     }
 
     /// Mounts the component file `path` in `scope` (global when `None`).
+    /// With [`RegistryOptions::locked`] or trusted keys it is admitted as a
+    /// file of a folder is.
     ///
     /// # Errors
     ///
@@ -493,12 +549,18 @@ impl Registry {
         scope: Option<&Scope>,
     ) -> Result<Arc<GraphTool>, MountWarning> {
         let bytes = read(path)?;
+        self.inner
+            .admission
+            .admit(path, &sha256_hex(&bytes))
+            .inspect_err(|w| self.log(w))?;
         self.mount_source(bytes, ToolSource::File(path.to_path_buf()), scope)
             .await
             .map(|(tool, _)| tool)
     }
 
     /// Mounts component bytes in `scope`; `origin` labels them in messages.
+    /// Refused with [`RegistryOptions::locked`] or trusted keys: bytes have
+    /// no lock entry and no signature.
     ///
     /// # Errors
     ///
@@ -509,6 +571,10 @@ impl Registry {
         origin: &str,
         scope: Option<&Scope>,
     ) -> Result<Arc<GraphTool>, MountWarning> {
+        self.inner
+            .admission
+            .admit_bytes(origin)
+            .inspect_err(|w| self.log(w))?;
         self.mount_source(bytes, ToolSource::Bytes(origin.to_owned()), scope)
             .await
             .map(|(tool, _)| tool)

@@ -65,7 +65,7 @@ fn relevant(event: &notify::Event) -> bool {
         || event
             .paths
             .iter()
-            .any(|p| p.extension().is_some_and(|e| e == "wasm"))
+            .any(|p| p.extension().is_some_and(|e| e == "wasm" || e == "sig"))
 }
 
 impl Registry {
@@ -161,7 +161,8 @@ impl Registry {
         for (path, meta) in &present {
             let prev = tracked.get(path);
             let (size, mtime) = (meta.len(), meta.modified().ok());
-            if prev.is_some_and(|t| t.size == size && t.mtime == mtime) {
+            let sidecar = self.inner.admission.sidecar_stamp(path);
+            if prev.is_some_and(|t| t.size == size && t.mtime == mtime && t.sidecar == sidecar) {
                 continue;
             }
             if !settled(self, path, size, mtime, now) {
@@ -176,6 +177,7 @@ impl Registry {
             let digest = sha256_hex(&bytes);
             if let Some(t) = prev
                 && t.digest == digest
+                && t.sidecar == sidecar
             {
                 // Touched, same content.
                 if let Some(t) = self.state().files.get_mut(path) {
@@ -211,9 +213,14 @@ impl Registry {
         mtime: Option<SystemTime>,
         old: Option<&str>,
     ) -> bool {
-        let built = self
-            .build(bytes, ToolSource::File(path.to_path_buf()))
-            .await;
+        let sidecar = self.inner.admission.sidecar_stamp(path);
+        let built = match self.inner.admission.admit(path, &digest) {
+            Ok(()) => {
+                self.build(bytes, ToolSource::File(path.to_path_buf()))
+                    .await
+            }
+            Err(refused) => Err(refused),
+        };
         let outcome = match (built, old) {
             (Ok(built), Some(old)) => self.replace(old, path, built),
             (Ok(built), None) => self.insert(built, None),
@@ -247,6 +254,7 @@ impl Registry {
                 digest,
                 size,
                 mtime,
+                sidecar,
                 status,
             },
         );

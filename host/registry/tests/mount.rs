@@ -655,3 +655,72 @@ async fn graphs_whose_describe_spins_allocates_or_traps_are_stopped_by_the_load_
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn locked_opening_fails_on_a_changed_missing_or_extra_graph_and_mounts_the_pinned_set() {
+    let dir = common::folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let d = dir.path();
+    let locked = || RegistryOptions {
+        locked: true,
+        ..options(&[d])
+    };
+    let refused = |e: RegistryError| match e {
+        RegistryError::Locked(problems) => problems.join("\n"),
+        other => panic!("expected a lock failure, got {other}"),
+    };
+    let err = Registry::open(runtime(), locked()).await.unwrap_err();
+    assert!(refused(err).contains("no lock file"));
+
+    let entry = sandgraph_artifact::LockEntry {
+        file: "echo.wasm".into(),
+        name: "echo_graph".into(),
+        sha256: sandgraph_artifact::sha256_file(&d.join("echo.wasm")).unwrap(),
+    };
+    sandgraph_artifact::LockFile::new(vec![entry.clone()])
+        .unwrap()
+        .write(d)
+        .unwrap();
+    let (registry, report) = Registry::open(runtime(), locked()).await.unwrap();
+    assert_eq!(registry.names(), ["echo_graph"]);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+
+    std::fs::copy(sandgraph_tests::GREET, d.join("greet.wasm")).unwrap();
+    let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
+    assert!(err.contains("greet.wasm: not in"), "{err}");
+    std::fs::remove_file(d.join("greet.wasm")).unwrap();
+
+    let mut bytes = std::fs::read(d.join("echo.wasm")).unwrap();
+    bytes.extend_from_slice(&[0, 1, 0]); // an empty custom section
+    std::fs::write(d.join("echo.wasm"), &bytes).unwrap();
+    let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
+    assert!(
+        err.contains("echo.wasm: changed since it was locked"),
+        "{err}"
+    );
+
+    std::fs::remove_file(d.join("echo.wasm")).unwrap();
+    let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
+    assert!(err.contains("echo.wasm: missing"), "{err}");
+
+    // Bytes have no lock entry.
+    let empty = Registry::open(
+        runtime(),
+        RegistryOptions {
+            dirs: vec![],
+            locked: true,
+            ..RegistryOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+    .0;
+    let w = empty
+        .mount_bytes(
+            std::fs::read(sandgraph_tests::ECHO).unwrap(),
+            "upload",
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(w.kind, MountErrorKind::Unpinned);
+}

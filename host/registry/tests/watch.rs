@@ -253,3 +253,101 @@ async fn changes_between_open_and_watch_are_picked_up() {
         ]
     );
 }
+
+/// The next event is the failure of `path`, with `needle` in its reason.
+async fn expect_failure(
+    events: &mut tokio::sync::broadcast::Receiver<RegistryEvent>,
+    path: &Path,
+    needle: &str,
+) {
+    match next_event(events).await {
+        RegistryEvent::Failed { path: p, reason } => {
+            assert_eq!(p, path);
+            assert!(reason.contains(needle), "{reason}");
+        }
+        other => panic!("expected a failure of {}, got {other:?}", path.display()),
+    }
+}
+
+/// Writes the lock of `dir` pinning `files` (file name, graph name).
+fn lock(dir: &Path, files: &[(&str, &str)]) {
+    let entries = files
+        .iter()
+        .map(|(file, name)| sandgraph_artifact::LockEntry {
+            file: (*file).into(),
+            name: (*name).into(),
+            sha256: sandgraph_artifact::sha256_file(&dir.join(file)).unwrap(),
+        })
+        .collect();
+    sandgraph_artifact::LockFile::new(entries)
+        .unwrap()
+        .write(dir)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locked_a_changed_file_is_refused_and_its_graph_unmounted_an_extra_one_refused() {
+    let dir = folder(&[("echo.wasm", ECHO)]);
+    let d = dir.path();
+    lock(d, &[("echo.wasm", "echo_graph")]);
+    let options = sandgraph_registry::RegistryOptions {
+        locked: true,
+        ..common::options(&[d])
+    };
+    let (registry, _) = sandgraph_registry::Registry::open(common::runtime(), options)
+        .await
+        .unwrap();
+    assert_eq!(registry.names(), ["echo_graph"]);
+    let mut events = registry.subscribe();
+    let _watch = registry.watch().unwrap();
+
+    // Another build of the same graph, not the pinned bytes.
+    let echo = at(d, "echo.wasm");
+    deploy(
+        &echo,
+        &with_custom_section(&std::fs::read(ECHO).unwrap(), b"v2"),
+    );
+    assert_eq!(
+        next_event(&mut events).await,
+        unmounted("echo_graph", &echo)
+    );
+    expect_failure(&mut events, &echo, "changed since it was locked").await;
+    assert!(registry.names().is_empty());
+
+    // A file the lock does not name.
+    let greet = at(d, "greet.wasm");
+    deploy(&greet, &std::fs::read(GREET).unwrap());
+    expect_failure(&mut events, &greet, "not in").await;
+
+    // The pinned bytes back: mounted again.
+    deploy(&echo, &std::fs::read(ECHO).unwrap());
+    assert_eq!(next_event(&mut events).await, mounted("echo_graph", &echo));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusted_keys_a_graph_mounts_once_its_signature_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = tempfile::tempdir().unwrap();
+    let key = sandgraph_artifact::SecretKey::generate().unwrap();
+    key.write_pair(&keys.path().join("ci")).unwrap();
+    let options = sandgraph_registry::RegistryOptions {
+        trusted_keys: Some(sandgraph_artifact::TrustedKeys::from_dir(keys.path()).unwrap()),
+        ..common::options(&[d])
+    };
+    let (registry, _) = sandgraph_registry::Registry::open(common::runtime(), options)
+        .await
+        .unwrap();
+    let mut events = registry.subscribe();
+    let _watch = registry.watch().unwrap();
+
+    let echo = at(d, "echo.wasm");
+    let bytes = std::fs::read(ECHO).unwrap();
+    deploy(&echo, &bytes);
+    expect_failure(&mut events, &echo, "not signed").await;
+    // The sidecar alone changes: the graph is admitted.
+    sandgraph_artifact::Sidecar::sign(&key, sandgraph_artifact::sha256(&bytes))
+        .write_for(&echo)
+        .unwrap();
+    assert_eq!(next_event(&mut events).await, mounted("echo_graph", &echo));
+}

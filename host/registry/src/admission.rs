@@ -1,0 +1,168 @@
+//! Admission: whether a component may be mounted at all, decided from its
+//! bytes before anything is compiled or run.
+//!
+//! Two checks, each on when the host asks for it:
+//! - **locked** ([`RegistryOptions::locked`](crate::RegistryOptions::locked),
+//!   `--locked`): every folder holds a `sandgraph.lock` (read once, when the
+//!   registry opens), and a file of a folder mounts only when the lock pins
+//!   its name with its sha256. [`Registry::open`](crate::Registry::open)
+//!   fails as a whole when a folder has no lock, or when the `*.wasm` files
+//!   differ from the lock (a changed, missing or extra graph). While
+//!   watching, a file that changes, or appears, against the lock is refused
+//!   and not mounted; a graph it replaced is unmounted (the registry never
+//!   serves what is not on disk).
+//! - **trusted keys** ([`RegistryOptions::trusted_keys`](crate::RegistryOptions::trusted_keys),
+//!   `--trusted-keys DIR`): a file mounts only with a `<file>.sig` sidecar
+//!   that signs its sha256 with one of the keys. A graph refused is a mount
+//!   warning like any other mount failure (skipped; startup fails with
+//!   `strict`).
+//!
+//! Components mounted as bytes ([`Registry::mount_bytes`](crate::Registry::mount_bytes))
+//! have no lock entry and no sidecar, so either check refuses them; graphs
+//! already loaded by the caller ([`Registry::register`](crate::Registry::register))
+//! are the caller's responsibility.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sandgraph_artifact::{Digest, LockFile, LockMismatch, TrustedKeys, signature_path};
+
+use crate::error::{MountErrorKind, MountWarning, RegistryError};
+
+/// The locks and keys a registry admits components by.
+#[derive(Debug, Default)]
+pub(crate) struct Admission {
+    /// The lock of each folder, when locked.
+    locks: Option<BTreeMap<PathBuf, LockFile>>,
+    trusted: Option<TrustedKeys>,
+}
+
+/// A sidecar as last seen (size, mtime): the watcher remounts a graph whose
+/// signature changed even when the component did not.
+pub(crate) type SidecarStamp = Option<(u64, Option<SystemTime>)>;
+
+impl Admission {
+    /// Reads the lock of every folder of `dirs` when `locked`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Locked`] listing every folder whose lock is
+    /// missing, unreadable or malformed.
+    pub(crate) fn new(
+        dirs: &[PathBuf],
+        locked: bool,
+        trusted: Option<TrustedKeys>,
+    ) -> Result<Admission, RegistryError> {
+        let locks = if locked {
+            let mut locks = BTreeMap::new();
+            let mut problems = Vec::new();
+            for dir in dirs {
+                match LockFile::read(dir) {
+                    Ok(lock) => {
+                        locks.insert(dir.clone(), lock);
+                    }
+                    Err(e) => problems.push(e.to_string()),
+                }
+            }
+            if !problems.is_empty() {
+                return Err(RegistryError::Locked(problems));
+            }
+            Some(locks)
+        } else {
+            None
+        };
+        Ok(Admission { locks, trusted })
+    }
+
+    /// Whether anything is checked.
+    pub(crate) fn is_open(&self) -> bool {
+        self.locks.is_none() && self.trusted.is_none()
+    }
+
+    /// The pinned files missing from the folders, given the files found.
+    pub(crate) fn missing(&self, found: &[PathBuf]) -> Vec<LockMismatch> {
+        let Some(locks) = &self.locks else {
+            return Vec::new();
+        };
+        locks
+            .iter()
+            .flat_map(|(dir, lock)| {
+                let names = found
+                    .iter()
+                    .filter(|p| p.parent() == Some(dir.as_path()))
+                    .filter_map(|p| p.file_name().and_then(|n| n.to_str()));
+                lock.missing(dir, names)
+            })
+            .collect()
+    }
+
+    /// Whether the component at `path`, whose bytes have the sha256
+    /// `digest` (hex), may be mounted.
+    ///
+    /// # Errors
+    ///
+    /// [`MountErrorKind::Unpinned`] when it differs from its folder's lock
+    /// (or is in no locked folder), [`MountErrorKind::Signature`] when its
+    /// signature is missing or refused.
+    pub(crate) fn admit(&self, path: &Path, digest: &str) -> Result<(), MountWarning> {
+        if self.is_open() {
+            return Ok(());
+        }
+        let digest: Digest = digest.parse().map_err(|m: String| {
+            MountWarning::new(path, MountErrorKind::Io, format!("internal: {m}"))
+        })?;
+        if let Some(locks) = &self.locks {
+            let dir = path.parent().unwrap_or(Path::new(""));
+            let Some(lock) = locks.get(dir) else {
+                return Err(MountWarning::new(
+                    path,
+                    MountErrorKind::Unpinned,
+                    "not in a locked graph folder: with --locked only the graphs of the folders' \
+                     sandgraph.lock files are mounted"
+                        .to_owned(),
+                ));
+            };
+            lock.admit(dir, path, &digest)
+                .map_err(|m| MountWarning::new(path, MountErrorKind::Unpinned, reason(&m)))?;
+        }
+        if let Some(trusted) = &self.trusted {
+            sandgraph_artifact::verify(path, &digest, trusted)
+                .map_err(|e| MountWarning::new(path, MountErrorKind::Signature, e.error.message))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses component bytes that came from no file, when anything is
+    /// checked.
+    pub(crate) fn admit_bytes(&self, origin: &str) -> Result<(), MountWarning> {
+        if self.is_open() {
+            return Ok(());
+        }
+        let (kind, what) = if self.locks.is_some() {
+            (MountErrorKind::Unpinned, "pinned by a lock file")
+        } else {
+            (MountErrorKind::Signature, "signed")
+        };
+        Err(MountWarning::new(
+            origin,
+            kind,
+            format!("component bytes cannot be {what}: mount a file from a graph folder instead"),
+        ))
+    }
+
+    /// The sidecar of `path` as it is now, when signatures are checked.
+    pub(crate) fn sidecar_stamp(&self, path: &Path) -> SidecarStamp {
+        self.trusted.as_ref()?;
+        let meta = std::fs::metadata(signature_path(path)).ok()?;
+        Some((meta.len(), meta.modified().ok()))
+    }
+}
+
+/// The mismatch's sentence without its leading file name (a mount warning
+/// names the file itself).
+fn reason(mismatch: &LockMismatch) -> String {
+    let full = mismatch.to_string();
+    let prefix = format!("{}: ", mismatch.file.display());
+    full.strip_prefix(&prefix).unwrap_or(&full).to_owned()
+}

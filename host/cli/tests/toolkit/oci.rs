@@ -419,6 +419,63 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
     );
     assert!(!env.path("x.wasm").exists());
 
+    // A layer declared larger than a component may be: refused from the
+    // manifest, before a byte of it is fetched.
+    put_manifest(
+        &reg,
+        "other/app",
+        "huge",
+        &json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": descriptor("application/vnd.wasm.config.v0+json", &c, config.len()),
+            "layers": [descriptor("application/wasm", &layer, 1 << 30)],
+        }),
+    )
+    .await;
+    let err = env.fails(
+        &[
+            "pull",
+            &format!("{}/other/app:huge", reg.addr()),
+            "--out",
+            "x.wasm",
+        ],
+        REGISTRY_EXIT,
+    );
+    assert!(
+        err.contains("error[too_large]") && err.contains("1073741824"),
+        "{err}"
+    );
+
+    // A manifest larger than MAX_MANIFEST_BYTES (256 KiB) is not read whole.
+    put_manifest(
+        &reg,
+        "other/app",
+        "bloated",
+        &json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": descriptor("application/vnd.wasm.config.v0+json", &c, config.len()),
+            "layers": [descriptor("application/wasm", &layer, echo.len())],
+            "annotations": {"padding": "x".repeat(300 * 1024)},
+        }),
+    )
+    .await;
+    let err = env.fails(
+        &[
+            "pull",
+            &format!("{}/other/app:bloated", reg.addr()),
+            "--out",
+            "x.wasm",
+        ],
+        REGISTRY_EXIT,
+    );
+    assert!(
+        err.contains("error[too_large]") && err.contains("manifest"),
+        "{err}"
+    );
+    assert!(!env.path("x.wasm").exists());
+
     // The same manifest with the right size is pulled: the refusals above
     // were for what was wrong, not for being pushed by hand.
     put_manifest(

@@ -149,7 +149,7 @@ pub async fn run_on_thread(
         (Some(v), _) => Start::Input(v.clone()),
         (None, Some(r)) => Start::Resume(
             sandgraph_core::json::parse_lossless(r, "--resume")
-                .map_err(|e| invalid(format!("--resume is not valid JSON: {e}")))?,
+                .map_err(|e| invalid(e.in_document("--resume")))?,
         ),
         (None, None) => Start::Continue,
     };

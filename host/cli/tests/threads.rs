@@ -158,6 +158,24 @@ fn resume_errors_are_clear() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no pending interrupt"));
+    // An unquoted string is told, once, how to quote it.
+    let o = sandgraph(
+        db,
+        &[
+            "run",
+            sandgraph_tests::ECHO,
+            "--thread",
+            "e",
+            "--resume",
+            "yes",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim_end(),
+        "error[invalid_input]: --resume is not valid json: expected value at line 1 column 1 \
+         (a json string needs double quotes: \"yes\", in a shell '\"yes\"')"
+    );
     // Running again on the thread continues from its state.
     let o = sandgraph(
         db,

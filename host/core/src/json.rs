@@ -135,6 +135,8 @@ pub struct JsonError {
     pub path: String,
     /// What is wrong, lowercase.
     pub reason: String,
+    /// The text is not JSON at all (rather than JSON that breaks a rule).
+    syntax: bool,
 }
 
 impl JsonError {
@@ -142,15 +144,39 @@ impl JsonError {
         JsonError {
             path: path.into(),
             reason: reason.into(),
+            syntax: false,
+        }
+    }
+
+    /// Whether the text was not JSON at all, rather than JSON breaking a
+    /// lossless rule (or too large).
+    pub fn is_syntax(&self) -> bool {
+        self.syntax
+    }
+
+    /// The error as one sentence about the document `what` a person typed
+    /// or named (`--resume`, `input file a.json`): `--resume is not valid
+    /// json: expected ident at line 1 column 2 (...)`, or, for a rule, `--resume
+    /// is not lossless json at $.a: duplicate key "x"`. For a syntax error
+    /// at the root the path is left out: it says nothing there.
+    pub fn in_document(&self, what: &str) -> String {
+        let (path, reason) = (&self.path, &self.reason);
+        match (self.syntax, path == "$") {
+            (true, true) => format!("{what} is not valid json: {reason}"),
+            (true, false) => format!("{what} is not valid json at {path}: {reason}"),
+            (false, true) => format!("{what}: {reason}"),
+            (false, false) => format!("{what} is not lossless json at {path}: {reason}"),
         }
     }
 }
 
 /// Parses `text` as lossless JSON in a single pass.
 ///
-/// `what` names the document (e.g. `output of node "a"`) in the reasons that
-/// concern the text as a whole: its size and its syntax. Rule violations are
-/// located by their JSON path instead.
+/// `what` names the document (e.g. `output of node "a"`) in the reason that
+/// concerns the text as a whole, its size. A syntax error's reason is
+/// serde_json's (with a hint for a bare word that was meant as a string),
+/// for the caller to put after its own `... is not valid json: `; rule
+/// violations are located by their JSON path.
 pub fn parse_lossless(text: &str, what: &str) -> Result<Value, JsonError> {
     parse_with(text, what, &ParseCtx::default())
 }
@@ -181,7 +207,9 @@ fn parse_with(text: &str, what: &str, ctx: &ParseCtx<'_>) -> Result<Value, JsonE
                 return Err(found);
             }
             let path = ctx.error_path.take().unwrap_or_else(|| "$".to_owned());
-            return Err(JsonError::new(path, syntax_reason(text, what, &err)));
+            let mut error = JsonError::new(path, syntax_reason(text, &err));
+            error.syntax = true;
+            return Err(error);
         }
     };
     // Integer tokens too long for u64/i64 reach the visitor as floats; confirm
@@ -277,8 +305,30 @@ fn depth_reason() -> String {
     format!("nesting deeper than {MAX_JSON_DEPTH} levels")
 }
 
+/// Longest text [`bare_word_hint`] quotes back: a word or two typed where
+/// a JSON string was meant; anything longer is not echoed.
+const MAX_BARE_WORD_LEN: usize = 64;
+
+/// For text that reads as a bare word or phrase (`yes`, `ship it`) rather
+/// than JSON, how to write it as a JSON string, in a shell too: `(a json
+/// string needs double quotes: "yes", in a shell '"yes"')`.
+pub fn bare_word_hint(text: &str) -> Option<String> {
+    let word = text.trim();
+    let starts_like_a_word = word.chars().next().is_some_and(char::is_alphabetic);
+    let plain = word
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.' | ',' | '!' | '?'));
+    let literal = matches!(word, "true" | "false" | "null");
+    if word.len() > MAX_BARE_WORD_LEN || !starts_like_a_word || !plain || literal {
+        return None;
+    }
+    Some(format!(
+        "(a json string needs double quotes: \"{word}\", in a shell '\"{word}\"')"
+    ))
+}
+
 /// Turns a serde_json error the visitor did not raise itself into a reason.
-fn syntax_reason(text: &str, what: &str, err: &serde_json::Error) -> String {
+fn syntax_reason(text: &str, err: &serde_json::Error) -> String {
     let message = err.to_string();
     if message.starts_with("number out of range") {
         return format!(
@@ -295,7 +345,10 @@ fn syntax_reason(text: &str, what: &str, err: &serde_json::Error) -> String {
             err.column()
         );
     }
-    format!("{what} is not valid json: {message}")
+    match bare_word_hint(text) {
+        Some(hint) => format!("{message} {hint}"),
+        None => message,
+    }
 }
 
 /// Whether the text around serde_json's error position spells `NaN` or
@@ -775,12 +828,59 @@ mod tests {
     fn syntax_errors_name_the_document_and_location() {
         let e = err(r#"{"a": [1, 2}"#);
         assert_eq!(e.path, "$.a[2]");
-        assert!(e.reason.starts_with("test input is not valid json"), "{e}");
+        assert!(e.reason.starts_with("expected `,` or `]`"), "{e}");
+        assert!(e.is_syntax());
+        assert_eq!(
+            e.in_document("--input"),
+            "--input is not valid json at $.a[2]: expected `,` or `]` at line 1 column 12"
+        );
         let e = err("{} x");
         assert_eq!(e.path, "$");
         assert!(e.reason.contains("trailing characters"), "{e}");
-        assert!(err("").reason.contains("not valid json"));
-        assert!(err(r#""\ud800""#).reason.contains("not valid json"));
+        assert!(err("").is_syntax());
+        assert!(err(r#""\ud800""#).is_syntax());
+        assert!(!err(r#"{"a":1,"a":2}"#).is_syntax());
+    }
+
+    #[test]
+    fn a_bare_word_is_told_to_quote_itself_once() {
+        let e = err("yes");
+        assert_eq!(
+            e.in_document("--resume"),
+            "--resume is not valid json: expected value at line 1 column 1 \
+             (a json string needs double quotes: \"yes\", in a shell '\"yes\"')"
+        );
+        assert_eq!(
+            bare_word_hint(" ship it! ").as_deref(),
+            Some("(a json string needs double quotes: \"ship it!\", in a shell '\"ship it!\"')")
+        );
+        assert_eq!(bare_word_hint("{\"a\": x}"), None, "not a word");
+        assert_eq!(
+            bare_word_hint("it's"),
+            None,
+            "would need other shell quoting"
+        );
+        assert_eq!(
+            bare_word_hint("nul"),
+            Some("(a json string needs double quotes: \"nul\", in a shell '\"nul\"')".into())
+        );
+        assert_eq!(bare_word_hint("true"), None);
+        assert_eq!(bare_word_hint("1x"), None);
+        assert_eq!(
+            bare_word_hint(&"y".repeat(MAX_BARE_WORD_LEN + 1)),
+            None,
+            "not echoed"
+        );
+        assert_eq!(bare_word_hint("esc\u{1b}[31m"), None);
+        // Rule violations name their path; at the root, just the reason.
+        assert_eq!(
+            err(r#"{"a":1,"a":2}"#).in_document("--input"),
+            "--input is not lossless json at $.a: duplicate key \"a\""
+        );
+        assert_eq!(
+            err("-0").in_document("--resume"),
+            "--resume: negative zero (-0) is not allowed"
+        );
     }
 
     #[test]

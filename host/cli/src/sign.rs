@@ -1,37 +1,227 @@
-//! `sandgraph lock/sign/verify/keygen` (being built: see issue 14).
+//! `sandgraph lock`, `sandgraph keygen`, `sandgraph sign` and
+//! `sandgraph verify`: pinning a folder's graphs and signing components
+//! (the formats are in `sandgraph_artifact`).
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use sandgraph_artifact::{
+    Digest, LockEntry, LockFile, SecretKey, Sidecar, TrustedKeys, sha256_file,
+};
+use sandgraph_registry::{Registry, RegistryOptions};
+use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
+
 use crate::exit::Failure;
+use crate::show;
+
+/// The exit status of `sandgraph verify` when the graph does not verify
+/// (unsigned, tampered, untrusted or malformed): a failed check, as
+/// `sandgraph test` and `check --deny-warnings` report theirs.
+pub const VERIFY_FAILED: u8 = 1;
+
+fn invalid(message: impl Into<String>) -> Failure {
+    RunError::new(ErrorCode::InvalidInput, message).into()
+}
+
+fn shown(path: &Path) -> String {
+    show::line(&path.display().to_string(), show::MAX_LINE_BYTES)
+}
 
 /// `sandgraph lock`
 #[derive(clap::Args)]
-pub struct LockArgs {}
-
-pub async fn lock(_args: LockArgs) -> Result<ExitCode, Failure> {
-    Err(Failure::internal("`sandgraph lock` is not built yet"))
+pub struct LockArgs {
+    /// Folder of graph components to pin (writes DIR/sandgraph.lock); repeatable
+    #[arg(long = "graphs", value_name = "DIR", required = true)]
+    graphs: Vec<PathBuf>,
+    /// Compile cache [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/cache.redb, else ~/.cache/sandgraph/cache.redb]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_cache")]
+    cache: Option<PathBuf>,
+    /// Compile every graph, without reading or writing a cache
+    #[arg(long)]
+    no_cache: bool,
 }
 
-/// `sandgraph sign`
-#[derive(clap::Args)]
-pub struct SignArgs {}
-
-pub async fn sign(_args: SignArgs) -> Result<ExitCode, Failure> {
-    Err(Failure::internal("`sandgraph sign` is not built yet"))
+/// Writes `sandgraph.lock` in each folder: every `*.wasm` of the folder
+/// must mount (its graph name comes from loading it), else nothing is
+/// written for that folder.
+pub async fn lock(args: LockArgs) -> Result<ExitCode, Failure> {
+    let runtime = Runtime::with_config(RuntimeConfig::default())?;
+    let cache = crate::cache::open(args.cache.as_deref(), args.no_cache);
+    for dir in &args.graphs {
+        let before = digests(dir)?;
+        let options = RegistryOptions {
+            dirs: vec![dir.clone()],
+            strict: true,
+            cache: cache.clone(),
+            log_warnings: false,
+            ..RegistryOptions::default()
+        };
+        let (_, report) = Registry::open(runtime.clone(), options)
+            .await
+            .map_err(|e| {
+                RunError::new(
+                    ErrorCode::Load,
+                    format!("cannot lock {}: {e}", dir.display()),
+                )
+            })?;
+        let mut entries = Vec::with_capacity(report.mounted.len());
+        for graph in &report.mounted {
+            let sha256 = sha256_file(&graph.path).map_err(|e| invalid(e.to_string()))?;
+            // A file replaced while it was loaded would pin bytes whose
+            // graph name was never read.
+            if before.get(&graph.path) != Some(&sha256) {
+                return Err(invalid(format!(
+                    "{} changed while it was being locked; run `sandgraph lock` again",
+                    shown(&graph.path)
+                )));
+            }
+            let file = graph
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "{}: the file name is not UTF-8; rename it to lock it",
+                        shown(&graph.path)
+                    ))
+                })?
+                .to_owned();
+            entries.push(LockEntry {
+                file,
+                name: graph.name.clone(),
+                sha256,
+            });
+        }
+        let lock = LockFile::new(entries).map_err(|m| invalid(format!("{}: {m}", shown(dir))))?;
+        let path = lock.write(dir).map_err(|e| invalid(e.to_string()))?;
+        outln!(
+            "locked {} graph{} in {}",
+            lock.graphs.len(),
+            if lock.graphs.len() == 1 { "" } else { "s" },
+            shown(&path)
+        );
+        for e in &lock.graphs {
+            outln!(
+                "  {}  {}  sha256:{}",
+                show::line(&e.file, show::MAX_LINE_BYTES),
+                show::line(&e.name, show::MAX_LINE_BYTES),
+                e.sha256
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
-/// `sandgraph verify`
-#[derive(clap::Args)]
-pub struct VerifyArgs {}
-
-pub async fn verify(_args: VerifyArgs) -> Result<ExitCode, Failure> {
-    Err(Failure::internal("`sandgraph verify` is not built yet"))
+/// The sha256 of every `*.wasm` file of `dir`.
+fn digests(dir: &Path) -> Result<BTreeMap<PathBuf, Digest>, Failure> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| invalid(format!("cannot read graph folder {}: {e}", shown(dir))))?;
+    let mut out = BTreeMap::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "wasm") && path.is_file() {
+            let digest = sha256_file(&path).map_err(|e| invalid(e.to_string()))?;
+            out.insert(path, digest);
+        }
+    }
+    Ok(out)
 }
 
 /// `sandgraph keygen`
 #[derive(clap::Args)]
-pub struct KeygenArgs {}
+pub struct KeygenArgs {
+    /// Where to write the secret key (mode 0600); the public key goes to FILE.pub. Neither may exist
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+}
 
-pub async fn keygen(_args: KeygenArgs) -> Result<ExitCode, Failure> {
-    Err(Failure::internal("`sandgraph keygen` is not built yet"))
+/// Writes a new ed25519 key pair and prints the key id.
+pub async fn keygen(args: KeygenArgs) -> Result<ExitCode, Failure> {
+    let key = SecretKey::generate().map_err(Failure::internal)?;
+    let public = key
+        .write_pair(&args.out)
+        .map_err(|e| invalid(e.to_string()))?;
+    outln!("key id {}", key.public().id());
+    outln!("secret key: {} (keep it private)", shown(&args.out));
+    outln!(
+        "public key: {} (copy it into the hosts' --trusted-keys folder)",
+        shown(&public)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sandgraph sign`
+#[derive(clap::Args)]
+pub struct SignArgs {
+    /// The graph component to sign (GRAPH.wasm); the signature is written to GRAPH.wasm.sig
+    graph: PathBuf,
+    /// The secret key file (from `sandgraph keygen`)
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+}
+
+/// Signs the component's sha256 and writes the sidecar next to it; the
+/// component itself is not changed.
+pub async fn sign(args: SignArgs) -> Result<ExitCode, Failure> {
+    let key = SecretKey::read(&args.key).map_err(|e| invalid(e.to_string()))?;
+    let digest = sha256_file(&args.graph).map_err(|e| invalid(e.to_string()))?;
+    let sidecar = Sidecar::sign(&key, digest)
+        .write_for(&args.graph)
+        .map_err(|e| invalid(e.to_string()))?;
+    outln!(
+        "signed {} (sha256:{digest}) with key {}",
+        shown(&args.graph),
+        key.public().id()
+    );
+    outln!("wrote {}", shown(&sidecar));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sandgraph verify`
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("keys").required(true).multiple(true).args(["trusted_keys", "key"])))]
+pub struct VerifyArgs {
+    /// The graph component (its signature is GRAPH.wasm.sig)
+    graph: PathBuf,
+    /// Folder of trusted public keys (*.pub files); repeatable
+    #[arg(long = "trusted-keys", value_name = "DIR")]
+    trusted_keys: Vec<PathBuf>,
+    /// A trusted public key file (KEY.pub); repeatable
+    #[arg(long, value_name = "FILE")]
+    key: Vec<PathBuf>,
+}
+
+/// The keys of `--trusted-keys DIR` (each a folder of `*.pub` files) and
+/// `--key FILE`s.
+pub(crate) fn trusted_keys(dirs: &[PathBuf], files: &[PathBuf]) -> Result<TrustedKeys, Failure> {
+    let mut keys = TrustedKeys::new();
+    for dir in dirs {
+        keys.add_dir(dir).map_err(|e| invalid(e.to_string()))?;
+    }
+    for file in files {
+        keys.add_file(file).map_err(|e| invalid(e.to_string()))?;
+    }
+    Ok(keys)
+}
+
+/// Checks the component's sidecar against the trusted keys: exit 0 and the
+/// signer's key id, or [`VERIFY_FAILED`] saying what is wrong.
+pub async fn verify(args: VerifyArgs) -> Result<ExitCode, Failure> {
+    let keys = trusted_keys(&args.trusted_keys, &args.key)?;
+    let digest = sha256_file(&args.graph).map_err(|e| invalid(e.to_string()))?;
+    let verified = sandgraph_artifact::verify(&args.graph, &digest, &keys).map_err(|e| {
+        Failure::new(
+            "signature",
+            VERIFY_FAILED,
+            show::line(&e.to_string(), show::MAX_LINE_BYTES),
+        )
+    })?;
+    outln!(
+        "verified {} (sha256:{digest}): signed by key {} ({})",
+        shown(&args.graph),
+        verified.key_id,
+        shown(&verified.key_file)
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -65,6 +65,12 @@ pub struct MountArgs {
     /// Answer the graphs' llm and http calls from FILE (written by --record), offline; a request it has no answer for fails
     #[arg(long, value_name = "FILE")]
     pub(crate) replay: Option<PathBuf>,
+    /// Mount only the graphs each folder's sandgraph.lock pins (`sandgraph lock`): fail when a graph is changed, missing or extra, or a folder has no lock
+    #[arg(long)]
+    locked: bool,
+    /// Mount only graphs signed (GRAPH.wasm.sig, `sandgraph sign`) by a key of DIR (*.pub files); others are skipped with a warning (an error with --strict); repeatable
+    #[arg(long = "trusted-keys", value_name = "DIR")]
+    trusted_keys: Vec<PathBuf>,
 }
 
 /// `sandgraph call NAME ...`
@@ -98,7 +104,9 @@ fn invalid(message: impl Into<String>) -> Failure {
 pub(crate) fn registry_failure(e: RegistryError) -> Failure {
     match e {
         RegistryError::Config { .. } | RegistryError::Dir { .. } => invalid(e.to_string()),
-        RegistryError::Strict(_) => RunError::new(ErrorCode::Load, e.to_string()).into(),
+        RegistryError::Strict(_) | RegistryError::Locked(_) => {
+            RunError::new(ErrorCode::Load, e.to_string()).into()
+        }
         RegistryError::Watch { .. } => Failure::internal(e.to_string()),
     }
 }
@@ -286,6 +294,10 @@ pub(crate) async fn open(
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
     })?;
+    let trusted_keys = match args.trusted_keys.as_slice() {
+        [] => None,
+        dirs => Some(crate::sign::trusted_keys(dirs, &[])?),
+    };
     let options = RegistryOptions {
         dirs: args.graphs.clone(),
         strict: args.strict,
@@ -295,6 +307,8 @@ pub(crate) async fn open(
         llm,
         capability_log: capability_log.map(|l| Arc::new(l) as Arc<dyn CapabilityLog>),
         http_cassette,
+        locked: args.locked,
+        trusted_keys,
     };
     let (registry, report) = Registry::open(runtime, options)
         .await

@@ -6,9 +6,42 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::GraphSpec;
-use sandgraph_runtime::{ErrorCode, Limits, RunError, Runtime};
-use sandgraph_store::{CompileCache, LoadFailure};
+use sandgraph_runtime::{ErrorCode, Graph, Limits, RunError, Runtime};
+use sandgraph_store::{CompileCache, LoadFailure, Store, sha256_hex};
 use wasmtime::component::Component;
+
+/// Loads the component `bytes` through the compile cache `cache` (`None`:
+/// compile), as a mount does: the compiled artifact of its sha256 and this
+/// engine is deserialized when the cache holds a good one, else the bytes
+/// are compiled and the artifact stored; the spec the component described
+/// for the same digest is reused (no guest code runs), else `describe` runs
+/// and its spec is stored. For the commands that load one graph by path
+/// (`run`, `inspect`, `check`, `test`); the registry's own mounts go
+/// through the same cache.
+///
+/// # Errors
+///
+/// A `load` error when the bytes are not a loadable graph component.
+pub async fn load_cached(
+    runtime: &Runtime,
+    cache: Option<&Store>,
+    bytes: Vec<u8>,
+) -> Result<Arc<Graph>, RunError> {
+    let cache = Cache {
+        store: cache.map(Store::compile_cache),
+        fingerprint: Arc::from(runtime.engine_fingerprint()),
+    };
+    let digest = sha256_hex(&bytes);
+    let bytes: Arc<[u8]> = Arc::from(bytes);
+    let component = cache.component(runtime, &digest, &bytes).await?;
+    if let Some(spec) = cache.spec(&digest) {
+        tracing::debug!(digest, "compile cache: reusing the described spec");
+        return runtime.load_described(component, spec);
+    }
+    let graph = runtime.load_component(component).await?;
+    cache.put_spec(&digest, graph.spec());
+    Ok(graph)
+}
 
 /// The cache of one registry: the store (if any) and this engine's
 /// fingerprint.
@@ -123,6 +156,7 @@ impl Cache {
         bytes: &Arc<[u8]>,
     ) -> Result<Component, RunError> {
         if let Some(component) = self.cached_component(runtime, digest).await {
+            tracing::debug!(digest, "compile cache: loaded the compiled artifact");
             return Ok(component);
         }
         let rt = runtime.clone();
@@ -131,17 +165,20 @@ impl Cache {
         if let Some(store) = self.store.clone() {
             let rt = runtime.clone();
             let fingerprint = self.fingerprint.clone();
-            let digest = digest.to_owned();
+            let key = digest.to_owned();
             let c = component.clone();
             let stored = blocking(move || {
                 let artifact = rt.serialize(&c)?;
                 store
-                    .put_artifact(&digest, &fingerprint, &artifact)
+                    .put_artifact(&key, &fingerprint, &artifact)
                     .map_err(|e| RunError::new(ErrorCode::Load, e.to_string()))
             })
             .await;
-            if let Err(e) = stored {
-                tracing::warn!("compile cache: cannot store an artifact: {}", e.message);
+            match stored {
+                Ok(()) => {
+                    tracing::debug!(digest, "compile cache: compiled and stored the artifact")
+                }
+                Err(e) => tracing::warn!("compile cache: cannot store an artifact: {}", e.message),
             }
         }
         Ok(component)

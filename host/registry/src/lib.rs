@@ -38,6 +38,7 @@ mod subrun;
 mod tool;
 mod watch;
 
+pub use compile::load_cached;
 pub use config::{
     DEFAULT_CONFIG_FILE, GrantsConfig, GraphOverrides, LimitOverrides, LlmGrantConfig,
     OperatorConfig, ToolsGrantConfig,

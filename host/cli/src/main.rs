@@ -89,6 +89,8 @@ enum Command {
         /// Also print one JSON line per superstep to stderr
         #[arg(long)]
         stream: bool,
+        #[command(flatten)]
+        cache: cache::CacheArgs,
     },
     /// Inspect and manage durable threads
     #[command(subcommand)]
@@ -100,6 +102,8 @@ enum Command {
         /// Print a Mermaid flowchart instead of JSON
         #[arg(long)]
         mermaid: bool,
+        #[command(flatten)]
+        cache: cache::CacheArgs,
     },
     /// Folders of graph components as tools
     Tools {
@@ -223,9 +227,14 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
             limits,
             thread,
             stream,
-        } => run::run(&graph, input.as_deref(), &limits, &thread, stream).await,
+            cache,
+        } => run::run(&graph, input.as_deref(), &limits, &thread, stream, &cache).await,
         Command::Threads(cmd) => threads::threads(cmd).await,
-        Command::Inspect { graph, mermaid } => run::inspect(&graph, mermaid)
+        Command::Inspect {
+            graph,
+            mermaid,
+            cache,
+        } => run::inspect(&graph, mermaid, &cache)
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Tools { command } => tools::tools(command).await,

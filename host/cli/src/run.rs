@@ -7,11 +7,20 @@ use std::sync::Arc;
 use sandgraph_runtime::{Graph, RunOptions, RunOutcome, Runtime};
 use serde_json::Value;
 
+use crate::cache::CacheArgs;
 use crate::exit::{self, Failure};
 use crate::{LimitArgs, print_pretty, read_input, show, threads};
 
-pub(crate) async fn load(rt: &Runtime, path: &Path) -> Result<Arc<Graph>, Failure> {
-    Ok(rt.load_file(path).await?)
+/// Loads the graph at `path` through the compile cache of `cache`. The
+/// cache is closed again once the graph is loaded, so a long run does not
+/// keep other sandgraph processes from it.
+pub(crate) async fn load(
+    rt: &Runtime,
+    path: &Path,
+    cache: &CacheArgs,
+) -> Result<Arc<Graph>, Failure> {
+    let store = cache.open();
+    crate::cache::load(rt, store.as_ref(), path).await
 }
 
 pub(crate) async fn run(
@@ -20,12 +29,13 @@ pub(crate) async fn run(
     args: &LimitArgs,
     thread: &threads::ThreadArgs,
     stream: bool,
+    cache: &CacheArgs,
 ) -> Result<ExitCode, Failure> {
     let input = input.map(read_input).transpose()?;
     let rt = Runtime::new()?;
     let limits = args.apply(rt.config().default_limits.clone());
     limits.check()?;
-    let graph = load(&rt, path).await?;
+    let graph = load(&rt, path, cache).await?;
     let opts = RunOptions {
         limits: Some(limits),
         context: tool_context(&graph),
@@ -67,9 +77,9 @@ pub(crate) fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
     }
 }
 
-pub(crate) async fn inspect(path: &Path, mermaid: bool) -> Result<(), Failure> {
+pub(crate) async fn inspect(path: &Path, mermaid: bool, cache: &CacheArgs) -> Result<(), Failure> {
     let rt = Runtime::new()?;
-    let graph = load(&rt, path).await?;
+    let graph = load(&rt, path, cache).await?;
     if mermaid {
         print!("{}", show::lines(&graph.spec().to_mermaid()));
         Ok(())

@@ -1,1 +1,275 @@
-//! Tests of `sandgraph check` (see ../toolkit.rs).
+//! Tests of `sandgraph check`, and of the compile cache that `run`,
+//! `inspect`, `check` and `test` share (see ../toolkit.rs).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A working folder (no stray `sandgraph.toml`) with a compile cache of its
+/// own; the graphs are copied in by name.
+pub(crate) struct Env {
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub(crate) fn new(graphs: &[(&str, &str)]) -> Env {
+        let env = Env {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        for (name, component) in graphs {
+            std::fs::copy(component, env.path(name)).unwrap();
+        }
+        env
+    }
+
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("SANDGRAPH_LOG", "off")
+            .env("SANDGRAPH_DB", self.path("threads.redb"))
+            .env("SANDGRAPH_CACHE", self.path("cache.redb"));
+        cmd
+    }
+
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .output()
+            .expect("the sandgraph binary runs")
+    }
+}
+
+pub(crate) fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub(crate) fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+fn check_json(env: &Env, args: &[&str]) -> (Output, Value) {
+    let mut all = vec!["check", "--json"];
+    all.extend_from_slice(args);
+    let o = env.run(&all);
+    let v = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(&o), stderr(&o)));
+    (o, v)
+}
+
+fn lints(graph: &Value) -> Vec<&str> {
+    graph["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no warnings list: {graph}"))
+        .iter()
+        .map(|w| w["lint"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn check_reports_the_world_capabilities_size_digest_and_lints() {
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let o = env.run(&["check", "echo.wasm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let size = std::fs::metadata(env.path("echo.wasm")).unwrap().len();
+    for line in [
+        "echo.wasm: graph echo_graph".to_owned(),
+        "  world         sandgraph:graph@0.2.0".to_owned(),
+        "  capabilities  none".to_owned(),
+        format!("  size          {size} bytes"),
+        format!("  sha256        {}", sha256(&env.path("echo.wasm"))),
+        "checked 1 graph(s): 1 loaded, 0 failed to load, 1 warning(s)".to_owned(),
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in:\n{text}"
+        );
+    }
+    // echo is a model-visible tool without declared parameters.
+    assert!(
+        text.contains("  warning[no_parameters]: graph \"echo_graph\" is listed as a tool"),
+        "{text}"
+    );
+    let (o, v) = check_json(&env, &["echo.wasm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let g = &v["graphs"][0];
+    assert_eq!(g["ok"], true);
+    assert_eq!(g["name"], "echo_graph");
+    assert_eq!(g["world"], "sandgraph:graph@0.2.0");
+    assert_eq!(g["capabilities"], serde_json::json!([]));
+    assert_eq!(g["size_bytes"], size);
+    assert_eq!(g["sha256"], sha256(&env.path("echo.wasm")));
+    assert_eq!(lints(g), ["no_parameters"]);
+}
+
+#[test]
+fn deny_warnings_fails_on_a_lint_and_passes_a_clean_graph() {
+    let env = Env::new(&[
+        ("echo.wasm", sandgraph_tests::ECHO),
+        ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
+    ]);
+    let o = env.run(&["check", "--deny-warnings", "echo.wasm"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error[lint]: 1 warning(s) with --deny-warnings"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.run(&["check", "--deny-warnings", "fallback.wasm"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stdout(&o).contains("warning["), "{}", stdout(&o));
+}
+
+#[test]
+fn the_lints_of_a_graph_without_description_or_parameters() {
+    let env = Env::new(&[("rec.wasm", sandgraph_tests::HOSTILE_RECURSION)]);
+    let (o, v) = check_json(&env, &["rec.wasm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let g = &v["graphs"][0];
+    assert_eq!(lints(g), ["no_parameters", "missing_description"], "{g}");
+    let message = g["warnings"][1]["message"].as_str().unwrap();
+    assert!(message.contains("has no description"), "{message}");
+}
+
+#[test]
+fn the_capabilities_a_graph_imports_are_listed() {
+    let env = Env::new(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let (o, v) = check_json(&env, &["llm.wasm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(v["graphs"][0]["capabilities"], serde_json::json!(["llm"]));
+    let o = env.run(&["check", "llm.wasm"]);
+    assert!(
+        stdout(&o).lines().any(|l| l == "  capabilities  llm"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn a_folder_is_every_wasm_in_it_and_a_load_failure_exits_with_its_code() {
+    let env = Env::new(&[("a_echo.wasm", sandgraph_tests::ECHO)]);
+    env.write("b_broken.wasm", "not wasm");
+    env.write("notes.txt", "not a graph");
+    let o = env.run(&["check", "."]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("a_echo.wasm: graph echo_graph"), "{text}");
+    assert!(
+        text.contains("b_broken.wasm: failed to load: error[load]: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("checked 2 graph(s): 1 loaded, 1 failed to load, 1 warning(s)"),
+        "{text}"
+    );
+    assert!(stderr(&o).starts_with("error[load]: "), "{}", stderr(&o));
+    assert!(stderr(&o).contains("b_broken.wasm"), "{}", stderr(&o));
+    let (o, v) = check_json(&env, &["."]);
+    assert_eq!(o.status.code(), Some(3));
+    let graphs = v["graphs"].as_array().unwrap();
+    assert_eq!(graphs.len(), 2);
+    assert_eq!(graphs[1]["ok"], false);
+    assert_eq!(graphs[1]["error"]["code"], "load");
+    let empty = tempfile::tempdir().unwrap();
+    let o = env.run(&["check", empty.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("holds no *.wasm file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The compile cache's debug lines of one command.
+fn cache_log(env: &Env, args: &[&str]) -> (Output, String) {
+    let o = env
+        .command(args)
+        .env("SANDGRAPH_LOG", "sandgraph_registry=debug")
+        .output()
+        .unwrap();
+    let log = stderr(&o);
+    (o, log)
+}
+
+const COMPILED: &str = "compile cache: compiled and stored the artifact";
+const LOADED: &str = "compile cache: loaded the compiled artifact";
+
+#[test]
+fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let run = ["run", "echo.wasm", "--input", r#"{"topic": "x"}"#];
+    let (o, log) = cache_log(&env, &run);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains(COMPILED) && !log.contains(LOADED), "{log}");
+    assert!(env.path("cache.redb").is_file(), "the cache file is made");
+    let (o, log) = cache_log(&env, &run);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains(LOADED) && !log.contains(COMPILED), "{log}");
+    assert!(
+        log.contains("compile cache: reusing the described spec"),
+        "{log}"
+    );
+    let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(state["log"], serde_json::json!(["seen:x"]));
+    // inspect and check go through the same cache.
+    for args in [&["inspect", "echo.wasm"][..], &["check", "echo.wasm"][..]] {
+        let (o, log) = cache_log(&env, args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {log}");
+        assert!(
+            log.contains(LOADED) && !log.contains(COMPILED),
+            "{args:?}: {log}"
+        );
+    }
+    // --no-cache neither reads nor writes it; --cache names another file.
+    let (_, log) = cache_log(&env, &["run", "echo.wasm", "--no-cache", "--input", "{}"]);
+    assert!(!log.contains(LOADED) && !log.contains(COMPILED), "{log}");
+    let other = env.path("other.redb");
+    let mut args = run.to_vec();
+    args.extend(["--cache", other.to_str().unwrap()]);
+    let (_, log) = cache_log(&env, &args);
+    assert!(log.contains(COMPILED), "{log}");
+    assert!(other.is_file());
+}
+
+#[test]
+fn run_stream_stderr_stays_json_while_another_process_holds_the_cache() {
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    // This process holds the cache file, as a running `serve` would.
+    let held = sandgraph_store::Store::open(&env.path("cache.redb"));
+    let _held = held.expect("the cache opens");
+    let o = env.run(&[
+        "run",
+        "echo.wasm",
+        "--stream",
+        "--input",
+        r#"{"topic": "x"}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for line in stderr(&o).lines() {
+        serde_json::from_str::<Value>(line)
+            .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
+    }
+}

@@ -1,13 +1,495 @@
-//! `sandgraph test` (being built: see issue 14).
+//! `sandgraph test [DIR|GRAPH.wasm]`: a graph's golden cases.
+//!
+//! A case file is a JSON file in the cases folder (`tests/` of a graph
+//! crate, or `--cases DIR`, default `tests/` beside a `GRAPH.wasm`). It
+//! holds one case object, or an array of them; see [`case`] for the keys.
+//! Each case runs the graph once (or, with `steps`, once and then once per
+//! resume value on a throwaway durable thread) under the normal sandbox
+//! limits and the operator config's grants, and its outcome is compared
+//! with what the case expects. Cases run in parallel, at most `--jobs` at
+//! once. One line per case, a diff of expected and actual for a failure, a
+//! summary line; exit 1 when a case failed; `--junit FILE` also writes the
+//! results as JUnit XML.
 
+mod case;
+mod junit;
+mod report;
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use sandgraph_core::NodeContext;
+use sandgraph_registry::{CallOptions, OperatorConfig, Registry, RegistryOptions};
+use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
+use sandgraph_runtime::caps::llm::LlmBackend;
+use sandgraph_runtime::{
+    ErrorCode, Graph, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig, Start,
+};
+use sandgraph_store::{Durability, Store};
+use serde_json::{Map, Value};
+
+use crate::cache::CacheArgs;
 use crate::exit::Failure;
+use crate::show;
+
+use case::{Begin, Case, Expect};
+
+/// Exit status when a case failed: the generic failure CI systems expect.
+pub const CASES_FAILED: u8 = 1;
 
 /// `sandgraph test`
 #[derive(clap::Args)]
-pub struct TestArgs {}
+pub struct TestArgs {
+    /// A graph crate folder (built first, cases from its tests/), or a graph component (.wasm)
+    #[arg(value_name = "DIR|GRAPH.wasm", default_value = ".")]
+    target: PathBuf,
+    /// Folder of the case files (*.json) [default: tests/ in the crate, or beside the .wasm]
+    #[arg(long, value_name = "DIR")]
+    cases: Option<PathBuf>,
+    /// Run only the cases whose name contains SUBSTR
+    #[arg(long, value_name = "SUBSTR")]
+    filter: Option<String>,
+    /// Also write the results as JUnit XML to FILE
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Operator config (limits, grants, [llm.models]) [default: the first sandgraph.toml in the working directory or above it]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Cases run at once [default: the available parallelism]
+    #[arg(long, value_name = "N")]
+    jobs: Option<NonZeroUsize>,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
 
-pub async fn test(_args: TestArgs) -> Result<ExitCode, Failure> {
-    Err(Failure::internal("`sandgraph test` is not built yet"))
+/// What one case came to.
+pub(crate) struct CaseResult {
+    pub(crate) name: String,
+    pub(crate) file: PathBuf,
+    pub(crate) time: Duration,
+    /// Why it failed; `None`: it passed.
+    pub(crate) failure: Option<Mismatch>,
+}
+
+/// A failed expectation: what was wrong, and a diff of expected and actual
+/// when there is one (both sides pretty JSON).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mismatch {
+    pub(crate) message: String,
+    pub(crate) diff: Option<String>,
+}
+
+impl Mismatch {
+    fn new(message: impl Into<String>) -> Self {
+        Mismatch {
+            message: message.into(),
+            diff: None,
+        }
+    }
+}
+
+/// Everything the cases of one run share.
+struct Suite {
+    runtime: Runtime,
+    graph: Arc<Graph>,
+    config: OperatorConfig,
+    /// Where the durable threads of `steps` cases live; removed at the end.
+    scratch: Scratch,
+}
+
+/// `sandgraph test [DIR|GRAPH.wasm]`.
+pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
+    let started = Instant::now();
+    let loaded = crate::tools::load_operator_config(args.config.as_deref())?;
+    let config = loaded.config;
+    let runtime = Runtime::with_config(RuntimeConfig {
+        load_limits: config.load_limits(),
+        ..RuntimeConfig::default()
+    })?;
+    let scratch = Scratch::new()?;
+    let (wasm, cases_dir) = if args.target.is_dir() {
+        let out = scratch.path().join("graph.wasm");
+        crate::build::build_to(&args.target, &out, false).await?;
+        let cases = args
+            .cases
+            .clone()
+            .unwrap_or_else(|| args.target.join("tests"));
+        (out, cases)
+    } else {
+        let beside = args.target.parent().unwrap_or(Path::new("")).join("tests");
+        (args.target.clone(), args.cases.clone().unwrap_or(beside))
+    };
+    let cases = case::load_dir(&cases_dir)?;
+    let store = args.cache.open();
+    let graph = crate::cache::load(&runtime, store.as_ref(), &wasm).await?;
+    drop(store);
+    let total = cases.len();
+    let selected: Vec<Case> = match &args.filter {
+        Some(f) => cases.into_iter().filter(|c| c.name.contains(f)).collect(),
+        None => cases,
+    };
+    let filtered_out = total - selected.len();
+    let suite = Arc::new(Suite {
+        runtime,
+        graph,
+        config,
+        scratch,
+    });
+    let jobs = args
+        .jobs
+        .or_else(|| std::thread::available_parallelism().ok())
+        .map_or(1, NonZeroUsize::get);
+    outln!(
+        "running {} case(s) of graph {}",
+        selected.len(),
+        show::line(suite.graph.name(), show::MAX_LINE_BYTES)
+    );
+    let results = run_all(&suite, selected, jobs).await;
+    let elapsed = started.elapsed();
+    report::print_failures(&results);
+    report::print_summary(&results, filtered_out, elapsed);
+    if let Some(path) = &args.junit {
+        let xml = junit::render(suite.graph.name(), &results, elapsed);
+        std::fs::write(path, xml).map_err(|e| {
+            Failure::from(RunError::new(
+                ErrorCode::InvalidInput,
+                format!("cannot write the JUnit report {}: {e}", path.display()),
+            ))
+        })?;
+    }
+    Ok(if results.iter().any(|r| r.failure.is_some()) {
+        ExitCode::from(CASES_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs the cases, at most `jobs` at once, printing each one's line as it
+/// finishes; the results come back in case order.
+async fn run_all(suite: &Arc<Suite>, cases: Vec<Case>, jobs: usize) -> Vec<CaseResult> {
+    let lanes = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    let names: Vec<(String, PathBuf)> = cases
+        .iter()
+        .map(|c| (c.name.clone(), c.file.clone()))
+        .collect();
+    for (i, case) in cases.into_iter().enumerate() {
+        let suite = suite.clone();
+        let lanes = lanes.clone();
+        tasks.spawn(async move {
+            // The semaphore is never closed.
+            let _lane = lanes.acquire_owned().await;
+            let started = Instant::now();
+            let failure = run_case(&suite, &case, i).await.err();
+            (
+                i,
+                CaseResult {
+                    name: case.name,
+                    file: case.file,
+                    time: started.elapsed(),
+                    failure,
+                },
+            )
+        });
+    }
+    let mut results: Vec<Option<CaseResult>> = names.iter().map(|_| None).collect();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((i, result)) => {
+                report::print_line(&result);
+                results[i] = Some(result);
+            }
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => {}
+        }
+    }
+    results
+        .into_iter()
+        .zip(names)
+        .map(|(r, (name, file))| {
+            r.unwrap_or_else(|| CaseResult {
+                name,
+                file,
+                time: Duration::ZERO,
+                failure: Some(Mismatch::new("the case was cancelled")),
+            })
+        })
+        .collect()
+}
+
+/// What a run came to, for comparing.
+enum Got {
+    Completed(Map<String, Value>),
+    Interrupted {
+        state: Map<String, Value>,
+        interrupts: Vec<Value>,
+    },
+    Failed(RunError),
+}
+
+impl From<Result<RunOutcome, RunError>> for Got {
+    fn from(r: Result<RunOutcome, RunError>) -> Self {
+        match r {
+            Ok(RunOutcome::Completed(state)) => Got::Completed(state),
+            Ok(RunOutcome::Interrupted { state, interrupts }) => Got::Interrupted {
+                state,
+                interrupts: interrupts.into_iter().map(|i| i.value).collect(),
+            },
+            Err(e) => Got::Failed(e),
+        }
+    }
+}
+
+/// Runs one case; `Err` says how it failed.
+async fn run_case(suite: &Suite, case: &Case, index: usize) -> Result<(), Mismatch> {
+    let setup = |m: String| Mismatch::new(format!("cannot set the case up: {m}"));
+    let graph = &suite.graph;
+    let mut config = suite.config.clone();
+    config.limits = config.limits.merged_with(&case.limits);
+    if let Some(grants) = &case.grants {
+        config
+            .graphs
+            .entry(graph.name().to_owned())
+            .or_default()
+            .grants = grants.clone();
+    }
+    config.check().map_err(|e| setup(e.to_string()))?;
+    let (llm, http_cassette) = match &case.cassette {
+        Some(path) => cassette(&config, path).map_err(setup)?,
+        None => (None, None),
+    };
+    let options = RegistryOptions {
+        config,
+        log_warnings: false,
+        llm,
+        http_cassette,
+        ..RegistryOptions::default()
+    };
+    let (registry, _) = Registry::open(suite.runtime.clone(), options)
+        .await
+        .map_err(|e| setup(e.to_string()))?;
+    let tool = registry
+        .create(graph.clone())
+        .map_err(|e| setup(e.to_string()))?;
+    let thread = (!case.steps.is_empty()).then(|| format!("case-{index}"));
+    let opts = RunOptions {
+        limits: Some(tool.limits().clone()),
+        context: NodeContext {
+            tool: graph.name().to_owned(),
+            thread_id: thread.clone(),
+            ..NodeContext::default()
+        },
+        capabilities: tool.capabilities(),
+        ..RunOptions::default()
+    };
+    let input = match &case.begin {
+        Begin::Input(v) => Ok(v.clone()),
+        Begin::Args(args) => {
+            // As `sandgraph call`: the parameters, then `validate`.
+            let call = CallOptions {
+                thread_id: thread.clone(),
+                ..CallOptions::default()
+            };
+            match tool.check(args, &call).await {
+                Ok(()) => Ok(tool.parameters().graph_input(args.clone())),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let Some(thread) = thread else {
+        let got = match input {
+            Ok(input) => suite.runtime.run(graph, input, opts).await.into(),
+            Err(e) => Got::Failed(e),
+        };
+        return compare(&case.expect, &got, false).map_err(|m| m.at("the run"));
+    };
+    let db = suite.scratch.path().join(format!("case-{index}.redb"));
+    let threads = Store::open(&db)
+        .map_err(|e| setup(format!("cannot open a thread database: {e}")))?
+        .threads();
+    let run = |start: Start| {
+        let threads = threads.clone();
+        let opts = opts.clone();
+        let thread = thread.clone();
+        async move {
+            let writer = threads.begin(&thread, graph.name(), Durability::Sync)?;
+            let existing = threads.load(&thread)?;
+            suite
+                .runtime
+                .run_thread(graph, existing, start, opts, &writer, &mut |_| {})
+                .await
+        }
+    };
+    let got = match input {
+        Ok(input) => run(Start::Input(input)).await.into(),
+        Err(e) => Got::Failed(e),
+    };
+    compare(&case.expect, &got, true).map_err(|m| m.at("the first run"))?;
+    for (i, step) in case.steps.iter().enumerate() {
+        let got = run(Start::Resume(step.resume.clone())).await.into();
+        let more = i + 1 < case.steps.len();
+        compare(&step.expect, &got, more).map_err(|m| m.at(&format!("step {}", i + 1)))?;
+    }
+    Ok(())
+}
+
+impl Mismatch {
+    /// The mismatch with the run it happened in before its message.
+    fn at(self, run: &str) -> Mismatch {
+        Mismatch {
+            message: format!("{run}: {}", self.message),
+            diff: self.diff,
+        }
+    }
+}
+
+/// The model and http cassette of a case: both answered from `path`.
+fn cassette(
+    config: &OperatorConfig,
+    path: &Path,
+) -> Result<(Option<LlmBackend>, Option<HttpCassette>), String> {
+    let provider = sandgraph_llm::cassette::Replay::open(path).map_err(|e| e.to_string())?;
+    let http = HttpReplay::open(path).map_err(|e| e.to_string())?;
+    // Offline: no key is read and nothing is sent.
+    let default_model = sandgraph_agent::AgentConfig::from_operator(config)
+        .map(|c| c.llm.model)
+        .unwrap_or_default();
+    Ok((
+        Some(LlmBackend {
+            provider: Arc::new(provider),
+            models: config.llm_models.clone(),
+            default_model,
+        }),
+        Some(HttpCassette::Replay(http)),
+    ))
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("<cannot render: {e}>"))
+}
+
+fn differs(what: &str, expected: &Value, actual: &Value) -> Mismatch {
+    Mismatch {
+        message: format!("{what} differs from the expected one (- expected, + actual)"),
+        diff: Some(report::line_diff(&pretty(expected), &pretty(actual))),
+    }
+}
+
+/// Checks one run against its expectation; `more` says resume steps
+/// follow, so the run must stop at an interrupt.
+fn compare(expect: &Expect, got: &Got, more: bool) -> Result<(), Mismatch> {
+    if let Some(code) = &expect.error {
+        return match got {
+            Got::Failed(e) if e.code.as_str() == code => match &expect.error_contains {
+                Some(part) if !e.message.contains(part.as_str()) => Err(Mismatch::new(format!(
+                    "failed with error[{code}] as expected, but its message does not contain \
+                     {part:?}: {}",
+                    show::line(&e.message, show::MAX_LINE_BYTES)
+                ))),
+                _ => Ok(()),
+            },
+            Got::Failed(e) => Err(Mismatch::new(format!(
+                "expected error[{code}], got error[{}]: {}",
+                e.code.as_str(),
+                show::line(&e.message, show::MAX_LINE_BYTES)
+            ))),
+            Got::Completed(_) => Err(Mismatch::new(format!(
+                "expected error[{code}], but the run completed"
+            ))),
+            Got::Interrupted { .. } => Err(Mismatch::new(format!(
+                "expected error[{code}], but the run stopped at an interrupt"
+            ))),
+        };
+    }
+    let state = match got {
+        Got::Failed(e) => {
+            return Err(Mismatch::new(format!(
+                "the run failed: error[{}]: {}",
+                e.code.as_str(),
+                show::line(&e.message, show::MAX_LINE_BYTES)
+            )));
+        }
+        Got::Completed(state) => {
+            if more || expect.interrupts.is_some() {
+                return Err(Mismatch::new(
+                    "the run completed, but the case expects it to stop at an interrupt",
+                ));
+            }
+            state
+        }
+        Got::Interrupted { state, interrupts } => {
+            match &expect.interrupts {
+                Some(want) => {
+                    let (want, got) =
+                        (Value::Array(want.clone()), Value::Array(interrupts.clone()));
+                    if want != got {
+                        return Err(differs("the interrupts' values", &want, &got));
+                    }
+                }
+                None if !more => {
+                    return Err(Mismatch {
+                        message: "the run stopped at an interrupt, but the case expects it to \
+                                  complete: add \"interrupts\" (and \"steps\" to resume it)"
+                            .to_owned(),
+                        diff: Some(pretty(&Value::Array(interrupts.clone()))),
+                    });
+                }
+                None => {}
+            }
+            state
+        }
+    };
+    let state = Value::Object(state.clone());
+    if let Some(want) = &expect.state
+        && *want != state
+    {
+        return Err(differs("the state", want, &state));
+    }
+    for a in &expect.asserts {
+        a.check(&state).map_err(Mismatch::new)?;
+    }
+    Ok(())
+}
+
+/// A private folder for the run's scratch files (the crate's build, the
+/// thread databases), removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, Failure> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "sandgraph-test-{}-{nanos}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        // `create` fails if the folder exists: nobody else's folder is used.
+        builder.create(&path).map_err(|e| {
+            Failure::internal(format!(
+                "cannot create a scratch folder {}: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Scratch(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

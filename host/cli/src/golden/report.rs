@@ -1,0 +1,204 @@
+//! The terminal report of `sandgraph test`: a line per case, the failures
+//! with their diffs, a summary. Case names and states may quote a graph's
+//! output: every line is made inert (see `crate::show`).
+
+use std::time::Duration;
+
+use crate::show;
+
+use super::CaseResult;
+
+/// Most lines of either side a diff compares line by line (the table is
+/// their product); longer texts are shown whole, both sides, cut at
+/// [`MAX_DIFF_BYTES`].
+pub const MAX_DIFF_LINES: usize = 2000;
+/// Longest diff printed for one failure, in bytes: a state the size of
+/// the host budget must not flood the terminal or the JUnit file.
+pub const MAX_DIFF_BYTES: usize = 64 * 1024;
+/// Unchanged lines shown around each change.
+const CONTEXT: usize = 3;
+
+fn millis(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// `test NAME ... ok (12 ms)`.
+pub(crate) fn print_line(r: &CaseResult) {
+    let status = if r.failure.is_some() { "FAILED" } else { "ok" };
+    outln!(
+        "test {} ... {status} ({} ms)",
+        show::line(&r.name, show::MAX_LINE_BYTES),
+        millis(r.time)
+    );
+}
+
+/// The text of a failure: its message, then its diff.
+pub(crate) fn failure_text(r: &CaseResult) -> Option<String> {
+    let f = r.failure.as_ref()?;
+    let mut text = show::line(&f.message, show::MAX_REPORT_BYTES);
+    if let Some(diff) = &f.diff {
+        text.push('\n');
+        text.push_str(diff);
+    }
+    Some(text)
+}
+
+/// The failed cases, each with its file, message and diff.
+pub(crate) fn print_failures(results: &[CaseResult]) {
+    let failed: Vec<&CaseResult> = results.iter().filter(|r| r.failure.is_some()).collect();
+    if failed.is_empty() {
+        return;
+    }
+    outln!("\nfailures:");
+    for r in failed {
+        outln!(
+            "\n---- {} ({}) ----",
+            show::line(&r.name, show::MAX_LINE_BYTES),
+            show::line(&r.file.display().to_string(), show::MAX_LINE_BYTES)
+        );
+        if let Some(text) = failure_text(r) {
+            outln!("{text}");
+        }
+    }
+}
+
+/// `test result: ok. 3 passed; 0 failed; 1 filtered out; finished in 0.42s`.
+pub(crate) fn print_summary(results: &[CaseResult], filtered_out: usize, elapsed: Duration) {
+    let failed = results.iter().filter(|r| r.failure.is_some()).count();
+    let passed = results.len() - failed;
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    outln!(
+        "\ntest result: {verdict}. {passed} passed; {failed} failed; {filtered_out} filtered out; \
+         finished in {:.2}s",
+        elapsed.as_secs_f64()
+    );
+}
+
+/// A line diff of two texts: `- ` lines only in `expected`, `+ ` lines only
+/// in `actual`, `  ` common lines within [`CONTEXT`] lines of a change
+/// (longer common runs elided as `  ...`). Every line is made inert, the
+/// whole capped at [`MAX_DIFF_BYTES`].
+pub(crate) fn line_diff(expected: &str, actual: &str) -> String {
+    let a: Vec<&str> = expected.lines().collect();
+    let b: Vec<&str> = actual.lines().collect();
+    let ops = if a.len() <= MAX_DIFF_LINES && b.len() <= MAX_DIFF_LINES {
+        lcs_ops(&a, &b)
+    } else {
+        a.iter()
+            .map(|l| Op::Del(l))
+            .chain(b.iter().map(|l| Op::Add(l)))
+            .collect()
+    };
+    let near_change = |i: usize| {
+        let lo = i.saturating_sub(CONTEXT);
+        let hi = (i + CONTEXT + 1).min(ops.len());
+        ops[lo..hi].iter().any(|op| !matches!(op, Op::Same(_)))
+    };
+    let mut out = String::new();
+    let mut elided = false;
+    for (i, op) in ops.iter().enumerate() {
+        let (mark, text) = match op {
+            Op::Same(l) if !near_change(i) => {
+                if !elided {
+                    out.push_str("  ...\n");
+                    elided = true;
+                }
+                continue;
+            }
+            Op::Same(l) => ("  ", l),
+            Op::Del(l) => ("- ", l),
+            Op::Add(l) => ("+ ", l),
+        };
+        elided = false;
+        out.push_str(mark);
+        out.push_str(&show::line(&show::json(text), show::MAX_LINE_BYTES));
+        out.push('\n');
+        if out.len() > MAX_DIFF_BYTES {
+            let mut cut = MAX_DIFF_BYTES;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
+            out.push_str("\n[diff cut]\n");
+            break;
+        }
+    }
+    while out.ends_with('\n') {
+        out.pop();
+    }
+    out
+}
+
+enum Op<'a> {
+    Same(&'a str),
+    Del(&'a str),
+    Add(&'a str),
+}
+
+/// The edit script of a longest common subsequence of `a` and `b`.
+fn lcs_ops<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<Op<'a>> {
+    let (n, m) = (a.len(), b.len());
+    // table[i][j]: LCS length of a[i..] and b[j..].
+    let mut table = vec![0u32; (n + 1) * (m + 1)];
+    let at = |i: usize, j: usize| i * (m + 1) + j;
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            table[at(i, j)] = if a[i] == b[j] {
+                table[at(i + 1, j + 1)] + 1
+            } else {
+                table[at(i + 1, j)].max(table[at(i, j + 1)])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut ops = Vec::with_capacity(n + m);
+    while i < n && j < m {
+        if a[i] == b[j] {
+            ops.push(Op::Same(a[i]));
+            i += 1;
+            j += 1;
+        } else if table[at(i + 1, j)] >= table[at(i, j + 1)] {
+            ops.push(Op::Del(a[i]));
+            i += 1;
+        } else {
+            ops.push(Op::Add(b[j]));
+            j += 1;
+        }
+    }
+    ops.extend(a[i..].iter().map(|l| Op::Del(l)));
+    ops.extend(b[j..].iter().map(|l| Op::Add(l)));
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_marks_changed_lines_and_elides_far_context() {
+        let a = "{\n  \"a\": 1,\n  \"b\": 2\n}";
+        let b = "{\n  \"a\": 1,\n  \"b\": 3\n}";
+        assert_eq!(
+            line_diff(a, b),
+            "  {\n    \"a\": 1,\n-   \"b\": 2\n+   \"b\": 3\n  }"
+        );
+        let long_a: String = (0..20).map(|i| format!("{i}\n")).collect();
+        let long_b = long_a.replace("10\n", "ten\n");
+        let d = line_diff(&long_a, &long_b);
+        assert!(d.starts_with("  ...\n  7\n"), "{d}");
+        assert!(d.contains("- 10\n+ ten\n"), "{d}");
+        assert!(d.ends_with("  13\n  ..."), "{d}");
+    }
+
+    #[test]
+    fn the_diff_is_inert_and_bounded() {
+        let d = line_diff("\"\u{1b}[2J\"", "\"\u{9b}x\"");
+        assert!(!d.contains('\u{1b}') && !d.contains('\u{9b}'), "{d}");
+        let huge: String = (0..3000)
+            .map(|i| format!("line {i} {}\n", "x".repeat(40)))
+            .collect();
+        let d = line_diff(&huge, "x");
+        assert!(d.len() < MAX_DIFF_BYTES + 64, "{}", d.len());
+        assert!(d.ends_with("[diff cut]"));
+    }
+}

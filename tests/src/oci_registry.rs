@@ -4,8 +4,11 @@
 //! [`OciRegistry::start`] runs `docker-registry serve CONFIG.yml` on a free
 //! `127.0.0.1` port with filesystem storage in a temporary folder (and,
 //! with [`OciRegistry::start_with_basic_auth`], an htpasswd file of one
-//! bcrypt-hashed user), waits until `GET /v2/` answers, and kills the
-//! process on drop. Where the binary is missing or cannot start, the error
+//! bcrypt-hashed user, or, with [`OciRegistry::start_with_token_auth`], a
+//! bearer token service of its own that checks the user's basic credentials
+//! and signs ES256 JWTs the registry verifies against a fresh self-signed
+//! certificate), waits until `GET /v2/` answers, and kills the process on
+//! drop. Where the binary is missing or cannot start, the error
 //! says why; [`start_or_skip`] prints it as `skipping: ...` for the one skip
 //! these tests allow (`.ci/run` installs the package, so CI never skips).
 
@@ -14,6 +17,8 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use base64::Engine as _;
 
 /// Where Debian installs the registry; `SANDGRAPH_DOCKER_REGISTRY`
 /// overrides it.
@@ -29,16 +34,25 @@ pub struct OciRegistry {
     child: Child,
     addr: String,
     dir: tempfile::TempDir,
+    token_service: Option<TokenService>,
 }
 
-/// Starts a registry (`auth`: one htpasswd user) or prints why it cannot
+/// Who may use the registry.
+#[derive(Debug, Clone, Copy)]
+pub enum Auth<'a> {
+    /// Anyone may push and pull.
+    Open,
+    /// HTTP basic credentials, checked against an htpasswd file.
+    Basic(&'a str, &'a str),
+    /// Bearer tokens from a token service that takes these basic
+    /// credentials (the Docker token authentication flow).
+    Token(&'a str, &'a str),
+}
+
+/// Starts a registry that admits `auth`, or prints why it cannot
 /// and returns `None`: the caller returns, the test passes as skipped.
-pub fn start_or_skip(test: &str, auth: Option<(&str, &str)>) -> Option<OciRegistry> {
-    let started = match auth {
-        Some((user, password)) => OciRegistry::start_with_basic_auth(user, password),
-        None => OciRegistry::start(),
-    };
-    match started {
+pub fn start_or_skip(test: &str, auth: Auth<'_>) -> Option<OciRegistry> {
+    match OciRegistry::start_inner(auth) {
         Ok(r) => Some(r),
         Err(why) => {
             eprintln!("skipping: {test}: no OCI registry to test against: {why}");
@@ -57,16 +71,26 @@ fn binary() -> PathBuf {
 impl OciRegistry {
     /// An open registry: anyone may push and pull.
     pub fn start() -> Result<Self, String> {
-        Self::start_inner(None)
+        Self::start_inner(Auth::Open)
     }
 
     /// A registry that wants HTTP basic credentials: `user`/`password`,
     /// checked against a bcrypt htpasswd file.
     pub fn start_with_basic_auth(user: &str, password: &str) -> Result<Self, String> {
-        Self::start_inner(Some((user, password)))
+        Self::start_inner(Auth::Basic(user, password))
     }
 
-    fn start_inner(auth: Option<(&str, &str)>) -> Result<Self, String> {
+    /// A registry that wants bearer tokens, and the token service that
+    /// issues them to `user`/`password` (its realm, a loopback URL, is in
+    /// the registry's `WWW-Authenticate` challenge).
+    pub fn start_with_token_auth(user: &str, password: &str) -> Result<Self, String> {
+        Self::start_inner(Auth::Token(user, password))
+    }
+
+    /// `Err` only when the registry cannot run (missing binary, no start,
+    /// no answer): that is the skip. The fixture's own setup (a temp dir,
+    /// the htpasswd, the token service's key) failing is a bug and panics.
+    fn start_inner(auth: Auth<'_>) -> Result<Self, String> {
         let bin = binary();
         if !bin.is_file() {
             return Err(format!(
@@ -74,45 +98,60 @@ impl OciRegistry {
                 bin.display()
             ));
         }
-        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
-        let htpasswd = match auth {
-            None => None,
-            Some((user, password)) => {
-                // Cost 4, the least bcrypt allows: the registry checks the
-                // hash on every request and the tests make many.
-                let hash = bcrypt::hash_with_result(password, 4)
-                    .map_err(|e| format!("cannot hash the password: {e}"))?
-                    .format_for_version(bcrypt::Version::TwoA);
-                let path = dir.path().join("htpasswd");
-                std::fs::write(&path, format!("{user}:{hash}\n"))
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                Some(path)
-            }
-        };
+        let dir = tempfile::tempdir().expect("oci registry fixture: a temp dir");
+        let (auth_config, token_service) = Self::prepare_auth(auth, dir.path())
+            .unwrap_or_else(|e| panic!("oci registry fixture: {e}"));
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
-            match Self::spawn(&bin, dir.path(), htpasswd.as_deref()) {
-                Ok((child, addr)) => return Ok(OciRegistry { child, addr, dir }),
+            match Self::spawn(&bin, dir.path(), &auth_config) {
+                Ok((child, addr)) => {
+                    return Ok(OciRegistry {
+                        child,
+                        addr,
+                        dir,
+                        token_service,
+                    });
+                }
                 Err(e) => last = e,
             }
         }
         Err(last)
     }
 
-    fn spawn(bin: &Path, dir: &Path, htpasswd: Option<&Path>) -> Result<(Child, String), String> {
+    /// The registry config's `auth` section, and the token service it
+    /// names.
+    fn prepare_auth(auth: Auth<'_>, dir: &Path) -> Result<(String, Option<TokenService>), String> {
+        match auth {
+            Auth::Open => Ok((String::new(), None)),
+            Auth::Token(user, password) => {
+                let service = TokenService::start(user, password, dir)?;
+                Ok((service.registry_config(), Some(service)))
+            }
+            Auth::Basic(user, password) => {
+                // Cost 4, the least bcrypt allows: the registry checks the
+                // hash on every request and the tests make many.
+                let hash = bcrypt::hash_with_result(password, 4)
+                    .map_err(|e| format!("cannot hash the password: {e}"))?
+                    .format_for_version(bcrypt::Version::TwoA);
+                let path = dir.join("htpasswd");
+                std::fs::write(&path, format!("{user}:{hash}\n"))
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                let config = format!(
+                    "auth:\n  htpasswd:\n    realm: sandgraph-test\n    path: {}\n",
+                    path.display()
+                );
+                Ok((config, None))
+            }
+        }
+    }
+
+    fn spawn(bin: &Path, dir: &Path, auth: &str) -> Result<(Child, String), String> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free loopback port: {e}"))?
             .port();
         let addr = format!("127.0.0.1:{port}");
         let storage = dir.join("storage");
-        let auth = match htpasswd {
-            Some(p) => format!(
-                "auth:\n  htpasswd:\n    realm: sandgraph-test\n    path: {}\n",
-                p.display()
-            ),
-            None => String::new(),
-        };
         let config = format!(
             "version: 0.1\n\
              log:\n  level: error\n  accesslog:\n    disabled: true\n\
@@ -207,5 +246,215 @@ impl Drop for OciRegistry {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(service) = self.token_service.take() {
+            service.stop();
+        }
     }
+}
+
+/// The token service's `service` and the JWT audience the registry checks.
+const TOKEN_SERVICE: &str = "sandgraph-test-registry";
+/// The JWT issuer the registry trusts.
+const TOKEN_ISSUER: &str = "sandgraph-test-token-service";
+/// Largest request head the token service reads.
+const MAX_TOKEN_REQUEST_BYTES: usize = 16 * 1024;
+
+/// A Docker token service on loopback: `GET /token?scope=...&service=...`
+/// with the right basic credentials answers `{"token": JWT}`, a JWT signed
+/// (ES256) by a key whose self-signed certificate the registry trusts,
+/// granting the requested repository actions; other credentials get 401.
+struct TokenService {
+    addr: String,
+    cert_path: PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TokenService {
+    fn start(user: &str, password: &str, dir: &Path) -> Result<Self, String> {
+        let key = rcgen::KeyPair::generate().map_err(|e| format!("cannot make a key: {e}"))?;
+        let cert = rcgen::CertificateParams::new(vec![TOKEN_ISSUER.to_string()])
+            .and_then(|p| p.self_signed(&key))
+            .map_err(|e| format!("cannot make a certificate: {e}"))?;
+        let cert_path = dir.join("token-cert.pem");
+        std::fs::write(&cert_path, cert.pem())
+            .map_err(|e| format!("cannot write {}: {e}", cert_path.display()))?;
+        let signer = ring::signature::EcdsaKeyPair::from_pkcs8(
+            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &key.serialize_der(),
+            &ring::rand::SystemRandom::new(),
+        )
+        .map_err(|e| format!("cannot load the signing key: {e}"))?;
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| format!("no free loopback port for the token service: {e}"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("token service: {e}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("token service: {e}"))?
+            .to_string();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let issuer = Issuer {
+            basic: format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            ),
+            x5c: base64::engine::general_purpose::STANDARD.encode(cert.der()),
+            signer,
+            user: user.to_string(),
+        };
+        let stop_flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stop_flag.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => issuer.answer(conn),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Ok(TokenService {
+            addr,
+            cert_path,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The registry's `auth.token` section.
+    fn registry_config(&self) -> String {
+        format!(
+            "auth:\n  token:\n    realm: http://{}/token\n    service: {TOKEN_SERVICE}\n    \
+             issuer: {TOKEN_ISSUER}\n    rootcertbundle: {}\n",
+            self.addr,
+            self.cert_path.display()
+        )
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Issuer {
+    basic: String,
+    x5c: String,
+    signer: ring::signature::EcdsaKeyPair,
+    user: String,
+}
+
+impl Issuer {
+    fn answer(&self, mut conn: TcpStream) {
+        let _ = conn.set_nonblocking(false);
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_TOKEN_REQUEST_BYTES {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let head = String::from_utf8_lossy(&head);
+        let authorized = head.lines().any(|l| {
+            l.split_once(':').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("authorization") && v.trim() == self.basic
+            })
+        });
+        let (status, body) = if authorized {
+            let target = head.split_whitespace().nth(1).unwrap_or("");
+            let scope = target
+                .split_once('?')
+                .map(|(_, q)| q)
+                .unwrap_or("")
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("scope="))
+                .map(percent_decode)
+                .unwrap_or_default();
+            let token = self.token(&scope);
+            (
+                "200 OK",
+                format!("{{\"token\":\"{token}\",\"expires_in\":300}}"),
+            )
+        } else {
+            (
+                "401 Unauthorized",
+                "{\"details\":\"incorrect username or password\"}".to_string(),
+            )
+        };
+        let _ = conn.write_all(
+            format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+    }
+
+    /// A JWT granting `scope` (`repository:NAME:ACTIONS`).
+    fn token(&self, scope: &str) -> String {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let access: Vec<serde_json::Value> = scope
+            .split(' ')
+            .filter_map(|s| {
+                let mut parts = s.splitn(3, ':');
+                let (kind, name, actions) = (parts.next()?, parts.next()?, parts.next()?);
+                Some(serde_json::json!({
+                    "type": kind, "name": name,
+                    "actions": actions.split(',').collect::<Vec<_>>(),
+                }))
+            })
+            .collect();
+        let header = serde_json::json!({"typ": "JWT", "alg": "ES256", "x5c": [self.x5c]});
+        let claims = serde_json::json!({
+            "iss": TOKEN_ISSUER, "sub": self.user, "aud": TOKEN_SERVICE,
+            "exp": now + 300, "nbf": now - 10, "iat": now,
+            "jti": format!("{now}-{}", access.len()), "access": access,
+        });
+        let signing_input = format!(
+            "{}.{}",
+            b64.encode(header.to_string()),
+            b64.encode(claims.to_string())
+        );
+        let signature = self
+            .signer
+            .sign(&ring::rand::SystemRandom::new(), signing_input.as_bytes())
+            .map(|s| b64.encode(s.as_ref()))
+            .unwrap_or_default();
+        format!("{signing_input}.{signature}")
+    }
+}
+
+/// Decodes `%XX` escapes and `+` of a query value.
+fn percent_decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(value.get(i + 1..i + 3).unwrap_or(""), 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

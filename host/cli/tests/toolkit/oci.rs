@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sandgraph_tests::oci_registry::{OciRegistry, start_or_skip};
+use sandgraph_tests::oci_registry::{Auth, OciRegistry, start_or_skip};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
@@ -168,7 +168,7 @@ fn damage(path: &Path, at: usize) {
 
 #[tokio::test]
 async fn push_then_pull_gives_the_same_bytes_in_the_wasm_layout() {
-    let Some(reg) = start_or_skip("push_then_pull", None) else {
+    let Some(reg) = start_or_skip("push_then_pull", Auth::Open) else {
         return;
     };
     let env = Env::new();
@@ -254,7 +254,7 @@ async fn push_then_pull_gives_the_same_bytes_in_the_wasm_layout() {
 
 #[tokio::test]
 async fn a_tampered_blob_or_manifest_is_refused_and_nothing_is_written() {
-    let Some(reg) = start_or_skip("tampered", None) else {
+    let Some(reg) = start_or_skip("tampered", Auth::Open) else {
         return;
     };
     let env = Env::new();
@@ -298,7 +298,7 @@ async fn a_tampered_blob_or_manifest_is_refused_and_nothing_is_written() {
 
 #[tokio::test]
 async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
-    let Some(reg) = start_or_skip("not_wasm_layout", None) else {
+    let Some(reg) = start_or_skip("not_wasm_layout", Auth::Open) else {
         return;
     };
     let env = Env::new();
@@ -501,7 +501,7 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
 
 #[tokio::test]
 async fn the_signature_sidecar_travels_with_the_component() {
-    let Some(reg) = start_or_skip("signature_sidecar", None) else {
+    let Some(reg) = start_or_skip("signature_sidecar", Auth::Open) else {
         return;
     };
     let env = Env::new();
@@ -548,7 +548,7 @@ async fn the_signature_sidecar_travels_with_the_component() {
 
 #[tokio::test]
 async fn basic_auth_uses_the_docker_config() {
-    let Some(reg) = start_or_skip("basic_auth", Some(("alice", "s3cret:pw"))) else {
+    let Some(reg) = start_or_skip("basic_auth", Auth::Basic("alice", "s3cret:pw")) else {
         return;
     };
     let env = Env::new();
@@ -585,6 +585,44 @@ async fn basic_auth_uses_the_docker_config() {
     env.ok(&["push", graph.to_str().unwrap(), &reference]);
     env.ok(&["pull", &reference, "--out", "x.wasm"]);
     assert_eq!(std::fs::read(env.path("x.wasm")).unwrap(), echo_bytes());
+}
+
+#[tokio::test]
+async fn bearer_auth_through_a_token_service() {
+    let Some(reg) = start_or_skip("bearer_auth", Auth::Token("bob", "t0ken-pw")) else {
+        return;
+    };
+    let env = Env::new();
+    let graph = env.echo("echo.wasm");
+    let graph = graph.to_str().unwrap();
+    let reference = format!("{}/team/echo:1", reg.addr());
+
+    // No credentials: the token service gives no token.
+    let err = env.fails(&["push", graph, &reference], REGISTRY_EXIT);
+    assert!(err.contains("error[registry_auth]"), "{err}");
+    assert!(
+        err.contains("refused anonymous access") && err.contains("token service"),
+        "{err}"
+    );
+
+    // A wrong password: the token service refuses it.
+    env.login(reg.addr(), "bob", "wrong");
+    let err = env.fails(&["push", graph, &reference], REGISTRY_EXIT);
+    assert!(
+        err.contains("refused the credentials") && err.contains("config.json"),
+        "{err}"
+    );
+    let err = env.fails(&["pull", &reference, "--out", "x.wasm"], REGISTRY_EXIT);
+    assert!(err.contains("error[registry_auth]"), "{err}");
+
+    // The right one: tokens for push and for pull (the manifest request
+    // carries the token too), by tag and by digest.
+    env.login(reg.addr(), "bob", "t0ken-pw");
+    let pinned = env.ok(&["push", graph, &reference]).trim().to_string();
+    env.ok(&["pull", &reference, "--out", "x.wasm"]);
+    assert_eq!(std::fs::read(env.path("x.wasm")).unwrap(), echo_bytes());
+    env.ok(&["pull", &pinned, "--out", "y.wasm"]);
+    assert_eq!(std::fs::read(env.path("y.wasm")).unwrap(), echo_bytes());
 }
 
 #[test]

@@ -20,7 +20,8 @@ pub const MAX_SUGGEST_CANDIDATES: usize = 512;
 
 /// The candidate closest to `unknown`, if one is close enough to be the
 /// name that was meant: the same name in another case, or at most one edit
-/// per three characters, rounded up. Ties go to the first candidate.
+/// per four characters, rounded up (`minItems` is three edits from `items`
+/// but not a typo of it). Ties go to the first candidate.
 pub fn did_you_mean<'a, I>(unknown: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
@@ -29,7 +30,7 @@ where
     if wanted.is_empty() || wanted.len() > MAX_SUGGEST_LEN {
         return None;
     }
-    let budget = wanted.len().div_ceil(3);
+    let budget = wanted.len().div_ceil(4);
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates.into_iter().take(MAX_SUGGEST_CANDIDATES) {
         if candidate == unknown || candidate.chars().count() > MAX_SUGGEST_LEN {

@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use sandgraph_core::json::{MAX_JSON_DEPTH, MAX_SAFE_INTEGER, check_lossless};
+use sandgraph_core::suggest;
 
 use crate::SchemaError;
 
@@ -12,6 +13,19 @@ const ANNOTATIONS: [&str; 4] = ["description", "title", "default", "examples"];
 /// How many value schemas may enclose one another: the same bound as the
 /// nesting of lossless JSON, so compiling never recurses deeply.
 const MAX_NODE_DEPTH: usize = MAX_JSON_DEPTH;
+
+/// ` (did you mean "x"?)` for the known word closest to `word`, or nothing.
+/// In parentheses: violations are joined with `; `.
+fn did_you_mean<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    suggest::did_you_mean(word, known)
+        .map(|name| format!(" (did you mean {name:?}?)"))
+        .unwrap_or_default()
+}
+
+/// The DSL's value types, for a did-you-mean on an unknown one.
+const TYPES: [&str; 8] = [
+    "string", "number", "integer", "boolean", "null", "array", "object", "json",
+];
 
 const TYPES_MESSAGE: &str = "type must be one of string, number, integer, boolean, null, array, object, json (or use oneOf)";
 
@@ -136,9 +150,14 @@ impl Compiler {
                 } else {
                     self.error(format!("{path}.required must be true when present"));
                 }
-            } else if vocabulary.is_some_and(|allowed| !allowed.contains(&key.as_str())) {
+            } else if let Some(allowed) = vocabulary
+                && !allowed.contains(&key.as_str())
+            {
+                let required = (place == Place::Property).then_some("required");
+                let known = allowed.iter().chain(&ANNOTATIONS).copied().chain(required);
                 self.error(format!(
-                    "{path}.{key} is not supported by the value schema DSL"
+                    "{path}.{key} is not supported by the value schema DSL{}",
+                    did_you_mean(key, known)
                 ));
             }
         }
@@ -214,7 +233,10 @@ impl Compiler {
             }
             // Annotation-only: any lossless JSON value.
             Some("json") => {}
-            _ => self.error(format!("{path}.{TYPES_MESSAGE}")),
+            _ => {
+                let hint = ty.map(|ty| did_you_mean(ty, TYPES)).unwrap_or_default();
+                self.error(format!("{path}.{TYPES_MESSAGE}{hint}"))
+            }
         }
         (Value::Object(out), required)
     }

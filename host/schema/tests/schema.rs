@@ -170,6 +170,32 @@ fn rejected() -> Vec<(&'static str, Value, Vec<String>)> {
             vec![format!("parameters.d.{TYPE_SET}")],
         ),
         (
+            "misspelt type",
+            json!({"d": {"type": "strng"}}),
+            vec![format!(
+                "parameters.d.{TYPE_SET} (did you mean \"string\"?)"
+            )],
+        ),
+        (
+            "misspelt keys",
+            json!({"q": {"type": "string", "requried": true, "descripton": "?"}}),
+            vec![
+                s(
+                    "parameters.q.requried is not supported by the value schema DSL (did you mean \"required\"?)",
+                ),
+                s(
+                    "parameters.q.descripton is not supported by the value schema DSL (did you mean \"description\"?)",
+                ),
+            ],
+        ),
+        (
+            "required is not suggested where it is not allowed",
+            json!({"tags": {"type": "array", "items": {"type": "string", "requried": true}}}),
+            vec![s(
+                "parameters.tags.items.requried is not supported by the value schema DSL",
+            )],
+        ),
+        (
             "missing type",
             json!({"d": {"description": "?"}}),
             vec![format!("parameters.d.{TYPE_SET}")],

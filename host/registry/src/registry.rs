@@ -35,9 +35,10 @@ pub const RESERVED_NAME: &str = "run_code";
 /// load deadline cost about two deadlines, not five.
 pub const MAX_CONCURRENT_MOUNTS: usize = 4;
 
-/// A file read and its tool built: the file's digest and the build, or
-/// why the file could not be read.
-type ReadAndBuilt = Result<(String, Result<Built, MountWarning>), MountWarning>;
+/// A file read and its tool built: the file's digest, its signature
+/// sidecar as seen before it was checked, and the build; or why the file
+/// could not be read.
+type ReadAndBuilt = Result<(String, SidecarStamp, Result<Built, MountWarning>), MountWarning>;
 
 /// Capacity of the event channel; a subscriber that falls further behind
 /// gets `RecvError::Lagged` and should re-list.
@@ -489,13 +490,16 @@ impl Registry {
     async fn read_and_build(&self, path: &Path) -> ReadAndBuilt {
         let bytes = read(path)?;
         let digest = sha256_hex(&bytes);
+        // Seen before it is checked: a sidecar replaced meanwhile differs
+        // from the stamp, and the watcher checks the file again.
+        let sidecar = self.inner.admission.sidecar_stamp(path);
         if let Err(refused) = self.inner.admission.admit(path, &digest) {
-            return Ok((digest, Err(refused)));
+            return Ok((digest, sidecar, Err(refused)));
         }
         let built = self
             .build_digested(bytes, digest.clone(), ToolSource::File(path.to_path_buf()))
             .await;
-        Ok((digest, built))
+        Ok((digest, sidecar, built))
     }
 
     /// Registers what [`Registry::read_and_build`] built for a file of a
@@ -506,7 +510,7 @@ impl Registry {
         meta: &std::fs::Metadata,
         read: ReadAndBuilt,
     ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
-        let (digest, built) = match read {
+        let (digest, sidecar, built) = match read {
             Ok(read) => read,
             Err(w) => {
                 self.log(&w);
@@ -529,7 +533,7 @@ impl Registry {
                 digest,
                 size: meta.len(),
                 mtime: meta.modified().ok(),
-                sidecar: self.inner.admission.sidecar_stamp(path),
+                sidecar,
                 status,
             },
         );

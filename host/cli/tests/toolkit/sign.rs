@@ -143,6 +143,23 @@ fn call_and_serve_with_locked_run_the_pinned_graphs_and_refuse_a_changed_one() {
     // serve refuses to start (it would otherwise serve stdio until closed).
     let o = env.run(&["serve", "--graphs", "graphs", "--locked"]);
     refused(&o, 3, &["graphs/echo.wasm: changed since it was locked"]);
+    // route and supervise mount the same way, before any model is asked
+    // (the model's address is a closed port: nothing is ever sent).
+    let config = env.write(
+        "locked.toml",
+        "[llm]\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"SANDGRAPH_SIGN_TEST_KEY\"\n",
+    );
+    let config = config.to_str().unwrap();
+    for command in ["route", "supervise"] {
+        let o = env
+            .command(&[
+                command, "--graphs", "graphs", "--locked", "--config", config, "echo hi",
+            ])
+            .env("SANDGRAPH_SIGN_TEST_KEY", "not-a-key")
+            .output()
+            .unwrap();
+        refused(&o, 3, &["graphs/echo.wasm: changed since it was locked"]);
+    }
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::exit::Failure;
 
 /// The registry failed or refused: unreachable, credentials refused, no
 /// such reference, not a wasm component artifact, or a digest mismatch.
-pub const REGISTRY: u8 = 23;
+pub const REGISTRY: u8 = 22;
 
 // Whatever `sandgraph sign` may write, a push can carry.
 const _: () = assert!(MAX_SIGNATURE_FILE <= MAX_SIGNATURE_BYTES);

@@ -78,7 +78,7 @@ impl Env {
 }
 
 /// The exit code of a registry failure (host/cli/src/oci.rs `REGISTRY`).
-const REGISTRY_EXIT: i32 = 23;
+const REGISTRY_EXIT: i32 = 22;
 
 fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))

@@ -434,7 +434,7 @@ fn compare(expect: &Expect, got: &Got, more: bool) -> Result<(), Mismatch> {
                         message: "the run stopped at an interrupt, but the case expects it to \
                                   complete: add \"interrupts\" (and \"steps\" to resume it)"
                             .to_owned(),
-                        diff: Some(pretty(&Value::Array(interrupts.clone()))),
+                        diff: Some(report::block(&pretty(&Value::Array(interrupts.clone())))),
                     });
                 }
                 None => {}
@@ -449,7 +449,10 @@ fn compare(expect: &Expect, got: &Got, more: bool) -> Result<(), Mismatch> {
         return Err(differs("the state", want, &state));
     }
     for a in &expect.asserts {
-        a.check(&state).map_err(Mismatch::new)?;
+        a.check(&state).map_err(|message| Mismatch {
+            message: format!("{message}; the state:"),
+            diff: Some(report::block(&pretty(&state))),
+        })?;
     }
     Ok(())
 }

@@ -94,13 +94,13 @@ pub(crate) fn line_diff(expected: &str, actual: &str) -> String {
         let hi = (i + CONTEXT + 1).min(ops.len());
         ops[lo..hi].iter().any(|op| !matches!(op, Op::Same(_)))
     };
-    let mut out = String::new();
+    let mut out = Block::default();
     let mut elided = false;
     for (i, op) in ops.iter().enumerate() {
         let (mark, text) = match op {
-            Op::Same(l) if !near_change(i) => {
+            Op::Same(_) if !near_change(i) => {
                 if !elided {
-                    out.push_str("  ...\n");
+                    out.raw("  ...");
                     elided = true;
                 }
                 continue;
@@ -110,23 +110,60 @@ pub(crate) fn line_diff(expected: &str, actual: &str) -> String {
             Op::Add(l) => ("+ ", l),
         };
         elided = false;
-        out.push_str(mark);
-        out.push_str(&show::line(&show::json(text), show::MAX_LINE_BYTES));
-        out.push('\n');
-        if out.len() > MAX_DIFF_BYTES {
-            let mut cut = MAX_DIFF_BYTES;
-            while !out.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            out.truncate(cut);
-            out.push_str("\n[diff cut]\n");
+        if !out.line(mark, text) {
             break;
         }
     }
-    while out.ends_with('\n') {
-        out.pop();
+    out.finish()
+}
+
+/// `text` (pretty JSON of a graph's output), each line indented and made
+/// inert, the whole capped at [`MAX_DIFF_BYTES`].
+pub(crate) fn block(text: &str) -> String {
+    let mut out = Block::default();
+    for l in text.lines() {
+        if !out.line("  ", l) {
+            break;
+        }
     }
-    out
+    out.finish()
+}
+
+/// Lines of guest JSON for the report, bounded.
+#[derive(Default)]
+struct Block(String);
+
+impl Block {
+    fn raw(&mut self, line: &str) {
+        self.0.push_str(line);
+        self.0.push('\n');
+    }
+
+    /// Adds `mark` and the inert `text`; false once the cap is reached
+    /// (the text is then cut and marked).
+    fn line(&mut self, mark: &str, text: &str) -> bool {
+        self.0.push_str(mark);
+        self.0
+            .push_str(&show::line(&show::json(text), show::MAX_LINE_BYTES));
+        self.0.push('\n');
+        if self.0.len() <= MAX_DIFF_BYTES {
+            return true;
+        }
+        let mut cut = MAX_DIFF_BYTES;
+        while !self.0.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.0.truncate(cut);
+        self.0.push_str("\n[diff cut]\n");
+        false
+    }
+
+    fn finish(mut self) -> String {
+        while self.0.ends_with('\n') {
+            self.0.pop();
+        }
+        self.0
+    }
 }
 
 enum Op<'a> {

@@ -242,26 +242,37 @@ async fn a_cassette_answers_the_model_offline() {
     });
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(server.requests().len(), 1);
+    // The test's config names the models but grants nothing: the case
+    // grants the model; the other case runs without the grant.
+    env.write("models.toml", "[llm.models]\nfast = \"deepseek-chat\"\n");
     env.write(
         "tests/ask.json",
-        &json!({
-            "args": {"input": {"question": "hi?"}},
-            "cassette": "cassettes/ask.jsonl",
-            "assert": [{"pointer": "/answers/0/content", "equals": "recorded"}]
-        })
+        &json!([
+            {"name": "ask", "args": {"input": {"question": "hi?"}},
+             "grants": {"llm": {"models": ["fast"]}},
+             "cassette": "cassettes/ask.jsonl",
+             "assert": [{"pointer": "/answers/0/content", "equals": "recorded"}]},
+            {"name": "ungranted", "args": {"input": {"question": "hi?"}},
+             "cassette": "cassettes/ask.jsonl",
+             "assert": [{"pointer": "/answers/0/error/kind", "equals": "denied"}]}
+        ])
         .to_string(),
     );
     // No key, no server: the answer comes from the cassette.
-    let o = tokio::task::block_in_place(|| {
-        env.command(&["test", "graph.wasm", "--config", "ops.toml"])
-            .env_remove("SANDGRAPH_GOLDEN_TEST_KEY")
-            .output()
-            .unwrap()
-    });
+    let run = |config: &str| {
+        tokio::task::block_in_place(|| {
+            env.command(&["test", "graph.wasm", "--config", config])
+                .env_remove("SANDGRAPH_GOLDEN_TEST_KEY")
+                .output()
+                .unwrap()
+        })
+    };
+    let o = run("models.toml");
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert_line(&stdout(&o), "test ask ... ok (");
+    assert_line(&stdout(&o), "test ungranted ... ok (");
     assert_eq!(server.requests().len(), 1, "nothing was sent");
-    // Without the cassette the model is not there: the case fails.
+    // Without the cassette the host has no model: the call is denied.
     env.write(
         "tests/ask.json",
         &json!({
@@ -270,13 +281,35 @@ async fn a_cassette_answers_the_model_offline() {
         })
         .to_string(),
     );
-    let o = tokio::task::block_in_place(|| {
-        env.command(&["test", "graph.wasm", "--config", "ops.toml"])
-            .output()
-            .unwrap()
-    });
+    let o = run("ops.toml");
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("\"kind\": \"denied\""),
+        "{}",
+        stdout(&o)
+    );
     assert_eq!(server.requests().len(), 1, "nothing was sent");
+}
+
+#[test]
+fn a_crate_folder_is_built_first() {
+    let cases = tempfile::tempdir().unwrap();
+    std::fs::write(
+        cases.path().join("hi.json"),
+        json!({"input": {"topic": "hi"}, "state": {"topic": "hi", "log": ["seen:hi"]}}).to_string(),
+    )
+    .unwrap();
+    let echo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../example-graphs/echo");
+    let env = Env::new(&[]);
+    let o = env.run(&["test", echo, "--cases", cases.path().to_str().unwrap()]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("built graph `echo_graph`"),
+        "{}",
+        stderr(&o)
+    );
+    assert_line(&text, "test hi ... ok (");
 }
 
 #[test]

@@ -296,6 +296,41 @@ async fn graph_goto() {
 }
 
 #[tokio::test]
+async fn graph_strict() {
+    let graph = load(sandgraph_tests::GRAPH_STRICT).await;
+    assert!(graph.spec().strict, "the marker channel became the flag");
+    let channels: Vec<&str> = graph
+        .spec()
+        .channels
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(channels, ["topic", "mode", "tags"], "and left the channels");
+
+    let state = completed(run(sandgraph_tests::GRAPH_STRICT, json!({"topic": "wasm"})).await);
+    assert_eq!(state, json!({"topic": "wasm", "tags": ["wasm"]}));
+
+    // A typo'd input key is refused before anything runs, with a hint.
+    let err = failed(run(sandgraph_tests::GRAPH_STRICT, json!({"tpoic": "wasm"})).await);
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert_eq!(
+        err.message,
+        "the input of strict graph \"graph_strict\" has key \"tpoic\" (did you mean \"topic\"?), \
+         which is not a channel: pass only the graph's channels (topic, mode, tags)"
+    );
+
+    // A node's write to an undeclared channel fails the run, naming both.
+    let input = json!({"topic": "wasm", "mode": "typo"});
+    let err = failed(run(sandgraph_tests::GRAPH_STRICT, input).await);
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    assert_eq!(
+        err.message,
+        "node \"tag\" of strict graph \"graph_strict\" wrote key \"tgas\" (did you mean \"tags\"?), \
+         which is not a channel: write only declared channels (topic, mode, tags) or declare the channel"
+    );
+}
+
+#[tokio::test]
 async fn graph_interrupt() {
     let outcome = run(sandgraph_tests::GRAPH_INTERRUPT, json!({}))
         .await

@@ -34,6 +34,9 @@ pub struct LockArgs {
     /// Folder of graph components to pin (writes DIR/sandgraph.lock); repeatable
     #[arg(long = "graphs", value_name = "DIR", required = true)]
     graphs: Vec<PathBuf>,
+    /// Operator config, for its load limits [default: the first sandgraph.toml in the working directory or above it]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Compile cache [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/cache.redb, else ~/.cache/sandgraph/cache.redb]
     #[arg(long, value_name = "FILE", conflicts_with = "no_cache")]
     cache: Option<PathBuf>,
@@ -46,13 +49,21 @@ pub struct LockArgs {
 /// must mount (its graph name comes from loading it), else nothing is
 /// written for that folder.
 pub async fn lock(args: LockArgs) -> Result<ExitCode, Failure> {
-    let runtime = Runtime::with_config(RuntimeConfig::default())?;
+    // Mounted as `serve` would mount them: a graph whose `describe` needs
+    // the operator's load limits loads here too.
+    let config = crate::tools::load_operator_config(args.config.as_deref())?.config;
+    config.check().map_err(crate::tools::registry_failure)?;
+    let runtime = Runtime::with_config(RuntimeConfig {
+        load_limits: config.load_limits(),
+        ..RuntimeConfig::default()
+    })?;
     let cache = crate::cache::open(args.cache.as_deref(), args.no_cache);
     for dir in &args.graphs {
         let before = digests(dir)?;
         let options = RegistryOptions {
             dirs: vec![dir.clone()],
             strict: true,
+            config: config.clone(),
             cache: cache.clone(),
             log_warnings: false,
             ..RegistryOptions::default()

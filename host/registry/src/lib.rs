@@ -16,6 +16,16 @@
 //! in the [`MountReport`] and skipped; `strict` turns that into an error.
 //! [`Registry::watch`] follows the folders while the host runs.
 //!
+//! Before a file is compiled it is admitted from its bytes' sha256:
+//! with [`RegistryOptions::locked`] only the graphs each folder's
+//! `sandgraph.lock` pins mount, and [`Registry::open`] fails as a whole
+//! ([`RegistryError::Locked`]) when a folder has no lock or its graphs
+//! differ from it (changed, missing, extra); with
+//! [`RegistryOptions::trusted_keys`] a graph mounts only when its
+//! `<file>.sig` sidecar signs that digest with a trusted key (else a mount
+//! warning, [`MountErrorKind::Signature`]). The formats are those of
+//! `sandgraph_artifact`.
+//!
 //! Registration compiles nothing when the compile cache (a redb
 //! [`sandgraph_store::Store`]) already holds the graph's spec and compiled
 //! artifact, keyed by the sha256 of the wasm bytes and the engine

@@ -14,14 +14,17 @@ use sandgraph_distribution::{
 };
 use sandgraph_runtime::Runtime;
 
+use crate::cache::CacheArgs;
 use crate::exit::Failure;
 
 /// The registry failed or refused: unreachable, credentials refused, no
 /// such reference, not a wasm component artifact, or a digest mismatch.
 pub const REGISTRY: u8 = 22;
 
-// Whatever `sandgraph sign` may write, a push can carry.
+// Whatever `sandgraph sign` may write, a push can carry; whatever a command
+// loads, a push can carry.
 const _: () = assert!(MAX_SIGNATURE_FILE <= MAX_SIGNATURE_BYTES);
+const _: () = assert!(crate::cache::MAX_COMPONENT_BYTES as usize <= MAX_COMPONENT_BYTES);
 
 /// `sandgraph push`
 #[derive(clap::Args)]
@@ -37,6 +40,8 @@ pub struct PushArgs {
     author: Option<String>,
     #[command(flatten)]
     connect: ConnectArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 /// `sandgraph pull`
@@ -114,11 +119,15 @@ fn read_bounded(path: &Path, max: usize, what: &str) -> Result<Vec<u8>, Failure>
 
 pub async fn push(args: PushArgs) -> Result<ExitCode, Failure> {
     let remote = args.connect.remote(&args.reference)?;
-    let component = read_bounded(&args.graph, MAX_COMPONENT_BYTES, "graph component")?;
+    let component = crate::cache::read_component(&args.graph)?;
     // Only a sandgraph graph is pushed: it must load and describe itself
-    // as `run` would load it.
+    // as `run` would load it (through the same compile cache), these very
+    // bytes.
     let rt = Runtime::new()?;
-    let graph = rt.load(&component).await.map_err(|e| {
+    let store = args.cache.open();
+    let loaded = sandgraph_registry::load_cached(&rt, store.as_ref(), component.clone()).await;
+    drop(store);
+    let graph = loaded.map_err(|e| {
         Failure::from(sandgraph_runtime::RunError::new(
             e.code,
             format!(

@@ -108,10 +108,21 @@ pub(crate) fn controller_config(
         })
 }
 
-fn failure(e: SuperviseError) -> Failure {
+/// The exit and message of a supervisor failure; `db` is the database the
+/// run used, named where the fix is to look there.
+fn failure(e: SuperviseError, db: &std::path::Path) -> Failure {
     match &e {
         SuperviseError::Llm(l) => Failure::new(l.code(), exit::MODEL, e.to_string()),
-        SuperviseError::UnknownGraph(_) | SuperviseError::InvalidGraphId(_) => {
+        SuperviseError::UnknownGraph(_) => RunError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "{e} in {}: list the ones it holds with `sandgraph agent-graph list --db {}`",
+                db.display(),
+                db.display()
+            ),
+        )
+        .into(),
+        SuperviseError::InvalidGraphId(_) => {
             RunError::new(ErrorCode::InvalidInput, e.to_string()).into()
         }
         SuperviseError::Store(_) => RunError::new(ErrorCode::Storage, e.to_string()).into(),
@@ -181,7 +192,7 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
         }
         (None, None) => unreachable!("clap requires a goal without --resume"),
     }
-    .map_err(failure)?;
+    .map_err(|e| failure(e, &path))?;
     let printed = json!({
         "graph_id": outcome.graph_id,
         "status": "finished",
@@ -205,7 +216,11 @@ fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
     if !path.exists() {
         return Err(RunError::new(
             ErrorCode::InvalidInput,
-            format!("no database at {}", path.display()),
+            format!(
+                "no database at {}: nothing was supervised with it yet; pass the --db that \
+                 `sandgraph supervise` used",
+                path.display()
+            ),
         )
         .into());
     }

@@ -144,7 +144,15 @@ async fn supervise_runs_a_graph_to_its_end_and_show_prints_it() {
         "{}",
         stderr(&resume_unknown)
     );
-    assert!(stderr(&resume_unknown).contains("no supervised agent graph nope"));
+    let said = stderr(&resume_unknown);
+    assert!(
+        said.contains("no supervised agent graph nope in "),
+        "{said}"
+    );
+    assert!(
+        said.contains(": list the ones it holds with `sandgraph agent-graph list --db "),
+        "{said}"
+    );
 }
 
 /// What the database held when the process died.

@@ -84,10 +84,19 @@
 //!
 //! The builder never panics. The spec sent to the host is what you wrote,
 //! and the host refuses a bad one with a message naming the node or edge;
-//! [`Graph::check`] reports the same problems in a native `#[test]`. Errors
-//! in host-supplied data (state that does not decode, unknown node names)
+//! [`Graph::check`] reports the same problems in a native `#[test]`, and
+//! also decodes the state the channels start with into each node's and
+//! router's state type, so a field of the wrong type (`tags: String` for an
+//! `Append` channel) fails the test instead of the run. Errors in
+//! host-supplied data (state that does not decode, unknown node names)
 //! become `graph-error`s, never traps. A panic in your own code traps the
 //! instance; its message goes to the host log first.
+//!
+//! By default the host drops (with a warning in its log) an input key that
+//! is not a channel and a node's write to a channel the graph does not
+//! declare, as LangGraph does. A graph built with [`Graph::strict`] refuses
+//! both instead: the run fails with `invalid_input` or `invalid_update`,
+//! naming the key and the channel it probably meant.
 //!
 //! # Off wasm
 //!

@@ -276,7 +276,9 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
             let values = crate::read_input(&values)?;
             let store = open(db.as_deref())?;
             let rt = Runtime::new()?;
-            let graph = rt.load_file(&graph).await?;
+            // Through the default compile cache, as every command loads.
+            let cache = crate::cache::open(None, false);
+            let graph = crate::cache::load(&rt, cache.as_ref(), &graph).await?;
             let Some(t) = store.load(&thread).map_err(storage)? else {
                 return Err(invalid(format!("no thread {thread:?} to update")));
             };

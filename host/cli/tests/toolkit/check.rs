@@ -255,6 +255,36 @@ fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
 }
 
 #[test]
+fn a_thread_run_and_threads_update_load_the_cached_artifact() {
+    let env = Env::new(&[("approval.wasm", sandgraph_tests::APPROVAL)]);
+    let args = [
+        "run",
+        "approval.wasm",
+        "--thread",
+        "t1",
+        "--input",
+        r#"{"topic": "x"}"#,
+    ];
+    let (o, log) = cache_log(&env, &args);
+    assert_eq!(o.status.code(), Some(20), "{log}");
+    assert!(log.contains(COMPILED), "{log}");
+    let update = [
+        "threads",
+        "update",
+        "t1",
+        "--graph",
+        "approval.wasm",
+        "--values",
+        r#"{"topic": "y"}"#,
+    ];
+    let (o, log) = cache_log(&env, &update);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains(LOADED) && !log.contains(COMPILED), "{log}");
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["values"]["topic"], "y", "{v}");
+}
+
+#[test]
 fn run_stream_stderr_stays_json_while_another_process_holds_the_cache() {
     let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
     // This process holds the cache file, as a running `serve` would.

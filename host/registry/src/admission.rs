@@ -26,9 +26,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use sandgraph_artifact::{Digest, LockFile, LockMismatch, TrustedKeys, signature_path};
+use sandgraph_artifact::{Digest, LOCK_FILE, LockFile, LockMismatch, TrustedKeys, signature_path};
 
 use crate::error::{MountErrorKind, MountWarning, RegistryError};
+use crate::tool::Built;
 
 /// The locks and keys a registry admits components by.
 #[derive(Debug, Default)]
@@ -98,16 +99,18 @@ impl Admission {
     }
 
     /// Whether the component at `path`, whose bytes have the sha256
-    /// `digest` (hex), may be mounted.
+    /// `digest` (hex), may be mounted; when locked, the graph name its lock
+    /// entry pins (see [`Admitted::check`]).
     ///
     /// # Errors
     ///
     /// [`MountErrorKind::Unpinned`] when it differs from its folder's lock
     /// (or is in no locked folder), [`MountErrorKind::Signature`] when its
     /// signature is missing or refused.
-    pub(crate) fn admit(&self, path: &Path, digest: &str) -> Result<(), MountWarning> {
+    pub(crate) fn admit(&self, path: &Path, digest: &str) -> Result<Admitted, MountWarning> {
+        let mut admitted = Admitted { pinned_name: None };
         if self.is_open() {
-            return Ok(());
+            return Ok(admitted);
         }
         let digest: Digest = digest.parse().map_err(|m: String| {
             MountWarning::new(path, MountErrorKind::Io, format!("internal: {m}"))
@@ -123,14 +126,16 @@ impl Admission {
                         .to_owned(),
                 ));
             };
-            lock.admit(dir, path, &digest)
+            let entry = lock
+                .admit(dir, path, &digest)
                 .map_err(|m| MountWarning::new(path, MountErrorKind::Unpinned, reason(&m)))?;
+            admitted.pinned_name = Some(entry.name.clone());
         }
         if let Some(trusted) = &self.trusted {
             sandgraph_artifact::verify(path, &digest, trusted)
                 .map_err(|e| MountWarning::new(path, MountErrorKind::Signature, e.error.message))?;
         }
-        Ok(())
+        Ok(admitted)
     }
 
     /// Refuses component bytes that came from no file, when anything is
@@ -156,6 +161,37 @@ impl Admission {
         self.trusted.as_ref()?;
         let meta = std::fs::metadata(signature_path(path)).ok()?;
         Some((meta.len(), meta.modified().ok()))
+    }
+}
+
+/// A component admitted from its bytes; what remains to check once it is
+/// built.
+pub(crate) struct Admitted {
+    /// The graph name its lock entry pins, when locked.
+    pinned_name: Option<String>,
+}
+
+impl Admitted {
+    /// `built` if it is the graph the lock names: the same bytes describe
+    /// the same graph, unless the guest's `describe` is not deterministic.
+    ///
+    /// # Errors
+    ///
+    /// [`MountErrorKind::Unpinned`] when the graph's name is not the one
+    /// pinned.
+    pub(crate) fn check(&self, path: &Path, built: Built) -> Result<Built, MountWarning> {
+        match &self.pinned_name {
+            Some(name) if name != built.tool.name() => Err(MountWarning::new(
+                path,
+                MountErrorKind::Unpinned,
+                format!(
+                    "the graph is named \"{}\" but its folder's {LOCK_FILE} pins the name \"{name}\"; \
+                     run `sandgraph lock` again if the change is intended",
+                    built.tool.name()
+                ),
+            )),
+            _ => Ok(built),
+        }
     }
 }
 

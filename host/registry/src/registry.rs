@@ -493,12 +493,14 @@ impl Registry {
         // Seen before it is checked: a sidecar replaced meanwhile differs
         // from the stamp, and the watcher checks the file again.
         let sidecar = self.inner.admission.sidecar_stamp(path);
-        if let Err(refused) = self.inner.admission.admit(path, &digest) {
-            return Ok((digest, sidecar, Err(refused)));
-        }
+        let admitted = match self.inner.admission.admit(path, &digest) {
+            Ok(admitted) => admitted,
+            Err(refused) => return Ok((digest, sidecar, Err(refused))),
+        };
         let built = self
             .build_digested(bytes, digest.clone(), ToolSource::File(path.to_path_buf()))
-            .await;
+            .await
+            .and_then(|built| admitted.check(path, built));
         Ok((digest, sidecar, built))
     }
 

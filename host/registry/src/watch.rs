@@ -215,10 +215,10 @@ impl Registry {
     ) -> bool {
         let sidecar = self.inner.admission.sidecar_stamp(path);
         let built = match self.inner.admission.admit(path, &digest) {
-            Ok(()) => {
-                self.build(bytes, ToolSource::File(path.to_path_buf()))
-                    .await
-            }
+            Ok(admitted) => self
+                .build(bytes, ToolSource::File(path.to_path_buf()))
+                .await
+                .and_then(|built| admitted.check(path, built)),
             Err(refused) => Err(refused),
         };
         let outcome = match (built, old) {

@@ -684,6 +684,22 @@ async fn locked_opening_fails_on_a_changed_missing_or_extra_graph_and_mounts_the
     assert_eq!(registry.names(), ["echo_graph"]);
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
 
+    // The bytes pinned, under another graph name.
+    let renamed = sandgraph_artifact::LockEntry {
+        name: "other_graph".into(),
+        ..entry.clone()
+    };
+    sandgraph_artifact::LockFile::new(vec![renamed])
+        .unwrap()
+        .write(d)
+        .unwrap();
+    let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
+    assert!(err.contains("pins the name \"other_graph\""), "{err}");
+    sandgraph_artifact::LockFile::new(vec![entry.clone()])
+        .unwrap()
+        .write(d)
+        .unwrap();
+
     std::fs::copy(sandgraph_tests::GREET, d.join("greet.wasm")).unwrap();
     let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
     assert!(err.contains("greet.wasm: not in"), "{err}");

@@ -5,7 +5,8 @@
 //! holds one case object, or an array of them; see [`case`] for the keys.
 //! Each case runs the graph once (or, with `steps`, once and then once per
 //! resume value on a throwaway durable thread) under the normal sandbox
-//! limits and the operator config's grants, and its outcome is compared
+//! limits and the operator config's grants (a `tools` grant reaches the
+//! graph tools of `--graphs DIR`), and its outcome is compared
 //! with what the case expects. Cases run in parallel, at most `--jobs` at
 //! once. One line per case, a diff of expected and actual for a failure, a
 //! summary line; exit 1 when a case failed; `--junit FILE` also writes the
@@ -58,6 +59,9 @@ pub struct TestArgs {
     /// Operator config (limits, grants, [llm.models]) [default: the first sandgraph.toml in the working directory or above it]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Folder of graph tools the graph may call through its `tools` grant (mounted for each case, as `call --graphs` does); repeatable
+    #[arg(long = "graphs", value_name = "DIR")]
+    graphs: Vec<PathBuf>,
     /// Cases run at once [default: the available parallelism]
     #[arg(long, value_name = "N")]
     jobs: Option<NonZeroUsize>,
@@ -96,6 +100,10 @@ struct Suite {
     runtime: Runtime,
     graph: Arc<Graph>,
     config: OperatorConfig,
+    /// The folders of graph tools the graph may call (`--graphs`).
+    tools: Vec<PathBuf>,
+    /// The compile cache the tools are mounted through, if any.
+    cache: Option<Store>,
     /// Where the durable threads of `steps` cases live; removed at the end.
     scratch: Scratch,
 }
@@ -125,7 +133,26 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
     let cases = case::load_dir(&cases_dir)?;
     let store = args.cache.open();
     let graph = crate::cache::load(&runtime, store.as_ref(), &wasm).await?;
-    drop(store);
+    if !args.graphs.is_empty() {
+        // Mounted once up front: what cannot be mounted is said once (not
+        // per case), and the cache holds the rest for the cases' mounts.
+        let options = RegistryOptions {
+            dirs: args.graphs.clone(),
+            cache: store.clone(),
+            config: config.clone(),
+            log_warnings: false,
+            ..RegistryOptions::default()
+        };
+        let (_, report) = Registry::open(runtime.clone(), options)
+            .await
+            .map_err(crate::tools::registry_failure)?;
+        for w in &report.warnings {
+            eprintln!(
+                "warning: {}",
+                show::line(&w.to_string(), show::MAX_LINE_BYTES)
+            );
+        }
+    }
     let total = cases.len();
     let selected: Vec<Case> = match &args.filter {
         Some(f) => cases.into_iter().filter(|c| c.name.contains(f)).collect(),
@@ -136,6 +163,10 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
         runtime,
         graph,
         config,
+        tools: args.graphs.clone(),
+        // Kept open while the cases run: the graph tools of `--graphs`
+        // are mounted from it for each case.
+        cache: store.filter(|_| !args.graphs.is_empty()),
         scratch,
     });
     let jobs = args
@@ -262,6 +293,8 @@ async fn run_case(suite: &Suite, case: &Case, index: usize) -> Result<(), Mismat
         None => (None, None),
     };
     let options = RegistryOptions {
+        dirs: suite.tools.clone(),
+        cache: suite.cache.clone(),
         config,
         log_warnings: false,
         llm,

@@ -372,3 +372,34 @@ print(json.dumps(out))
         "{message}"
     );
 }
+
+#[test]
+fn graph_tools_of_graphs_folders_answer_a_granted_tools_call() {
+    let env = suite(
+        sandgraph_tests::GRAPH_TOOLS,
+        &[(
+            "calls.json",
+            json!({
+                "args": {"input": {"tool": "echo_graph", "args": {"input": {"topic": "x"}}}},
+                "grants": {"tools": {"allow": ["echo_graph"]}},
+                "assert": [{"pointer": "/result/log", "equals": ["seen:x"]}]
+            }),
+        )],
+    );
+    std::fs::create_dir(env.path("tools")).unwrap();
+    std::fs::copy(sandgraph_tests::ECHO, env.path("tools/echo.wasm")).unwrap();
+    env.write("tools/broken.wasm", "not wasm");
+    let o = test(&env, &["--graphs", "tools"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_line(&stdout(&o), "test calls ... ok (");
+    // The folder's graph that cannot be mounted is said once.
+    assert_eq!(
+        stderr(&o).matches("broken.wasm").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+    // Without the folder there is no echo_graph to call.
+    let o = test(&env, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}

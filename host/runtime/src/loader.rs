@@ -438,6 +438,61 @@ pub(crate) async fn from_component(
 mod tests {
     use super::*;
 
+    /// A described spec with one node and `channels` (name, default).
+    fn described(channels: &[(&str, Option<&str>)]) -> bindings::WitGraphSpec {
+        bindings::WitGraphSpec {
+            name: "g".into(),
+            description: None,
+            registration: bindings::WitRegistration {
+                as_tool: false,
+                as_graph_tool: true,
+            },
+            parameters: None,
+            timeout_ms: None,
+            channels: channels
+                .iter()
+                .map(|(name, default)| bindings::WitChannelSpec {
+                    name: (*name).into(),
+                    reducer: WitReducer::LastValue,
+                    default: default.map(str::to_owned),
+                })
+                .collect(),
+            nodes: vec![bindings::WitNodeSpec {
+                name: "a".into(),
+                description: None,
+            }],
+            edges: vec![],
+            conditional_edges: vec![],
+            entry_points: vec!["a".into()],
+            finish_points: vec![],
+        }
+    }
+
+    #[test]
+    fn the_strict_marker_channel_becomes_the_flag() {
+        let spec = convert_spec(described(&[("x", None), (STRICT_MARKER_CHANNEL, None)])).unwrap();
+        assert!(spec.strict);
+        assert_eq!(spec.channels.len(), 1);
+        assert_eq!(spec.validate(), Ok(()));
+
+        let spec = convert_spec(described(&[("x", None)])).unwrap();
+        assert!(!spec.strict);
+
+        // Only the exact marker (last-value, no default) counts, and only
+        // once; anything else named like it is refused by validation.
+        for channels in [
+            vec![(STRICT_MARKER_CHANNEL, Some("true"))],
+            vec![(STRICT_MARKER_CHANNEL, None), (STRICT_MARKER_CHANNEL, None)],
+        ] {
+            let spec = convert_spec(described(&channels)).unwrap();
+            let err = spec.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("channel name \"__strict__\" is reserved"),
+                "{err}"
+            );
+        }
+    }
+
     #[test]
     fn header_errors_name_the_fix() {
         assert!(

@@ -117,6 +117,16 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
     })?;
+    if !args.target.exists() {
+        return Err(RunError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "{} is neither a graph crate folder nor a graph component (.wasm)",
+                args.target.display()
+            ),
+        )
+        .into());
+    }
     let scratch = Scratch::new()?;
     let (wasm, cases_dir) = if args.target.is_dir() {
         let out = scratch.path().join("graph.wasm");

@@ -195,6 +195,11 @@ fn a_malformed_case_file_names_the_file_and_the_json_path() {
     env.write("tests/bad.json", "{\"input\": {}, \"state\": {},}");
     let err = stderr(&test(&env, &[]));
     assert!(err.contains("tests/bad.json is not valid JSON"), "{err}");
+    let err = stderr(&env.run(&["test", "missing.wasm"]));
+    assert!(
+        err.contains("missing.wasm is neither a graph crate folder nor a graph component"),
+        "{err}"
+    );
     let env = suite(sandgraph_tests::ECHO, &[]);
     let err = stderr(&test(&env, &[]));
     assert!(

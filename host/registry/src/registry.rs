@@ -543,8 +543,9 @@ impl Registry {
     }
 
     /// Mounts the component file `path` in `scope` (global when `None`).
-    /// With [`RegistryOptions::locked`] or trusted keys it is admitted as a
-    /// file of a folder is.
+    /// With [`RegistryOptions::locked`] or trusted keys its digest and
+    /// signature are admitted as a folder's files are (the graph name the
+    /// lock pins is checked for folder mounts only).
     ///
     /// # Errors
     ///

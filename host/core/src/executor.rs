@@ -242,14 +242,13 @@ impl CompiledGraph {
         let mut listed: Vec<String> = keys
             .take(MAX_UNKNOWN_KEYS_LISTED)
             .map(|key| {
-                let hint = match crate::suggest::did_you_mean(
-                    key,
-                    self.reducers.keys().map(String::as_str),
-                ) {
-                    Some(name) => format!(" (did you mean {name:?}?)"),
-                    None => String::new(),
-                };
-                format!("{}{hint}", guest_name(key))
+                // Declaration order, so a tie always suggests the same name.
+                let channels = self.spec.channels.iter().map(|c| c.name.as_str());
+                format!(
+                    "{}{}",
+                    guest_name(key),
+                    crate::suggest::aside(key, channels)
+                )
             })
             .collect();
         if count > listed.len() {

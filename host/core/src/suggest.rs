@@ -60,6 +60,18 @@ where
     }
 }
 
+/// `" (did you mean \"name\"?)"` for the closest candidate, or nothing:
+/// for a name inside a list or a message that goes on after it.
+pub fn aside<'a, I>(unknown: &str, candidates: I) -> String
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    match did_you_mean(unknown, candidates) {
+        Some(name) => format!(" (did you mean {name:?}?)"),
+        None => String::new(),
+    }
+}
+
 /// Edit distance between `a` and `b` in characters, counting insertions,
 /// deletions, substitutions and swaps of two neighbours (the optimal
 /// string alignment distance: `tpoic` is one edit from `topic`). Both are
@@ -142,5 +154,7 @@ mod tests {
     fn hint_text() {
         assert_eq!(hint("tpoic", ["topic"]), "; did you mean \"topic\"?");
         assert_eq!(hint("zzz", ["topic"]), "");
+        assert_eq!(aside("tpoic", ["topic"]), " (did you mean \"topic\"?)");
+        assert_eq!(aside("zzz", ["topic"]), "");
     }
 }

@@ -14,14 +14,6 @@ const ANNOTATIONS: [&str; 4] = ["description", "title", "default", "examples"];
 /// nesting of lossless JSON, so compiling never recurses deeply.
 const MAX_NODE_DEPTH: usize = MAX_JSON_DEPTH;
 
-/// ` (did you mean "x"?)` for the known word closest to `word`, or nothing.
-/// In parentheses: violations are joined with `; `.
-fn did_you_mean<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> String {
-    suggest::did_you_mean(word, known)
-        .map(|name| format!(" (did you mean {name:?}?)"))
-        .unwrap_or_default()
-}
-
 /// The DSL's value types, for a did-you-mean on an unknown one.
 const TYPES: [&str; 8] = [
     "string", "number", "integer", "boolean", "null", "array", "object", "json",
@@ -157,7 +149,7 @@ impl Compiler {
                 let known = allowed.iter().chain(&ANNOTATIONS).copied().chain(required);
                 self.error(format!(
                     "{path}.{key} is not supported by the value schema DSL{}",
-                    did_you_mean(key, known)
+                    suggest::aside(key, known)
                 ));
             }
         }
@@ -234,7 +226,7 @@ impl Compiler {
             // Annotation-only: any lossless JSON value.
             Some("json") => {}
             _ => {
-                let hint = ty.map(|ty| did_you_mean(ty, TYPES)).unwrap_or_default();
+                let hint = ty.map(|ty| suggest::aside(ty, TYPES)).unwrap_or_default();
                 self.error(format!("{path}.{TYPES_MESSAGE}{hint}"))
             }
         }

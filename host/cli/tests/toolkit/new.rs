@@ -2,6 +2,9 @@
 //! small, reproducible output (see ../toolkit.rs).
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::check::{Env, stderr, stdout};
 
 /// The repository root (host/cli/../..).
 fn repo() -> PathBuf {
@@ -44,4 +47,365 @@ fn the_sdk_packages_the_same_wit_as_the_host() {
              `cp wit/{name} guest-sdk/wit/{name}`"
         );
     }
+}
+
+/// The target directory every test that builds a generated crate shares
+/// (graph crates outside the workspace compile serde and wit-bindgen for
+/// wasm once; reruns are incremental).
+fn shared_target() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("toolkit-target")
+}
+
+/// The sha256 the build printed (`... sha256 <hex>) -> ...`).
+fn printed_digest(stderr: &str) -> String {
+    let at = stderr
+        .find("sha256 ")
+        .unwrap_or_else(|| panic!("no digest in:\n{stderr}"));
+    stderr[at + 7..].chars().take(64).collect()
+}
+
+/// `sandgraph new NAME --dir <env>/NAME --sdk-path <repo>/guest-sdk`, in a
+/// temporary folder outside the workspace; returns the crate's folder.
+fn new_crate(env: &Env, name: &str, extra: &[&str]) -> PathBuf {
+    let sdk = repo().join("guest-sdk");
+    let mut args = vec!["new", name, "--sdk-path", sdk.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = env.run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    env.path(name)
+}
+
+/// Runs `program args` in `dir` with `target` as the cargo target folder.
+fn run_in(dir: &Path, target: &Path, program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target)
+        .env("SANDGRAPH_LOG", "off")
+        .env("SANDGRAPH_CACHE", dir.join("cache.redb"))
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"))
+}
+
+fn sandgraph_in(dir: &Path, target: &Path, args: &[&str]) -> Output {
+    run_in(dir, target, env!("CARGO_BIN_EXE_sandgraph"), args)
+}
+
+fn assert_ok(what: &str, o: &Output) {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{what}:\n{}{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// A new crate's native tests pass (`cargo test`), it builds (`sandgraph
+/// build`), its golden cases pass (`sandgraph test`) and it checks clean.
+fn builds_and_passes(dir: &Path, name: &str) {
+    let target = shared_target();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    assert_ok("cargo test", &run_in(dir, &target, &cargo, &["test", "-q"]));
+    let wasm = format!("{name}.wasm");
+    let o = sandgraph_in(dir, &target, &["build", ".", "--out", &wasm]);
+    assert_ok("sandgraph build", &o);
+    let digest = printed_digest(&stderr(&o));
+    let bytes = std::fs::read(dir.join(&wasm)).unwrap();
+    assert_eq!(digest, sha256_hex(&bytes));
+    let o = sandgraph_in(dir, &target, &["test", &wasm, "--junit", "junit.xml"]);
+    assert_ok("sandgraph test", &o);
+    assert!(stdout(&o).contains("test result: ok."), "{}", stdout(&o));
+    assert!(dir.join("junit.xml").is_file());
+    assert_ok(
+        "sandgraph check",
+        &sandgraph_in(dir, &target, &["check", &wasm]),
+    );
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[test]
+fn the_basic_crate_tests_builds_and_passes_its_golden_case() {
+    let env = Env::new(&[]);
+    let dir = new_crate(&env, "word-count", &[]);
+    let mut files: Vec<String> = walk(&dir)
+        .iter()
+        .map(|p| p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            ".github/workflows/graph.yml",
+            ".gitignore",
+            "Cargo.toml",
+            "README.md",
+            "src/lib.rs",
+            "tests/basic.json",
+        ]
+    );
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let manifest: toml::Table = toml::from_str(&manifest).unwrap();
+    assert_eq!(manifest["package"]["name"].as_str(), Some("word-count"));
+    assert_eq!(
+        manifest["lib"]["crate-type"],
+        toml::Value::Array(vec!["cdylib".into()])
+    );
+    let sdk = &manifest["dependencies"]["sandgraph-sdk"]["path"];
+    assert_eq!(
+        sdk.as_str().map(PathBuf::from),
+        Some(repo().join("guest-sdk"))
+    );
+    assert_eq!(
+        manifest["dependencies"]["serde"]["features"],
+        toml::Value::Array(vec!["derive".into()])
+    );
+    let release = &manifest["profile"]["release"];
+    assert_eq!(release["opt-level"].as_str(), Some("s"));
+    assert_eq!(release["lto"].as_bool(), Some(true));
+    assert_eq!(release["codegen-units"].as_integer(), Some(1));
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(lib.contains(r#"Graph::new("word-count")"#), "{lib}");
+    assert!(lib.contains(".strict()") && lib.contains("graph().check()"));
+    let ignore = std::fs::read_to_string(dir.join(".gitignore")).unwrap();
+    assert_eq!(ignore.lines().collect::<Vec<_>>(), ["target/", "*.wasm"]);
+    let workflow = std::fs::read_to_string(dir.join(".github/workflows/graph.yml")).unwrap();
+    for step in [
+        "--target wasm32-wasip2",
+        "cargo install --locked sandgraph-cli --version",
+        "run: cargo test",
+        "run: sandgraph build . --out word-count.wasm",
+        "run: sandgraph test word-count.wasm",
+        "run: sandgraph check word-count.wasm",
+        "actions/upload-artifact@",
+    ] {
+        assert!(workflow.contains(step), "no {step:?} in:\n{workflow}");
+    }
+    builds_and_passes(&dir, "word-count");
+}
+
+#[test]
+fn the_agent_crate_answers_its_golden_case_from_the_cassette() {
+    let env = Env::new(&[]);
+    let dir = new_crate(&env, "ask", &["--template", "agent"]);
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("ctx.llm().chat("), "{lib}");
+    assert!(dir.join("tests/basic.cassette.jsonl").is_file());
+    builds_and_passes(&dir, "ask");
+    // Without the cassette the case has no model to ask: it fails, so the
+    // pass above came from the replayed answer.
+    std::fs::remove_file(dir.join("tests/basic.cassette.jsonl")).unwrap();
+    let o = sandgraph_in(&dir, &shared_target(), &["test", "ask.wasm"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn new_refuses_bad_names_and_a_non_empty_folder() {
+    let env = Env::new(&[]);
+    for (name, why) in [
+        ("1st", "must start with an ASCII letter"),
+        ("my graph", "' ' is not allowed"),
+        ("fn", "is reserved"),
+        ("serde", "is reserved"),
+    ] {
+        let o = env.run(&["new", name]);
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        let e = stderr(&o);
+        assert!(
+            e.contains("cannot name a graph crate") && e.contains(why),
+            "{name}: {e}"
+        );
+        assert!(!env.path(name).exists());
+    }
+    env.write("taken/notes.txt", "mine");
+    let o = env.run(&["new", "fresh", "--dir", "taken"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("taken is not empty"), "{}", stderr(&o));
+    assert_eq!(walk(&env.path("taken")).len(), 1, "nothing was written");
+    // An empty folder is fine.
+    std::fs::create_dir(env.path("empty")).unwrap();
+    let o = env.run(&["new", "fresh", "--dir", "empty"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(env.path("empty/Cargo.toml").is_file());
+    // --sdk-path must be the SDK.
+    let o = env.run(&["new", "other", "--sdk-path", "empty"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is not the sandgraph-sdk package"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn the_sdk_dependency_is_the_published_crate_unless_told_otherwise() {
+    let env = Env::new(&[]);
+    let sdk_line = |dir: &str| -> toml::Value {
+        let manifest = std::fs::read_to_string(env.path(dir).join("Cargo.toml")).unwrap();
+        let manifest: toml::Table = toml::from_str(&manifest).unwrap();
+        manifest["dependencies"]["sandgraph-sdk"].clone()
+    };
+    let o = env.run(&["new", "published"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        sdk_line("published").as_str(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    let url = "https://example.com/sandgraph.git";
+    let o = env.run(&["new", "from-git", "--sdk-git", url]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(sdk_line("from-git")["git"].as_str(), Some(url));
+    let workflow =
+        std::fs::read_to_string(env.path("from-git/.github/workflows/graph.yml")).unwrap();
+    assert!(workflow.contains(&format!("cargo install --locked --git {url} sandgraph-cli")));
+    // A relative --sdk-path is written absolute.
+    std::fs::create_dir(env.path("sdk")).unwrap();
+    std::fs::copy(
+        repo().join("guest-sdk/Cargo.toml"),
+        env.path("sdk/Cargo.toml"),
+    )
+    .unwrap();
+    let o = env.run(&["new", "local", "--sdk-path", "sdk"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let path = sdk_line("local")["path"].as_str().unwrap().to_owned();
+    assert_eq!(PathBuf::from(path), env.path("sdk").canonicalize().unwrap());
+    assert!(
+        stderr(&o).contains("CI runners do not have"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.run(&["new", "both", "--sdk-path", "sdk", "--sdk-git", url]);
+    assert_eq!(o.status.code(), Some(2), "clap refuses both");
+}
+
+/// The same source built in two folders with two target folders gives the
+/// same component, byte for byte.
+#[test]
+fn the_same_source_builds_to_the_same_digest_anywhere() {
+    let env = Env::new(&[]);
+    let source = new_crate(&env, "repro", &[]);
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mut digests = Vec::new();
+    for (copy, target) in [
+        ("one/repro", "repro-target-a"),
+        ("two/deeper/repro", "repro-target-b"),
+    ] {
+        let dir = env.path(copy);
+        copy_dir(&source, &dir);
+        let o = sandgraph_in(
+            &dir,
+            &tmp.join(target),
+            &["build", ".", "--out", "repro.wasm"],
+        );
+        assert_ok("sandgraph build", &o);
+        let bytes = std::fs::read(dir.join("repro.wasm")).unwrap();
+        assert_eq!(printed_digest(&stderr(&o)), sha256_hex(&bytes));
+        digests.push(sha256_hex(&bytes));
+    }
+    assert_eq!(digests[0], digests[1]);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for file in walk(from) {
+        let dest = to.join(file.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&file, &dest).unwrap();
+    }
+}
+
+/// The names of the custom sections of a component or core module, and of
+/// the core modules and components nested in it.
+fn custom_sections(wasm: &[u8]) -> Vec<String> {
+    fn leb(bytes: &[u8], at: &mut usize) -> usize {
+        let (mut value, mut shift) = (0usize, 0);
+        loop {
+            let b = bytes[*at];
+            *at += 1;
+            value |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return value;
+            }
+            shift += 7;
+        }
+    }
+    let is_component = wasm[4..8] != [1, 0, 0, 0];
+    let mut out = Vec::new();
+    let mut at = 8;
+    while at < wasm.len() {
+        let id = wasm[at];
+        at += 1;
+        let size = leb(wasm, &mut at);
+        let payload = &wasm[at..at + size];
+        if id == 0 {
+            let mut p = 0;
+            let len = leb(payload, &mut p);
+            out.push(String::from_utf8_lossy(&payload[p..p + len]).into_owned());
+        } else if is_component && (id == 1 || id == 4) {
+            // A nested core module (1) or component (4).
+            out.extend(custom_sections(payload));
+        }
+        at += size;
+    }
+    out
+}
+
+/// `sandgraph build` of the echo example: small and without DWARF by
+/// default, with it under --debug.
+#[test]
+fn echo_builds_small_and_debug_keeps_dwarf() {
+    /// The issue's bound for the echo example.
+    const MAX_ECHO_BYTES: usize = 300 * 1024;
+    let env = Env::new(&[]);
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("echo-target");
+    let echo = repo().join("example-graphs/echo");
+    let echo = echo.to_str().unwrap();
+    let o = sandgraph_in(
+        env.dir.path(),
+        &target,
+        &["build", echo, "--out", "echo.wasm"],
+    );
+    assert_ok("sandgraph build", &o);
+    let small = std::fs::read(env.path("echo.wasm")).unwrap();
+    assert!(
+        small.len() <= MAX_ECHO_BYTES,
+        "echo.wasm is {} bytes",
+        small.len()
+    );
+    let sections = custom_sections(&small);
+    assert!(
+        !sections.iter().any(|s| s.starts_with(".debug")),
+        "{sections:?}"
+    );
+    assert!(
+        sections.iter().any(|s| s == "name"),
+        "function names stay: {sections:?}"
+    );
+    let o = sandgraph_in(
+        env.dir.path(),
+        &target,
+        &["build", echo, "--out", "debug.wasm", "--debug"],
+    );
+    assert_ok("sandgraph build --debug", &o);
+    let debug = std::fs::read(env.path("debug.wasm")).unwrap();
+    let sections = custom_sections(&debug);
+    assert!(sections.iter().any(|s| s == ".debug_info"), "{sections:?}");
+    assert!(debug.len() > small.len());
 }

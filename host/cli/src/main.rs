@@ -260,13 +260,8 @@ pub(crate) fn read_input(arg: &str) -> Result<Value, Failure> {
         ),
         None => (arg.to_string(), "--input".to_string()),
     };
-    json::parse_lossless(&text, &origin).map_err(|e| {
-        RunError::new(
-            ErrorCode::InvalidInput,
-            format!("{origin} is not valid JSON: {e}"),
-        )
-        .into()
-    })
+    json::parse_lossless(&text, &origin)
+        .map_err(|e| RunError::new(ErrorCode::InvalidInput, e.in_document(&origin)).into())
 }
 
 pub(crate) fn print_pretty(v: &Value) -> Result<(), Failure> {

@@ -441,8 +441,7 @@ fn read_args(arg: &str) -> Result<Value, Failure> {
         ),
         None => (arg.to_owned(), "--args".to_owned()),
     };
-    json::parse_lossless(&text, &origin)
-        .map_err(|e| invalid(format!("{origin} is not valid JSON: {e}")))
+    json::parse_lossless(&text, &origin).map_err(|e| invalid(e.in_document(&origin)))
 }
 
 /// `sandgraph call NAME --graphs DIR --args JSON`.

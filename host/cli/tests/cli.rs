@@ -102,7 +102,7 @@ fn every_error_code_has_its_exit_code() {
             vec![],
             "invalid_input",
             2,
-            "--input is not valid JSON",
+            "error[invalid_input]: --input is not valid json: key must be a string at line 1 column 2",
         ),
         (
             sandgraph_tests::ECHO,

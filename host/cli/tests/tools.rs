@@ -250,7 +250,7 @@ fn call_errors_have_codes_and_exit_codes() {
     let o = call("greet_graph", "{not json");
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("error[invalid_input]: --args is not valid JSON"),
+        stderr(&o).contains("error[invalid_input]: --args is not valid json: key must be a string"),
         "{}",
         stderr(&o)
     );

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 fn sandgraph(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+    sandgraph_cmd()
         .args(args)
         .env("SANDGRAPH_LOG", "off")
         .output()
@@ -238,7 +238,7 @@ fn build_names_the_rustup_command_when_the_target_is_missing() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+    let o = sandgraph_cmd()
         .args(["build", "../../example-graphs/echo", "--out", "x.wasm"])
         .env("RUSTC", &fake)
         .output()
@@ -253,7 +253,7 @@ fn build_compiles_checks_and_writes_the_component() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../example-graphs/echo");
     // A target dir of its own: the outer cargo holds the workspace one.
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/cli-build-test");
-    let o = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+    let o = sandgraph_cmd()
         .args([
             "build",
             crate_dir.to_str().unwrap(),
@@ -327,7 +327,7 @@ fn a_hostile_node_error_is_one_bounded_inert_line() {
 
 #[test]
 fn guest_log_lines_cannot_forge_host_lines() {
-    let o = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+    let o = sandgraph_cmd()
         .args(["run", sandgraph_tests::HOSTILE_LOG_FORGE, "--input", "{}"])
         .env("SANDGRAPH_LOG", "info")
         .output()
@@ -413,7 +413,7 @@ fn run_takes_the_host_memory_and_instance_limits() {
 #[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&str]) -> (Output, u64) {
     use std::os::unix::process::ExitStatusExt;
-    let child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+    let child = sandgraph_cmd()
         .args(args)
         .env("SANDGRAPH_LOG", "off")
         .stdin(std::process::Stdio::null())
@@ -511,7 +511,7 @@ fn limits_at_the_edge_of_their_types_are_refused_not_overflowed() {
 fn output_into_a_closed_pipe_ends_quietly() {
     // `sandgraph inspect … | head -0`: the reader is gone before anything
     // is written.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+    let mut child = sandgraph_cmd()
         .args(["inspect", sandgraph_tests::ECHO])
         .env("SANDGRAPH_LOG", "off")
         .stdout(std::process::Stdio::piped())
@@ -552,4 +552,15 @@ fn build_strips_debug_info_and_prints_the_digest() {
     // Still a working graph.
     let o = sandgraph(&["run", out.to_str().unwrap(), "--input", r#"{"topic":"hi"}"#]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// The CLI, with its compile cache in the build's temp folder rather than
+/// the user's home.
+fn sandgraph_cmd() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+    cmd.env(
+        "SANDGRAPH_CACHE",
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-cache.redb"),
+    );
+    cmd
 }

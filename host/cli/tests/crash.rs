@@ -20,7 +20,7 @@ struct Attempt {
 
 /// Runs the durable graph on `thread`, killing it after `kill_after` when given.
 fn attempt(db: &str, thread: &str, input: Option<&str>, kill_after: Option<Duration>) -> Attempt {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+    let mut cmd = sandgraph_cmd();
     cmd.args([
         "run",
         sandgraph_tests::GRAPH_DURABLE,
@@ -155,4 +155,15 @@ fn killed_runs_resume_from_the_last_superstep_without_rerunning_saved_tasks() {
         killed_mid_run >= POINTS as usize / 2,
         "only {killed_mid_run} kills landed mid-run"
     );
+}
+
+/// The CLI, with its compile cache in the build's temp folder rather than
+/// the user's home.
+fn sandgraph_cmd() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+    cmd.env(
+        "SANDGRAPH_CACHE",
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-cache.redb"),
+    );
+    cmd
 }

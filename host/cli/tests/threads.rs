@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 fn sandgraph(db: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+    sandgraph_cmd()
         .args(args)
         .args(["--db", db])
         .env("SANDGRAPH_LOG", "off")
@@ -232,4 +232,15 @@ fn every_durability_mode_is_on_disk_when_run_reports() {
         assert!(state.pending_interrupts().is_empty(), "{mode}");
         assert_eq!(state.checkpoint.values["published"], json!(true), "{mode}");
     }
+}
+
+/// The CLI, with its compile cache in the build's temp folder rather than
+/// the user's home.
+fn sandgraph_cmd() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+    cmd.env(
+        "SANDGRAPH_CACHE",
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-cache.redb"),
+    );
+    cmd
 }

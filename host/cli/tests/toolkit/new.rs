@@ -49,6 +49,36 @@ fn the_sdk_packages_the_same_wit_as_the_host() {
     }
 }
 
+/// `cargo package -p sandgraph-sdk` packs the crate with its WIT world and
+/// README and builds it from the package alone (its verify step), so the
+/// SDK can be published.
+#[test]
+fn the_sdk_packages_and_builds_from_the_package_alone() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("package-target");
+    let package = |extra: &[&str]| {
+        let mut args = vec![
+            "package",
+            "-p",
+            "sandgraph-sdk",
+            "--allow-dirty",
+            "--offline",
+        ];
+        args.extend_from_slice(extra);
+        run_in(&repo(), &target, &cargo, &args)
+    };
+    let o = package(&["--list"]);
+    assert_ok("cargo package --list", &o);
+    let files = stdout(&o);
+    for file in ["Cargo.toml", "README.md", "src/lib.rs", "wit/graph.wit"] {
+        assert!(
+            files.lines().any(|l| l == file),
+            "{file} is not packaged:\n{files}"
+        );
+    }
+    assert_ok("cargo package", &package(&[]));
+}
+
 /// The target directory every test that builds a generated crate shares
 /// (graph crates outside the workspace compile serde and wit-bindgen for
 /// wasm once; reruns are incremental).

@@ -79,9 +79,9 @@ fn the_sdk_packages_and_builds_from_the_package_alone() {
     assert_ok("cargo package", &package(&[]));
 }
 
-/// The target directory every test that builds a generated crate shares
-/// (graph crates outside the workspace compile serde and wit-bindgen for
-/// wasm once; reruns are incremental).
+/// The target directory every test that builds a graph crate shares (graph
+/// crates outside the workspace compile serde and wit-bindgen for wasm
+/// once; reruns are incremental).
 fn shared_target() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("toolkit-target")
 }
@@ -332,22 +332,54 @@ fn the_sdk_dependency_is_the_published_crate_unless_told_otherwise() {
 fn the_same_source_builds_to_the_same_digest_anywhere() {
     let env = Env::new(&[]);
     let source = new_crate(&env, "repro", &[]);
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // Sources the compiler knows by absolute path, in the crate folder and
+    // in the target folder (a build script's output), named in the graph's
+    // description: without remapping, each folder would be in the component.
+    std::fs::write(
+        source.join("build.rs"),
+        "fn main() {\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    \
+         std::fs::write(format!(\"{out}/generated.rs\"), \
+         \"fn generated_at() -> &'static str { file!() }\").unwrap();\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        source.join("src/extra.rs"),
+        "fn written_at() -> &'static str {\n    file!()\n}\n",
+    )
+    .unwrap();
+    let lib = std::fs::read_to_string(source.join("src/lib.rs")).unwrap();
+    let lib = lib.replace(
+        r#".description("Count the words of a text.")"#,
+        r#".description(format!("Count words ({} {}).", written_at(), generated_at()))"#,
+    ) + concat!(
+        "include!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/src/extra.rs\"));\n",
+        "include!(concat!(env!(\"OUT_DIR\"), \"/generated.rs\"));\n",
+    );
+    assert!(lib.contains("written_at()"), "the template changed: {lib}");
+    std::fs::write(source.join("src/lib.rs"), lib).unwrap();
+    // The shared target folder and one of this test's own.
+    let own = Path::new(env!("CARGO_TARGET_TMPDIR")).join("repro-target");
     let mut digests = Vec::new();
-    for (copy, target) in [
-        ("one/repro", "repro-target-a"),
-        ("two/deeper/repro", "repro-target-b"),
-    ] {
+    for (copy, target) in [("one/repro", shared_target()), ("two/deeper/repro", own)] {
         let dir = env.path(copy);
         copy_dir(&source, &dir);
-        let o = sandgraph_in(
-            &dir,
-            &tmp.join(target),
-            &["build", ".", "--out", "repro.wasm"],
-        );
+        let o = sandgraph_in(&dir, &target, &["build", ".", "--out", "repro.wasm"]);
         assert_ok("sandgraph build", &o);
         let bytes = std::fs::read(dir.join("repro.wasm")).unwrap();
         assert_eq!(printed_digest(&stderr(&o)), sha256_hex(&bytes));
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("/workspace/src/extra.rs"),
+            "the crate folder is remapped"
+        );
+        assert!(text.contains("/generated.rs"));
+        for folder in [&dir, &target] {
+            let folder = folder.to_string_lossy();
+            assert!(
+                !text.contains(folder.as_ref()),
+                "{folder} is in the component"
+            );
+        }
         digests.push(sha256_hex(&bytes));
     }
     assert_eq!(digests[0], digests[1]);
@@ -404,7 +436,7 @@ fn echo_builds_small_and_debug_keeps_dwarf() {
     /// The issue's bound for the echo example.
     const MAX_ECHO_BYTES: usize = 300 * 1024;
     let env = Env::new(&[]);
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("echo-target");
+    let target = shared_target();
     let echo = repo().join("example-graphs/echo");
     let echo = echo.to_str().unwrap();
     let o = sandgraph_in(

@@ -1,7 +1,10 @@
 //! The author and CI toolkit, end to end through the `sandgraph` binary:
 //! `new`, `build`, `test`, `check`, `lock`, `sign`/`verify`, `push`/`pull`.
-//! One test binary; each command's tests are a module.
+//! One test binary; each command's tests are a module, and `acceptance`
+//! walks the whole path from `sandgraph new` to a served graph.
 
+#[path = "toolkit/acceptance.rs"]
+mod acceptance;
 #[path = "toolkit/check.rs"]
 mod check;
 #[path = "toolkit/golden.rs"]

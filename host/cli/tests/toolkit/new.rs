@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use crate::check::{Env, stderr, stdout};
 
 /// The repository root (host/cli/../..).
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -82,7 +82,7 @@ fn the_sdk_packages_and_builds_from_the_package_alone() {
 /// The target directory every test that builds a graph crate shares (graph
 /// crates outside the workspace compile serde and wit-bindgen for wasm
 /// once; reruns are incremental).
-fn shared_target() -> PathBuf {
+pub(crate) fn shared_target() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("toolkit-target")
 }
 
@@ -96,7 +96,7 @@ fn printed_digest(stderr: &str) -> String {
 
 /// `sandgraph new NAME --dir <env>/NAME --sdk-path <repo>/guest-sdk`, in a
 /// temporary folder outside the workspace; returns the crate's folder.
-fn new_crate(env: &Env, name: &str, extra: &[&str]) -> PathBuf {
+pub(crate) fn new_crate(env: &Env, name: &str, extra: &[&str]) -> PathBuf {
     let sdk = repo().join("guest-sdk");
     let mut args = vec!["new", name, "--sdk-path", sdk.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -106,7 +106,7 @@ fn new_crate(env: &Env, name: &str, extra: &[&str]) -> PathBuf {
 }
 
 /// Runs `program args` in `dir` with `target` as the cargo target folder.
-fn run_in(dir: &Path, target: &Path, program: &str, args: &[&str]) -> Output {
+pub(crate) fn run_in(dir: &Path, target: &Path, program: &str, args: &[&str]) -> Output {
     Command::new(program)
         .args(args)
         .current_dir(dir)
@@ -117,11 +117,11 @@ fn run_in(dir: &Path, target: &Path, program: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("{program} runs: {e}"))
 }
 
-fn sandgraph_in(dir: &Path, target: &Path, args: &[&str]) -> Output {
+pub(crate) fn sandgraph_in(dir: &Path, target: &Path, args: &[&str]) -> Output {
     run_in(dir, target, env!("CARGO_BIN_EXE_sandgraph"), args)
 }
 
-fn assert_ok(what: &str, o: &Output) {
+pub(crate) fn assert_ok(what: &str, o: &Output) {
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -153,7 +153,7 @@ fn builds_and_passes(dir: &Path, name: &str) {
     );
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))
 }

@@ -33,11 +33,6 @@ use crate::show;
 /// holds tens; the bound keeps a folder of junk from running for hours.
 pub const MAX_CHECKED_FILES: usize = 4096;
 
-/// The exit status of a check that found warnings under
-/// `--deny-warnings`: the generic failure of a CI gate, as `sandgraph
-/// test` exits on a failed case.
-pub const WARNINGS_DENIED: u8 = 1;
-
 /// `sandgraph check`
 #[derive(clap::Args)]
 pub struct CheckArgs {
@@ -112,7 +107,7 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode, Failure> {
     if args.deny_warnings && warnings > 0 {
         return Err(Failure::new(
             "lint",
-            WARNINGS_DENIED,
+            crate::exit::CHECK_FAILED,
             format!("{warnings} warning(s) with --deny-warnings: fix them or drop the flag"),
         ));
     }

@@ -11,6 +11,14 @@ use crate::show;
 pub const INTERRUPTED: u8 = 20;
 /// `sandgraph build` could not build the crate.
 pub const BUILD_FAILED: u8 = 12;
+/// A check a CI gate runs failed: `sandgraph test` (a case failed),
+/// `check --deny-warnings` (a lint warned), `verify` (the graph does not
+/// verify). The generic failure status CI systems expect.
+pub const CHECK_FAILED: u8 = 1;
+/// An OCI registry failed or refused (`push`, `pull`): unreachable,
+/// credentials refused, no such reference, not a wasm component artifact,
+/// a size over its bound, or a digest mismatch.
+pub const REGISTRY: u8 = 22;
 /// A bug or an environment failure in the host itself.
 pub const INTERNAL: u8 = 70;
 /// The model provider failed: missing or rejected key, rate limits or
@@ -119,7 +127,10 @@ mod tests {
                     INTERNAL,
                     MODEL,
                     ROUTING_EXHAUSTED,
-                    HOOK
+                    HOOK,
+                    SUPERVISOR,
+                    CHECK_FAILED,
+                    REGISTRY
                 ]
                 .contains(&e)
             );

@@ -38,9 +38,6 @@ use crate::show;
 
 use case::{Begin, Case, Expect};
 
-/// Exit status when a case failed: the generic failure CI systems expect.
-pub const CASES_FAILED: u8 = 1;
-
 /// `sandgraph test`
 #[derive(clap::Args)]
 pub struct TestArgs {
@@ -202,7 +199,7 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
         })?;
     }
     Ok(if results.iter().any(|r| r.failure.is_some()) {
-        ExitCode::from(CASES_FAILED)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

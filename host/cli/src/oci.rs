@@ -17,10 +17,6 @@ use sandgraph_runtime::Runtime;
 use crate::cache::CacheArgs;
 use crate::exit::Failure;
 
-/// The registry failed or refused: unreachable, credentials refused, no
-/// such reference, not a wasm component artifact, or a digest mismatch.
-pub const REGISTRY: u8 = 22;
-
 // Whatever `sandgraph sign` may write, a push can carry; whatever a command
 // loads, a push can carry.
 const _: () = assert!(MAX_SIGNATURE_FILE <= MAX_SIGNATURE_BYTES);
@@ -84,7 +80,7 @@ impl ConnectArgs {
 fn failure(e: Error) -> Failure {
     let exit = match e {
         Error::Reference(_) => 2,
-        _ => REGISTRY,
+        _ => crate::exit::REGISTRY,
     };
     Failure::new(e.code(), exit, e.to_string())
 }

@@ -15,11 +15,6 @@ use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
 use crate::exit::Failure;
 use crate::show;
 
-/// The exit status of `sandgraph verify` when the graph does not verify
-/// (unsigned, tampered, untrusted or malformed): a failed check, as
-/// `sandgraph test` and `check --deny-warnings` report theirs.
-pub const VERIFY_FAILED: u8 = 1;
-
 fn invalid(message: impl Into<String>) -> Failure {
     RunError::new(ErrorCode::InvalidInput, message).into()
 }
@@ -217,14 +212,14 @@ pub(crate) fn trusted_keys(dirs: &[PathBuf], files: &[PathBuf]) -> Result<Truste
 }
 
 /// Checks the component's sidecar against the trusted keys: exit 0 and the
-/// signer's key id, or [`VERIFY_FAILED`] saying what is wrong.
+/// signer's key id, or [`crate::exit::CHECK_FAILED`] saying what is wrong.
 pub async fn verify(args: VerifyArgs) -> Result<ExitCode, Failure> {
     let keys = trusted_keys(&args.trusted_keys, &args.key)?;
     let digest = sha256_file(&args.graph).map_err(|e| invalid(e.to_string()))?;
     let verified = sandgraph_artifact::verify(&args.graph, &digest, &keys).map_err(|e| {
         Failure::new(
             "signature",
-            VERIFY_FAILED,
+            crate::exit::CHECK_FAILED,
             show::line(&e.to_string(), show::MAX_LINE_BYTES),
         )
     })?;

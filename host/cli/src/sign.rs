@@ -145,6 +145,18 @@ pub struct KeygenArgs {
 /// Writes a new ed25519 key pair and prints the key id.
 pub async fn keygen(args: KeygenArgs) -> Result<ExitCode, Failure> {
     let key = SecretKey::generate().map_err(Failure::internal)?;
+    // A keys folder that does not exist yet is made private (0700): it is
+    // where the secret key lives.
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.exists()
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| invalid(format!("cannot create {}: {e}", parent.display())))?;
+    }
     let public = key
         .write_pair(&args.out)
         .map_err(|e| invalid(e.to_string()))?;

@@ -181,6 +181,15 @@ fn keygen_sign_and_verify_and_each_bad_signature_is_refused() {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600, "the secret key is private");
+        // A keys folder that does not exist yet is made, private.
+        let o = env.run(&["keygen", "--out", "keys/deep/ci.key"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mode = std::fs::metadata(env.path("keys/deep"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "the keys folder is private");
+        assert!(env.path("keys/deep/ci.key.pub").is_file());
     }
     let public = std::fs::read_to_string(env.path("ci.key.pub")).unwrap();
     assert!(

@@ -52,8 +52,9 @@ const SIZE_SETTINGS: [(&str, &str); 3] = [
     ("codegen-units", "1"),
 ];
 
-/// Largest workspace manifest read to find the crate's profiles: a
-/// Cargo.toml is kilobytes; past this it is not one.
+/// Largest manifest read (a workspace's Cargo.toml for the crate's
+/// profiles; pyproject.toml or package.json to tell a folder's language):
+/// manifests are kilobytes; past this it is not one.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// Deepest `inherits` chain followed through the crate's profiles; cargo
@@ -343,11 +344,68 @@ pub async fn build(args: BuildArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The language a graph folder is written in, told by the manifest it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// `Cargo.toml`: a crate built with the Rust SDK.
+    Rust,
+    /// `pyproject.toml` with a `[tool.sandgraph]` table (see `build_py`).
+    Python,
+    /// `package.json` with a `"sandgraph"` field (see `build_js`).
+    Js,
+}
+
+fn read_manifest(path: &Path) -> Result<Option<String>, Failure> {
+    match std::fs::metadata(path) {
+        Err(_) => Ok(None),
+        Ok(m) if m.len() > MAX_MANIFEST_BYTES => Err(Failure::build(format!(
+            "{} is larger than {MAX_MANIFEST_BYTES} bytes",
+            path.display()
+        ))),
+        Ok(_) => std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| Failure::build(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+fn source_of(dir: &Path) -> Result<Source, Failure> {
+    if let Some(text) = read_manifest(&dir.join("pyproject.toml"))? {
+        let doc: toml::Table = toml::from_str(&text).map_err(|e| {
+            Failure::build(format!("{}: {e}", dir.join("pyproject.toml").display()))
+        })?;
+        if doc.get("tool").and_then(|t| t.get("sandgraph")).is_some() {
+            return Ok(Source::Python);
+        }
+    }
+    if let Some(text) = read_manifest(&dir.join("package.json"))? {
+        let doc: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Failure::build(format!("{}: {e}", dir.join("package.json").display())))?;
+        if doc.get("sandgraph").is_some() {
+            return Ok(Source::Js);
+        }
+    }
+    if dir.join("Cargo.toml").is_file() {
+        return Ok(Source::Rust);
+    }
+    Err(Failure::build(format!(
+        "{} holds no graph: point at a Rust crate (Cargo.toml), a Python graph \
+         (pyproject.toml with [tool.sandgraph]) or a JavaScript graph (package.json \
+         with a \"sandgraph\" field)",
+        dir.display()
+    )))
+}
+
 pub async fn build_to(dir: &Path, out: &Path, debug: bool) -> Result<(), Failure> {
-    let sysroot = check_target()?;
-    let wasm = cargo_build(dir, &sysroot, debug)?;
-    let bytes = std::fs::read(&wasm)
-        .map_err(|e| Failure::build(format!("cannot read {}: {e}", wasm.display())))?;
+    let bytes = match source_of(dir)? {
+        Source::Rust => {
+            let sysroot = check_target()?;
+            let wasm = cargo_build(dir, &sysroot, debug)?;
+            std::fs::read(&wasm)
+                .map_err(|e| Failure::build(format!("cannot read {}: {e}", wasm.display())))?
+        }
+        Source::Python => crate::build_py::build(dir, debug)?,
+        Source::Js => crate::build_js::build(dir, debug)?,
+    };
     let rt = Runtime::new()?;
     // Loading checks the world, links, and validates the described spec.
     let graph = rt.load(&bytes).await?;

@@ -10,6 +10,8 @@ macro_rules! outln {
 }
 
 mod build;
+mod build_js;
+mod build_py;
 mod cache;
 mod check;
 mod exit;

@@ -9,9 +9,13 @@ mod acceptance;
 mod check;
 #[path = "toolkit/golden.rs"]
 mod golden;
+#[path = "toolkit/js.rs"]
+mod js;
 #[path = "toolkit/new.rs"]
 mod new;
 #[path = "toolkit/oci.rs"]
 mod oci;
+#[path = "toolkit/python.rs"]
+mod python;
 #[path = "toolkit/sign.rs"]
 mod sign;

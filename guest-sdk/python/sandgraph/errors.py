@@ -1,0 +1,5 @@
+"""Mirrors `langgraph.errors`: the exception `interrupt` raises."""
+
+from .types import GraphInterrupt
+
+__all__ = ["GraphInterrupt"]

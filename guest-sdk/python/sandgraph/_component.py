@@ -4,7 +4,9 @@ module that imports the graph module, then calls `bind()`, which takes the
 one compiled graph and returns the class componentize-py exports.
 
 Every call is wrapped: an exception anywhere becomes the WIT error case
-(`graph-error`, or validate's reason), never a trap.
+(`graph-error`, or validate's reason), never a trap; except `MemoryError`,
+the instance's memory cap, an exhausted limit, which the WIT contract
+reports by trapping (the host says `memory_limit`).
 """
 
 from typing import Any, List
@@ -108,18 +110,24 @@ def bind() -> type:
         def run_node(self, node: str, state: str, context: Any) -> Any:
             try:
                 return _node_result(*graph.run_node(node, state, _context(context)))
+            except MemoryError:
+                raise  # the memory cap: an exhausted limit traps
             except BaseException as error:
                 raise _graph_error(error) from None
 
         def route(self, router: str, state: str) -> List[Any]:
             try:
                 return [_route_target(*target) for target in graph.route(router, state)]
+            except MemoryError:
+                raise  # the memory cap: an exhausted limit traps
             except BaseException as error:
                 raise _graph_error(error) from None
 
         def reduce(self, channel: str, current: str, update: str) -> str:
             try:
                 return graph.reduce(channel, current, update)
+            except MemoryError:
+                raise  # the memory cap: an exhausted limit traps
             except BaseException as error:
                 raise _graph_error(error) from None
 
@@ -128,6 +136,8 @@ def bind() -> type:
                 reason = graph.validate(input, _context(context))
             except CallError as error:
                 reason = error.message
+            except MemoryError:
+                raise  # the memory cap: an exhausted limit traps
             except BaseException as error:
                 reason = f"sandgraph sdk: {describe_exception(error)}"
             if reason is not None:

@@ -38,6 +38,12 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_NAME_LEN = 64
 
 
+# A `MemoryError` is not turned into a graph error: it means the instance
+# reached its memory cap, an exhausted limit, which the WIT contract reports
+# by trapping (the host then says `memory_limit`). Every other exception
+# becomes a graph error.
+
+
 class CallError(Exception):
     """A failed host call, one-to-one with the WIT `graph-error` cases:
     `invalid-state`, `unknown`, `failed`."""
@@ -642,6 +648,8 @@ class CompiledStateGraph:
             return "interrupt", _json(pause.value, "the interrupt value")
         except CallError:
             raise
+        except MemoryError:
+            raise
         except BaseException as error:
             raise CallError("failed", describe_exception(error)) from None
         finally:
@@ -657,6 +665,8 @@ class CompiledStateGraph:
         value = _loads(state, "state")
         try:
             answer = branch["fn"](value)
+        except MemoryError:
+            raise
         except BaseException as error:
             raise CallError("failed", describe_exception(error)) from None
         if answer is None:
@@ -688,6 +698,8 @@ class CompiledStateGraph:
         update_value = _loads(update, "update")
         try:
             reduced = fn(current_value, update_value)
+        except MemoryError:
+            raise
         except BaseException as error:
             raise CallError("failed", f'channel "{channel}": {describe_exception(error)}') from None
         return _json(reduced, f'channel "{channel}": the reduced value')
@@ -705,6 +717,8 @@ class CompiledStateGraph:
             how = self._validate_wants_config
             config = _config(None, context) if how else None
             verdict = _call(self._validate, how, value, config)
+        except MemoryError:
+            raise
         except BaseException as error:
             try:
                 reason = str(error)

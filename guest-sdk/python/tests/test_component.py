@@ -102,7 +102,6 @@ class Component(unittest.TestCase):
             (self.g.run_node, ("echo", "{}", fb.context()), "GraphError_Failed", "KeyError: 'topic'"),
             (self.g.run_node, ("system_exit", "{}", fb.context()), "GraphError_Failed", "SystemExit: 3"),
             (self.g.run_node, ("keyboard", "{}", fb.context()), "GraphError_Failed", "KeyboardInterrupt"),
-            (self.g.run_node, ("memory", "{}", fb.context()), "GraphError_Failed", "MemoryError"),
             (self.g.run_node, ("recursion", "{}", fb.context()), "GraphError_Failed", "RecursionError: deep"),
             (self.g.run_node, ("echo", "{}", fb.context(configurable="[")), "GraphError_Failed", "KeyError"),
             (self.g.run_node, ("ask", "{}", fb.context(resume=["{"])), "GraphError_InvalidState", "call context: resume value 0: "),
@@ -115,6 +114,12 @@ class Component(unittest.TestCase):
             self.assertEqual(type(error).__name__, case, args)
             self.assertTrue(error.value.startswith(prefix), (args, error.value))
         self.assertEqual(self.g.reduce("best", "1", "3"), "3")
+
+    def test_memory_error_is_left_to_trap(self):
+        # The memory cap is an exhausted limit: the export lets it escape,
+        # so the instance traps and the host reports memory_limit.
+        with self.assertRaises(MemoryError):
+            self.g.run_node("memory", "{}", fb.context())
 
     def test_a_broken_context_or_sdk_bug_is_an_error_too(self):
         # A context record missing a field: the SDK's own failure, still Err.

@@ -35,4 +35,7 @@ builder = StateGraph(State)
 builder.add_node("act", act)
 builder.add_edge(START, "act")
 builder.add_edge("act", END)
-graph = builder.compile(name="hostile_graph", description="Misbehaves on request (host tests).")
+graph = builder.compile(
+    name="hostile_graph",
+    description="Misbehaves as `mode` says: loop, bomb, huge, raise.",
+)

@@ -1,0 +1,94 @@
+// Bundles a sandgraph JavaScript graph into one ES module for the QuickJS
+// backend. `sandgraph build` writes this file into its temporary build
+// folder and runs it with node:
+//
+//   node bundle.mjs JCO GRAPH_DIR MAIN SDK OUT
+//
+// JCO is the jco command `sandgraph build` found (rolldown, the bundler jco
+// itself uses, is resolved from jco's own install); GRAPH_DIR the graph's
+// folder and MAIN its main module, relative to it; SDK the SDK source the
+// build wrote (every `@sandgraph/sdk` import resolves to it); OUT the bundle.
+//
+// The entry module and the SDK are virtual modules, and the graph's own
+// modules are named relative to its folder, so the bundle's text does not
+// depend on where the graph or the build folder is.
+import { createRequire } from "node:module";
+import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+
+const [jco, graphDir, main, sdk, out] = process.argv.slice(2);
+
+function fail(message) {
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}
+
+let rolldownPath;
+try {
+  rolldownPath = createRequire(realpathSync(jco)).resolve("rolldown");
+} catch (err) {
+  fail(`cannot find rolldown (a dependency of @bytecodealliance/jco) beside ${jco}: ${err.message}`);
+}
+const { rolldown } = await import(pathToFileURL(rolldownPath).href);
+
+const ENTRY = "\0sandgraph:entry";
+const SDK = "\0sandgraph:sdk";
+const entrySource = [
+  'import host from "sandgraph:graph/host@0.2.0";',
+  `import * as graphModule from ${JSON.stringify(`./${main}`)};`,
+  'import { __bindComponent } from "@sandgraph/sdk";',
+  "export const graph = __bindComponent(graphModule, host);",
+  "",
+].join("\n");
+
+const virtual = {
+  name: "sandgraph",
+  resolveId(id) {
+    if (id === ENTRY) return ENTRY;
+    if (id === "@sandgraph/sdk") return SDK;
+    return null;
+  },
+  load(id) {
+    if (id === ENTRY) return entrySource;
+    if (id === SDK) return readFileSync(sdk, "utf8");
+    return null;
+  },
+};
+
+const warnings = [];
+let build;
+try {
+  build = await rolldown({
+    input: ENTRY,
+    cwd: graphDir,
+    platform: "neutral",
+    logLevel: "warn",
+    onLog(level, log) {
+      if (level === "warn") warnings.push(`warning: ${log.message}`);
+    },
+    external: [/^sandgraph:graph\//],
+    plugins: [virtual],
+    resolve: { mainFields: ["module", "main"] },
+  });
+} catch (err) {
+  fail(String(err?.message ?? err));
+}
+try {
+  const { output } = await build.generate({
+    format: "esm",
+    codeSplitting: false,
+    comments: false,
+    // Routers are named after their functions: keep the names the source gave.
+    keepNames: true,
+  });
+  const chunks = output.filter((item) => item.type === "chunk");
+  if (chunks.length !== 1) {
+    fail(`the graph bundles into ${chunks.length} chunks: dynamic import() is not supported`);
+  }
+  writeFileSync(out, chunks[0].code);
+} catch (err) {
+  fail(String(err?.message ?? err));
+} finally {
+  await build.close();
+}
+for (const w of warnings) process.stderr.write(`${w}\n`);

@@ -279,7 +279,12 @@ fn build_compiles_checks_and_writes_the_component() {
     assert_eq!(state["log"], json!(["seen:built"]));
     // Not a crate: a clear error.
     let o = sandgraph(&["build", out_dir.path().to_str().unwrap(), "--out", "x.wasm"]);
-    assert_error(&o, "build", 12, "holds no graph: point at a Rust crate (Cargo.toml)");
+    assert_error(
+        &o,
+        "build",
+        12,
+        "holds no graph: point at a Rust crate (Cargo.toml)",
+    );
 }
 
 /// Asserts that `text` holds no byte a terminal acts on: no C0 control but

@@ -1,13 +1,499 @@
-//! `sandgraph build` for a Python graph (componentize-py); being built (issue 15).
+//! `sandgraph build DIR` for a Python graph: a folder whose `pyproject.toml`
+//! has a `[tool.sandgraph]` table naming the graph module (`module =
+//! "graph"`), built with componentize-py.
+//!
+//! The CLI carries the WIT world and the Python SDK (`guest-sdk/python`), so
+//! nothing needs to be installed but componentize-py itself: they are
+//! written into a temporary build folder beside an entry module that imports
+//! the graph module and binds the component's exports to the one graph it
+//! compiled. componentize-py runs that at build time and snapshots the
+//! initialised interpreter, so a graph module that fails to import fails the
+//! build with its Python error.
 
-use std::path::Path;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::exit::Failure;
 
+/// The componentize-py release the SDK is built and tested with.
+pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
+
+/// The environment variable naming the componentize-py executable.
+pub const TOOL_ENV: &str = "SANDGRAPH_COMPONENTIZE_PY";
+
+/// The WIT world, as the Rust SDK ships it.
+const WIT: &str = include_str!("../../../guest-sdk/wit/graph.wit");
+
+/// The world's imports, as `graph.wit` declares them, and what a Python
+/// graph imports instead: the SDK offers no `llm` or `tools` calls, and
+/// componentize-py imports every interface of the world it is given, so the
+/// build's world leaves them out and the component asks for no capability.
+const WORLD_IMPORTS: &str =
+    "    import host;\n    import llm;\n    import tools;\n    export graph;\n";
+const PYTHON_IMPORTS: &str = "    import host;\n    export graph;\n";
+
+/// [`WIT`] with the world a Python graph is built against.
+fn python_wit() -> Result<String, Failure> {
+    if WIT.matches(WORLD_IMPORTS).count() != 1 {
+        return Err(Failure::internal(
+            "the embedded graph.wit's world no longer reads as build_py expects: update WORLD_IMPORTS",
+        ));
+    }
+    Ok(WIT.replace(WORLD_IMPORTS, PYTHON_IMPORTS))
+}
+
+/// The Python SDK, file by file (relative to the build's python path).
+const SDK: [(&str, &str); 7] = [
+    (
+        "sandgraph/__init__.py",
+        include_str!("../../../guest-sdk/python/sandgraph/__init__.py"),
+    ),
+    (
+        "sandgraph/_component.py",
+        include_str!("../../../guest-sdk/python/sandgraph/_component.py"),
+    ),
+    (
+        "sandgraph/constants.py",
+        include_str!("../../../guest-sdk/python/sandgraph/constants.py"),
+    ),
+    (
+        "sandgraph/errors.py",
+        include_str!("../../../guest-sdk/python/sandgraph/errors.py"),
+    ),
+    (
+        "sandgraph/graph.py",
+        include_str!("../../../guest-sdk/python/sandgraph/graph.py"),
+    ),
+    (
+        "sandgraph/host.py",
+        include_str!("../../../guest-sdk/python/sandgraph/host.py"),
+    ),
+    (
+        "sandgraph/types.py",
+        include_str!("../../../guest-sdk/python/sandgraph/types.py"),
+    ),
+];
+
+/// The entry module componentize-py wraps; `{module}` is the graph module.
+const ENTRY_NAME: &str = "sandgraph_entry";
+const ENTRY: &str = "\
+# Written by `sandgraph build`: imports the graph module, then exports the one
+# graph it compiled as the component's `graph` interface.
+import importlib
+
+importlib.import_module({module})
+
+from sandgraph._component import bind
+
+Graph = bind()
+";
+
+/// Module names the build itself uses, which a graph module may not take.
+const RESERVED_MODULES: [&str; 5] = [
+    "sandgraph",
+    ENTRY_NAME,
+    "wit_world",
+    "componentize_py_types",
+    "componentize_py_runtime",
+];
+
+/// Largest `pyproject.toml` read.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// How much of the tool's stdout and stderr is kept (each); the rest is
+/// read and dropped.
+const MAX_TOOL_OUTPUT: usize = 64 * 1024;
+
+/// How much of the tool's stderr is shown on failure.
+const MAX_SHOWN_ERROR: usize = 6 * 1024;
+
+/// How long componentize-py may run: a build takes 15–20 s on two cores; a
+/// graph module that loops at import time would hang it for ever.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Builds the Python graph in `dir` into component bytes.
 pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
-    Err(Failure::build(format!(
-        "{} is a Python graph, and building Python graphs is not supported yet",
+    let module = graph_module(dir)?;
+    let tool = std::env::var_os(TOOL_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("componentize-py"));
+    let work = tempfile::Builder::new()
+        .prefix("sandgraph-py-")
+        .tempdir()
+        .map_err(|e| Failure::build(format!("cannot make a temporary build folder: {e}")))?;
+    let root = work.path();
+    write_build_folder(root, &module)?;
+    let out = root.join("graph.wasm");
+    let dir_abs = dir
+        .canonicalize()
+        .map_err(|e| Failure::build(format!("cannot resolve {}: {e}", dir.display())))?;
+    let mut cmd = Command::new(&tool);
+    cmd.arg("-q")
+        .arg("-d")
+        .arg(root.join("wit"))
+        .args(["-w", "graph-component", "componentize", ENTRY_NAME, "-p"])
+        .arg(root.join("sdk"))
+        .arg("-p")
+        .arg(&dir_abs)
+        .arg("-o")
+        .arg(&out)
+        .current_dir(root)
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // componentize-py adds a site-packages folder to the guest's path: the
+    // active virtual environment's, else the building Python's own. Outside
+    // a virtual environment an empty folder stands in for one, so what the
+    // machine has installed does not reach the component; a graph's own
+    // dependencies come from its folder or an activated environment.
+    if std::env::var_os("VIRTUAL_ENV").is_none_or(|v| v.is_empty()) {
+        cmd.env("VIRTUAL_ENV", root.join("venv"));
+    }
+    let child = cmd.spawn().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            missing_tool(&tool)
+        } else {
+            Failure::build(format!("cannot run {}: {e}", tool.display()))
+        }
+    })?;
+    let (status, _stdout, stderr) = wait_bounded(child, BUILD_TIMEOUT).map_err(|e| {
+        Failure::build(format!(
+            "componentize-py did not finish building {}: {e}",
+            dir.display()
+        ))
+    })?;
+    if !status.success() {
+        return Err(tool_failure(&dir_abs, &module, &stderr, status));
+    }
+    read_component(&out)
+}
+
+/// The graph module `[tool.sandgraph]` names in `dir/pyproject.toml`
+/// (default `graph`), checked to exist in `dir`.
+fn graph_module(dir: &Path) -> Result<String, Failure> {
+    let path = dir.join("pyproject.toml");
+    let read = |e: std::io::Error| Failure::build(format!("cannot read {}: {e}", path.display()));
+    let len = std::fs::metadata(&path).map_err(read)?.len();
+    if len > MAX_MANIFEST_BYTES {
+        return Err(Failure::build(format!(
+            "{} is larger than {MAX_MANIFEST_BYTES} bytes",
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(&path).map_err(read)?;
+    let doc: toml::Table =
+        toml::from_str(&text).map_err(|e| Failure::build(format!("{}: {e}", path.display())))?;
+    let table = doc
+        .get("tool")
+        .and_then(|t| t.get("sandgraph"))
+        .and_then(toml::Value::as_table)
+        .ok_or_else(|| {
+            Failure::build(format!(
+                "{}: [tool.sandgraph] must be a table naming the graph module (module = \"graph\")",
+                path.display()
+            ))
+        })?;
+    for key in table.keys() {
+        if key != "module" {
+            return Err(Failure::build(format!(
+                "{}: [tool.sandgraph] has an unknown key {key:?} (the only key is `module`)",
+                path.display()
+            )));
+        }
+    }
+    let module = match table.get("module") {
+        None => "graph".to_owned(),
+        Some(toml::Value::String(m)) => m.clone(),
+        Some(_) => {
+            return Err(Failure::build(format!(
+                "{}: [tool.sandgraph] module must be a string (a module name such as \"graph\")",
+                path.display()
+            )));
+        }
+    };
+    check_module_name(&module).map_err(|why| {
+        Failure::build(format!(
+            "{}: [tool.sandgraph] module {module:?} {why}",
+            path.display()
+        ))
+    })?;
+    let rel: PathBuf = module.split('.').collect();
+    let file = dir.join(&rel).with_extension("py");
+    let package = dir.join(&rel).join("__init__.py");
+    if !file.is_file() && !package.is_file() {
+        return Err(Failure::build(format!(
+            "{}: [tool.sandgraph] module {module:?} is not in {}: there is no {} or {}",
+            path.display(),
+            dir.display(),
+            file.display(),
+            package.display()
+        )));
+    }
+    Ok(module)
+}
+
+/// A dotted Python module name that the build does not use itself.
+fn check_module_name(module: &str) -> Result<(), &'static str> {
+    let ident = |part: &str| {
+        let mut chars = part.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if module.ends_with(".py") {
+        return Err("is a file name: name the module instead (\"graph\" for graph.py)");
+    }
+    if !module.split('.').all(ident) {
+        return Err("is not a module name (dotted ascii identifiers, such as \"graph\")");
+    }
+    let top = module.split('.').next().unwrap_or_default();
+    if RESERVED_MODULES.contains(&top) {
+        return Err("is a name the build uses itself: rename the module");
+    }
+    Ok(())
+}
+
+/// Writes the WIT world, the SDK, the entry module and an empty stand-in
+/// for a virtual environment into `root`.
+fn write_build_folder(root: &Path, module: &str) -> Result<(), Failure> {
+    let entry = ENTRY.replace("{module}", &format!("{module:?}"));
+    let wit = python_wit()?;
+    // An empty site-packages folder: componentize-py adds nothing of the
+    // machine's (and does not warn that there is none).
+    let venv = root.join("venv/lib/site-packages");
+    let files = SDK
+        .iter()
+        .map(|(path, text)| (root.join("sdk").join(path), *text))
+        .chain([
+            (root.join("wit/graph.wit"), wit.as_str()),
+            (
+                root.join("sdk").join(format!("{ENTRY_NAME}.py")),
+                entry.as_str(),
+            ),
+        ]);
+    for (path, text) in files {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| write_failure(parent, e))?;
+        }
+        std::fs::write(&path, text).map_err(|e| write_failure(&path, e))?;
+    }
+    std::fs::create_dir_all(&venv).map_err(|e| write_failure(&venv, e))
+}
+
+fn write_failure(path: &Path, e: std::io::Error) -> Failure {
+    Failure::build(format!("cannot write {}: {e}", path.display()))
+}
+
+fn missing_tool(tool: &Path) -> Failure {
+    Failure::build(format!(
+        "componentize-py is not installed (no {}): install it with `python3 -m pip install \
+         componentize-py=={COMPONENTIZE_PY_VERSION}`, or point {TOOL_ENV} at it",
+        tool.display()
+    ))
+}
+
+/// Waits for `child`, keeping the first [`MAX_TOOL_OUTPUT`] bytes of its
+/// stdout and stderr, and kills it after `timeout`.
+fn wait_bounded(
+    mut child: Child,
+    timeout: Duration,
+) -> Result<(ExitStatus, Vec<u8>, Vec<u8>), String> {
+    fn drain(stream: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            if let Some(mut stream) = stream {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let room = MAX_TOOL_OUTPUT.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+            }
+            kept
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "it ran for more than {} s and was stopped",
+                    timeout.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    Ok((status, stdout, stderr))
+}
+
+/// The failure of a componentize-py run: the graph module's Python error
+/// when it failed to import (componentize-py reports it as an
+/// `AssertionError` wrapping the guest's traceback), else the tool's own
+/// error; shown on stderr (bounded), summarised in the failure.
+fn tool_failure(dir: &Path, module: &str, stderr: &[u8], status: ExitStatus) -> Failure {
+    let text = String::from_utf8_lossy(stderr);
+    if let Some(traceback) = guest_traceback(&text, dir) {
+        eprintln!("{}", crate::show::lines(&bounded(&traceback)));
+        let last = traceback
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("an error")
+            .trim();
+        return Failure::build(format!(
+            "the graph module {module:?} in {} failed at import: {last} (its traceback is above)",
+            dir.display()
+        ));
+    }
+    let shown = text
+        .split("\nStack backtrace:")
+        .next()
+        .unwrap_or_default()
+        .trim();
+    if !shown.is_empty() {
+        eprintln!("{}", crate::show::lines(&bounded(shown)));
+    }
+    Failure::build(format!(
+        "componentize-py failed to build {} ({status}; its errors are above; sandgraph is \
+         tested with componentize-py {COMPONENTIZE_PY_VERSION})",
         dir.display()
-    )))
+    ))
+}
+
+/// The guest's traceback in componentize-py's stderr, with the build's
+/// virtual paths (`/0/` the SDK, `/1/` the graph folder) made real.
+fn guest_traceback(text: &str, dir: &Path) -> Option<String> {
+    let start = text.find("AssertionError: Traceback")? + "AssertionError: ".len();
+    let rest = &text[start..];
+    let end = rest.find("\n\nCaused by:").unwrap_or(rest.len());
+    let folder = format!("File \"{}/", dir.display());
+    Some(
+        rest[..end]
+            .replace("File \"/1/", &folder)
+            .replace("File \"/0/", "File \"<sandgraph sdk>/")
+            .trim_end()
+            .to_owned(),
+    )
+}
+
+/// `text` cut to [`MAX_SHOWN_ERROR`] bytes, keeping its end (where a
+/// traceback says what went wrong).
+fn bounded(text: &str) -> String {
+    if text.len() <= MAX_SHOWN_ERROR {
+        return text.to_owned();
+    }
+    let mut cut = text.len() - MAX_SHOWN_ERROR;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    format!("…{}", &text[cut..])
+}
+
+fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
+    let read = |e: std::io::Error| Failure::build(format!("cannot read {}: {e}", path.display()));
+    let len = std::fs::metadata(path).map_err(read)?.len();
+    let max = crate::cache::MAX_COMPONENT_BYTES;
+    if len > max {
+        return Err(Failure::build(format!(
+            "componentize-py wrote a component of {len} bytes, more than a component may be ({max})"
+        )));
+    }
+    std::fs::read(path).map_err(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_python_world_imports_only_the_host() {
+        let wit = python_wit().unwrap();
+        assert!(wit.contains("world graph-component {\n    import host;\n    export graph;\n}"));
+        assert!(!wit.contains("import llm;") && !wit.contains("import tools;"));
+    }
+
+    #[test]
+    fn module_names() {
+        assert_eq!(check_module_name("graph"), Ok(()));
+        assert_eq!(check_module_name("pkg.graph_2"), Ok(()));
+        for bad in ["", "2x", "a-b", "a..b", "a.", "graph.py", "é"] {
+            assert!(check_module_name(bad).is_err(), "{bad:?}");
+        }
+        for reserved in [
+            "sandgraph",
+            "sandgraph.graph",
+            "sandgraph_entry",
+            "wit_world",
+        ] {
+            assert_eq!(
+                check_module_name(reserved),
+                Err("is a name the build uses itself: rename the module")
+            );
+        }
+    }
+
+    #[test]
+    fn the_guest_traceback_names_the_graph_folder() {
+        let stderr = "Traceback (most recent call last):\n  File \"/usr/bin/componentize-py\", \
+                      line 8, in <module>\nAssertionError: Traceback (most recent call last):\n  \
+                      File \"/0/sandgraph_entry.py\", line 2, in <module>\n  File \"/1/graph.py\", \
+                      line 2\n    def f(:\n          ^\nSyntaxError: invalid syntax\n\n\nCaused by:\n    \
+                      SyntaxError\n\nStack backtrace:\n   0: x\n";
+        let tb = guest_traceback(stderr, Path::new("/g")).unwrap();
+        assert!(
+            tb.starts_with("Traceback (most recent call last):\n"),
+            "{tb}"
+        );
+        assert!(tb.contains("File \"/g/graph.py\", line 2"), "{tb}");
+        assert!(
+            tb.contains("File \"<sandgraph sdk>/sandgraph_entry.py\""),
+            "{tb}"
+        );
+        assert!(tb.ends_with("SyntaxError: invalid syntax"), "{tb}");
+        assert_eq!(
+            guest_traceback("error: no such world", Path::new("/g")),
+            None
+        );
+    }
+
+    #[test]
+    fn shown_errors_keep_their_end() {
+        let long = format!("{}END", "x".repeat(MAX_SHOWN_ERROR * 2));
+        let shown = bounded(&long);
+        assert!(shown.ends_with("END") && shown.len() <= MAX_SHOWN_ERROR + 4);
+        assert_eq!(bounded("short"), "short");
+    }
+
+    #[test]
+    fn the_embedded_sdk_is_the_whole_package() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/python/sandgraph");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".py"))
+            .map(|n| format!("sandgraph/{n}"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = SDK.iter().map(|(p, _)| (*p).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk, "add the new SDK file to build_py::SDK");
+    }
 }

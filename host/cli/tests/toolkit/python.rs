@@ -1,1 +1,260 @@
-//! Python graphs: `sandgraph build` with componentize-py, run by the host (issue 15).
+//! Python graphs: the SDK's native unit tests, `sandgraph build` of a folder
+//! whose pyproject.toml has `[tool.sandgraph]` (componentize-py, installed
+//! by `python3 -m pip install -r example-graphs/python/requirements.txt`),
+//! and the built component run by the host (see ../toolkit.rs).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use crate::check::{Env, stderr, stdout};
+use crate::new::{assert_ok, repo, sha256_hex};
+
+/// What CI runs to install componentize-py.
+const INSTALL: &str = "python3 -m pip install -r example-graphs/python/requirements.txt";
+
+/// The exit status of a failed build.
+const BUILD_FAILED: i32 = 12;
+
+/// The componentize-py the build will use ($SANDGRAPH_COMPONENTIZE_PY, else
+/// on PATH); the test fails, naming the install command, when it is missing.
+fn componentize_py() -> PathBuf {
+    let tool = std::env::var_os("SANDGRAPH_COMPONENTIZE_PY")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("componentize-py"));
+    let ok = Command::new(&tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "componentize-py is not installed ({}): run `{INSTALL}`",
+        tool.display()
+    );
+    tool
+}
+
+fn python3(dir: &Path, args: &[&str]) -> Output {
+    Command::new("python3")
+        .args(args)
+        .current_dir(dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): install Python 3.11 or later"))
+}
+
+#[test]
+fn the_sdk_and_example_unit_tests_pass_natively() {
+    let o = python3(&repo().join("guest-sdk/python"), &["-m", "unittest", "-v"]);
+    assert_ok("python3 -m unittest in guest-sdk/python", &o);
+    let report = stderr(&o);
+    let ran = report
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split(' ')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or(0);
+    assert!(ran >= 30, "too few tests ran: {report}");
+    assert!(report.lines().any(|l| l == "OK"), "{report}");
+    for example in [
+        "test_echo",
+        "test_greet",
+        "test_map_reduce",
+        "test_approval",
+    ] {
+        assert!(
+            report.contains(&format!("{example} ")),
+            "{example} did not run: {report}"
+        );
+    }
+}
+
+/// Every file under `dir` that goes into a build (sorted, by name and
+/// contents), for the cache key.
+fn feed(dir: &Path, out: &mut Vec<u8>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "__pycache__" || name.ends_with(".wasm") {
+            continue;
+        }
+        if path.is_dir() {
+            feed(&path, out);
+        } else {
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            out.extend_from_slice(&std::fs::read(&path).unwrap());
+            out.push(0);
+        }
+    }
+}
+
+/// The Python example `name` built by `sandgraph build`, kept under the
+/// test's temp folder by a digest of its inputs (the example, the SDK, the
+/// WIT world and the `sandgraph` binary), so a rerun builds nothing.
+fn built(name: &str) -> PathBuf {
+    componentize_py();
+    let source = repo().join("example-graphs/python").join(name);
+    let mut inputs = Vec::new();
+    for dir in [
+        source.clone(),
+        repo().join("guest-sdk/python/sandgraph"),
+        repo().join("guest-sdk/wit"),
+    ] {
+        feed(&dir, &mut inputs);
+    }
+    let bin = std::fs::metadata(env!("CARGO_BIN_EXE_sandgraph")).unwrap();
+    inputs.extend_from_slice(format!("{} {:?}", bin.len(), bin.modified().unwrap()).as_bytes());
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-components");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("{name}-{}.wasm", &sha256_hex(&inputs)[..16]));
+    if !out.is_file() {
+        let partial = out.with_extension("partial");
+        let env = Env::new(&[]);
+        let o = env.run(&[
+            "build",
+            source.to_str().unwrap(),
+            "--out",
+            partial.to_str().unwrap(),
+        ]);
+        assert_ok(&format!("sandgraph build example-graphs/python/{name}"), &o);
+        assert!(
+            stderr(&o).starts_with("built graph `"),
+            "a quiet build: {}",
+            stderr(&o)
+        );
+        std::fs::rename(&partial, &out).unwrap();
+    }
+    out
+}
+
+/// `sandgraph ARGS` in `env` with a compile cache shared by this module's
+/// tests (a Python component compiles for many seconds).
+fn run_cached(env: &Env, args: &[&str]) -> Output {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-cache.redb");
+    env.command(args)
+        .env("SANDGRAPH_CACHE", cache)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn echo_builds_and_runs_in_the_host() {
+    let wasm = built("echo");
+    let env = Env::new(&[("echo.wasm", wasm.to_str().unwrap())]);
+    let o = run_cached(
+        &env,
+        &["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#],
+    );
+    assert_ok("sandgraph run", &o);
+    let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(state, json!({"topic": "wasm", "log": ["seen:wasm"]}));
+    // The build's world leaves out the capabilities the SDK does not offer:
+    // the component asks for none.
+    let o = run_cached(&env, &["check", "--json", "echo.wasm"]);
+    assert_ok("sandgraph check", &o);
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["graphs"][0]["name"], "echo_graph", "{report}");
+    assert_eq!(report["graphs"][0]["capabilities"], json!([]), "{report}");
+}
+
+/// A copy of the echo example in a fresh folder, with `graph` as its graph
+/// module.
+fn echo_copy(env: &Env, graph: &str) -> PathBuf {
+    let dir = env.path("echo");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        repo().join("example-graphs/python/echo/pyproject.toml"),
+        dir.join("pyproject.toml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("graph.py"), graph).unwrap();
+    dir
+}
+
+#[test]
+fn a_missing_componentize_py_names_the_install_command() {
+    let env = Env::new(&[]);
+    let dir = echo_copy(
+        &env,
+        &std::fs::read_to_string(repo().join("example-graphs/python/echo/graph.py")).unwrap(),
+    );
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
+        .env(
+            "SANDGRAPH_COMPONENTIZE_PY",
+            env.path("nowhere/componentize-py"),
+        )
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(BUILD_FAILED), "{err}");
+    assert!(
+        err.contains("componentize-py is not installed")
+            && err.contains("nowhere/componentize-py")
+            && err.contains("`python3 -m pip install componentize-py==0.25.1`"),
+        "{err}"
+    );
+    assert!(!env.path("echo.wasm").exists());
+}
+
+#[test]
+fn a_graph_module_that_fails_at_import_is_a_build_error_with_its_python_error() {
+    let tool = componentize_py();
+    let env = Env::new(&[]);
+    let build = |graph: &str| {
+        let dir = echo_copy(&env, graph);
+        let o = env
+            .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
+            .env("SANDGRAPH_COMPONENTIZE_PY", &tool)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(BUILD_FAILED), "{err}");
+        assert!(!env.path("echo.wasm").exists());
+        (err, dir)
+    };
+    // A syntax error: the traceback names the file (in the graph's folder)
+    // and the line; the summary is the error.
+    let (err, dir) = build("import sandgraph\n\ndef broken(:\n    pass\n");
+    let file = format!(
+        "File \"{}/graph.py\", line 3",
+        dir.canonicalize().unwrap().display()
+    );
+    assert!(err.contains(&file), "{err}");
+    assert!(
+        err.contains("the graph module \"graph\" in ")
+            && err.contains("failed at import: SyntaxError: invalid syntax"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Stack backtrace"),
+        "the tool's own frames are left out: {err}"
+    );
+    assert!(err.len() < 16 * 1024, "bounded: {} bytes", err.len());
+    // A graph that does not compile: every problem, in the Python error.
+    let (err, _) = build(
+        "from typing import TypedDict\nfrom sandgraph import START, StateGraph\n\n\
+         class S(TypedDict):\n    x: int\n\n\
+         b = StateGraph(S)\nb.add_node(\"a\", lambda s: None)\nb.add_edge(START, \"a\")\n\
+         b.add_edge(\"a\", \"b\")\ngraph = b.compile(name=\"bad name\")\n",
+    );
+    assert!(
+        err.contains("graph name 'bad name' may only contain")
+            && err.contains("edge 'a' -> 'b': unknown target node 'b'"),
+        "{err}"
+    );
+    // A module that compiles no graph.
+    let (err, _) = build("x = 1\n");
+    assert!(err.contains("the graph module compiled no graph"), "{err}");
+}

@@ -504,6 +504,20 @@ async fn hostile_recursion() {
 }
 
 #[tokio::test]
+async fn polyglot_hostile() {
+    // The Rust twin of the Python and JS hostile graphs; every mode runs
+    // for all three languages in the CLI's conformance test
+    // (host/cli/tests/toolkit/conformance.rs). Here: the cheap ones.
+    let done = completed(run(sandgraph_tests::POLYGLOT_HOSTILE, json!({"mode": "calm"})).await);
+    assert_eq!(done["out"], "ok");
+    let err = failed(run(sandgraph_tests::POLYGLOT_HOSTILE, json!({"mode": "raise"})).await);
+    assert_eq!(err.code, ErrorCode::NodeError);
+    assert!(err.message.contains("hostile raise"), "{}", err.message);
+    let err = failed(run(sandgraph_tests::POLYGLOT_HOSTILE, json!({"mode": "huge"})).await);
+    assert_eq!(err.code, ErrorCode::InvalidOutput);
+}
+
+#[tokio::test]
 async fn hostile_huge_output() {
     let err = failed(run(sandgraph_tests::HOSTILE_HUGE_OUTPUT, json!({})).await);
     assert_eq!(err.code, ErrorCode::InvalidOutput);

@@ -1,1 +1,232 @@
-//! JavaScript graphs: `sandgraph build` with componentize-js/jco, run by the host (issue 15).
+//! JavaScript graphs: the SDK's and the examples' node tests, `sandgraph
+//! build` of a folder whose package.json has a `sandgraph` field (jco's
+//! QuickJS backend, installed by `npm ci --prefix example-graphs/js`), and
+//! the built component run by the host (see ../toolkit.rs).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use crate::check::{Env, stderr, stdout};
+use crate::new::{assert_ok, repo, sha256_hex};
+
+/// What CI runs to install jco and the examples' links.
+const INSTALL: &str = "npm ci --prefix example-graphs/js";
+
+/// The jco the examples pin; the test fails, naming the install command,
+/// when it is missing.
+fn jco() -> PathBuf {
+    let jco = repo().join("example-graphs/js/node_modules/.bin/jco");
+    assert!(
+        jco.is_file(),
+        "jco is not installed at {}: run `{INSTALL}`",
+        jco.display()
+    );
+    jco
+}
+
+/// `node ARGS` in `dir`; fails naming the install when node is missing.
+fn node(dir: &Path, args: &[&str]) -> Output {
+    Command::new("node")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node ({e}): install Node.js 18 or later"))
+}
+
+#[test]
+fn the_sdk_and_example_unit_tests_pass_under_node() {
+    jco();
+    for dir in ["guest-sdk/js", "example-graphs/js"] {
+        let o = node(&repo().join(dir), &["--test"]);
+        assert_ok(&format!("node --test in {dir}"), &o);
+        let text = stdout(&o);
+        assert!(
+            text.lines().any(|l| l == "# fail 0") && !text.lines().any(|l| l == "# pass 0"),
+            "{dir}: {text}"
+        );
+    }
+}
+
+/// Every file of `dir` that goes into a build, sorted, for the cache key.
+fn feed(dir: &Path, out: &mut Vec<u8>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "node_modules" || name.ends_with(".wasm") {
+            continue;
+        }
+        if path.is_dir() {
+            feed(&path, out);
+        } else {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+/// The JavaScript example `name` built by `sandgraph build`, kept under the
+/// test's temp folder by a digest of its inputs (the example, the SDK, the
+/// WIT world and the `sandgraph` binary), so a rerun builds nothing.
+fn built(name: &str) -> PathBuf {
+    jco();
+    let source = repo().join("example-graphs/js").join(name);
+    let mut inputs = Vec::new();
+    for dir in [
+        source.clone(),
+        repo().join("guest-sdk/js"),
+        repo().join("wit"),
+    ] {
+        feed(&dir, &mut inputs);
+    }
+    let bin = std::fs::metadata(env!("CARGO_BIN_EXE_sandgraph")).unwrap();
+    inputs.extend_from_slice(format!("{} {:?}", bin.len(), bin.modified().unwrap()).as_bytes());
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("js-components");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("{name}-{}.wasm", &sha256_hex(&inputs)[..16]));
+    if !out.is_file() {
+        let partial = out.with_extension("partial");
+        let env = Env::new(&[]);
+        let o = env.run(&[
+            "build",
+            source.to_str().unwrap(),
+            "--out",
+            partial.to_str().unwrap(),
+        ]);
+        assert_ok(&format!("sandgraph build example-graphs/js/{name}"), &o);
+        assert!(
+            stderr(&o).starts_with("built graph `"),
+            "a quiet build: {}",
+            stderr(&o)
+        );
+        std::fs::rename(&partial, &out).unwrap();
+    }
+    out
+}
+
+#[test]
+fn echo_builds_and_runs_in_the_host() {
+    let wasm = built("echo");
+    let env = Env::new(&[("echo.wasm", wasm.to_str().unwrap())]);
+    let o = env.run(&["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#]);
+    assert_ok("sandgraph run", &o);
+    let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(state, json!({"topic": "wasm", "log": ["seen:wasm"]}));
+    // The component asks for no capability: the QuickJS backend imports the
+    // whole world, so the build's world leaves out what the graph did not
+    // ask for.
+    let o = env.run(&["check", "--json", "echo.wasm"]);
+    assert_ok("sandgraph check", &o);
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["graphs"][0]["capabilities"], json!([]), "{report}");
+    assert_eq!(report["graphs"][0]["name"], "echo_graph", "{report}");
+}
+
+/// A copy of the echo example in a fresh folder, with `graph` as its main
+/// module; the folder has no node_modules above it.
+fn echo_copy(env: &Env, graph: &str) -> PathBuf {
+    let dir = env.path("echo");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        repo().join("example-graphs/js/echo/package.json"),
+        dir.join("package.json"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("graph.js"), graph).unwrap();
+    dir
+}
+
+#[test]
+fn a_missing_jco_names_the_install_command() {
+    let env = Env::new(&[]);
+    let dir = echo_copy(
+        &env,
+        &std::fs::read_to_string(repo().join("example-graphs/js/echo/graph.js")).unwrap(),
+    );
+    let empty = env.path("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
+        .env_remove("SANDGRAPH_JCO")
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    let err = stderr(&o);
+    assert!(
+        err.contains("jco is not installed")
+            && err.contains("npm install --save-dev @bytecodealliance/jco@1.35.0"),
+        "{err}"
+    );
+    // SANDGRAPH_JCO that points nowhere is named too.
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
+        .env("SANDGRAPH_JCO", env.path("nowhere/jco"))
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(
+        err.contains("SANDGRAPH_JCO is ") && err.contains("not a file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_syntax_error_is_a_build_error_naming_the_file_and_line() {
+    let env = Env::new(&[]);
+    let dir = echo_copy(
+        &env,
+        "import { StateGraph } from \"@sandgraph/sdk\";\n\nexport const graph = {\n  oops: 1 +,\n};\n",
+    );
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
+        .env("SANDGRAPH_JCO", jco())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(12), "{err}");
+    assert!(err.contains("bundling ") && err.contains("failed"), "{err}");
+    assert!(err.contains("graph.js:4:"), "{err}");
+    assert!(
+        !err.contains("node_modules"),
+        "the tool's own frames are left out: {err}"
+    );
+    assert!(!env.path("echo.wasm").exists());
+}
+
+#[test]
+fn a_graph_that_compiles_badly_names_every_problem() {
+    let env = Env::new(&[]);
+    let dir = echo_copy(
+        &env,
+        "import { Annotation, START, StateGraph } from \"@sandgraph/sdk\";\n\
+         export const graph = new StateGraph(Annotation.Root({ x: Annotation() }))\n\
+         .addNode(\"a\", () => ({}))\n\
+         .addEdge(START, \"a\")\n\
+         .addEdge(\"a\", \"b\")\n\
+         .compile({ name: \"bad name\" });\n",
+    );
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", "bad.wasm"])
+        .env("SANDGRAPH_JCO", jco())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(12), "{err}");
+    assert!(
+        err.contains("jco componentize of ")
+            && err.contains("the graph module threw while it was loaded: Error: the graph \"bad name\" is not valid"),
+        "{err}"
+    );
+    assert!(!err.contains("GenericFailure"), "{err}");
+    assert!(
+        err.contains("graph name \"bad name\" may only contain")
+            && err.contains("edge \"a\" -> \"b\": unknown target node \"b\""),
+        "{err}"
+    );
+}

@@ -125,9 +125,10 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
         .into());
     }
     let scratch = Scratch::new()?;
+    let store = args.cache.open();
     let (wasm, cases_dir) = if args.target.is_dir() {
         let out = scratch.path().join("graph.wasm");
-        crate::build::build_to(&args.target, &out, false).await?;
+        crate::build::build_to(&args.target, &out, false, store.as_ref()).await?;
         let cases = args
             .cases
             .clone()
@@ -138,7 +139,6 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
         (args.target.clone(), args.cases.clone().unwrap_or(beside))
     };
     let cases = case::load_dir(&cases_dir)?;
-    let store = args.cache.open();
     let graph = crate::cache::load(&runtime, store.as_ref(), &wasm).await?;
     if !args.graphs.is_empty() {
         // Mounted once up front: what cannot be mounted is said once (not

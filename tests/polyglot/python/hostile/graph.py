@@ -1,6 +1,6 @@
 """`hostile_graph`: the host's hostile-guest cases, in Python (the twin of
 the Rust one). By `mode`: `loop` spins for ever without host calls, `bomb`
-allocates without bound, `huge` writes a 2,000,000-character string, `raise`
+allocates without bound, `huge` writes a 20,000,000-character string, `raise`
 raises; anything else writes `out: "ok"`."""
 
 from typing import TypedDict
@@ -25,7 +25,7 @@ def act(state: State) -> dict:
         while True:
             _hoard.append(bytearray(1 << 20))
     if mode == "huge":
-        return {"out": "x" * 2_000_000}
+        return {"out": "x" * 20_000_000}
     if mode == "raise":
         raise RuntimeError("hostile raise")
     return {"out": "ok"}

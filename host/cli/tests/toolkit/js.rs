@@ -230,3 +230,73 @@ fn a_graph_that_compiles_badly_names_every_problem() {
         "{err}"
     );
 }
+
+/// The echo graph in TypeScript, typed by the SDK's index.d.ts.
+const ECHO_TS: &str = r#"import { Annotation, END, START, StateGraph, reducers } from "@sandgraph/sdk";
+
+const State = Annotation.Root({
+  topic: Annotation<string>(),
+  log: Annotation<string[], string | string[]>({ reducer: reducers.append, default: () => [] }),
+});
+
+export const graph = new StateGraph(State)
+  .addNode("echo", (state) => ({ log: [`seen:${state.topic.toUpperCase()}`] }))
+  .addEdge(START, "echo")
+  .addEdge("echo", END)
+  .compile({ name: "echo_ts", asTool: true });
+"#;
+
+#[test]
+fn a_typescript_graph_type_checks_builds_and_runs() {
+    let tsc = repo().join("example-graphs/js/node_modules/.bin/tsc");
+    assert!(tsc.is_file(), "tsc is not installed: run `{INSTALL}`");
+    let env = Env::new(&[]);
+    let dir = env.path("echo-ts");
+    std::fs::create_dir_all(dir.join("node_modules/@sandgraph")).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        r#"{"type": "module", "sandgraph": {"main": "graph.ts"}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("graph.ts"), ECHO_TS).unwrap();
+    std::os::unix::fs::symlink(
+        repo().join("guest-sdk/js"),
+        dir.join("node_modules/@sandgraph/sdk"),
+    )
+    .unwrap();
+    let checked = |source: &str| {
+        std::fs::write(dir.join("graph.ts"), source).unwrap();
+        Command::new(&tsc)
+            .args([
+                "--noEmit", "--strict", "--module", "nodenext", "--target", "es2022",
+            ])
+            .arg("graph.ts")
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    assert_ok("tsc", &checked(ECHO_TS));
+    // A node that writes a channel the state does not have, or the wrong
+    // type, does not type-check.
+    let wrong = ECHO_TS.replace("{ log: [`seen:", "{ lgo: [`seen:");
+    assert_ne!(
+        checked(&wrong).status.code(),
+        Some(0),
+        "a misspelt channel is a type error"
+    );
+    let wrong = ECHO_TS.replace("state.topic.toUpperCase()", "state.topic.toFixed()");
+    assert_ne!(checked(&wrong).status.code(), Some(0), "topic is a string");
+    std::fs::write(dir.join("graph.ts"), ECHO_TS).unwrap();
+    // The SDK comes from the CLI, not the graph's node_modules.
+    std::fs::remove_file(dir.join("node_modules/@sandgraph/sdk")).unwrap();
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", "echo-ts.wasm"])
+        .env("SANDGRAPH_JCO", jco())
+        .output()
+        .unwrap();
+    assert_ok("sandgraph build (typescript)", &o);
+    let o = env.run(&["run", "echo-ts.wasm", "--input", r#"{"topic": "ts"}"#]);
+    assert_ok("sandgraph run", &o);
+    let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(state, json!({"topic": "ts", "log": ["seen:TS"]}));
+}

@@ -1,5 +1,6 @@
 //! The author and CI toolkit, end to end through the `sandgraph` binary:
-//! `new`, `build`, `test`, `check`, `lock`, `sign`/`verify`, `push`/`pull`.
+//! `new`, `build`, `test`, `check`, `lock`, `sign`/`verify`, `push`/`pull`,
+//! and the conformance of the Rust, Python and JavaScript examples.
 //! One test binary; each command's tests are a module, and `acceptance`
 //! walks the whole path from `sandgraph new` to a served graph.
 
@@ -7,6 +8,8 @@
 mod acceptance;
 #[path = "toolkit/check.rs"]
 mod check;
+#[path = "toolkit/conformance.rs"]
+mod conformance;
 #[path = "toolkit/golden.rs"]
 mod golden;
 #[path = "toolkit/js.rs"]

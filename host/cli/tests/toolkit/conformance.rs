@@ -1,0 +1,242 @@
+//! One set of golden cases, every language: each example (`echo`, `greet`,
+//! `map-reduce`, `approval`) and the hostile twin are built from their Rust,
+//! Python and JavaScript sources with `sandgraph build`, and every build
+//! must pass the same cases in `tests/conformance/<example>/` through
+//! `sandgraph test`, and describe the same tool (name, description,
+//! parameters, channels, nodes, edges) as the Rust build.
+//!
+//! Built components are kept under the test's temporary folder, keyed by a
+//! digest of everything that goes into them (the sources, the language's
+//! SDK, the WIT world and the `sandgraph` binary), so a warm run builds
+//! nothing; compiled code is kept in one compile cache per language.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::check::{stderr, stdout};
+use crate::new::{assert_ok, repo, sha256_hex, shared_target};
+
+/// The examples every language ships, by folder name.
+const EXAMPLES: [&str; 4] = ["echo", "greet", "map-reduce", "approval"];
+
+#[derive(Clone, Copy, Debug)]
+enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+impl Lang {
+    fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Js => "js",
+        }
+    }
+
+    /// The folder `example` is written in, in this language (`hostile` is
+    /// the hostile twin).
+    fn source(self, example: &str) -> PathBuf {
+        let repo = repo();
+        match (self, example) {
+            (Lang::Rust, "hostile") => repo.join("tests/guests/polyglot-hostile"),
+            (Lang::Rust, _) => repo.join("example-graphs").join(example),
+            (_, "hostile") => repo
+                .join("tests/polyglot")
+                .join(self.name())
+                .join("hostile"),
+            (_, _) => repo.join("example-graphs").join(self.name()).join(example),
+        }
+    }
+
+    /// What a build of this language reads besides the graph's folder.
+    fn sdk(self) -> Vec<PathBuf> {
+        let repo = repo();
+        let sdk = match self {
+            Lang::Rust => repo.join("guest-sdk/src"),
+            Lang::Python => repo.join("guest-sdk/python/sandgraph"),
+            Lang::Js => repo.join("guest-sdk/js"),
+        };
+        vec![sdk, repo.join("wit")]
+    }
+}
+
+/// Folders a digest of sources skips: tool output and installed packages.
+const SKIPPED: [&str; 5] = ["node_modules", "__pycache__", "target", "dist", ".venv"];
+
+/// Feeds every file under `path` (sorted, by relative name and contents)
+/// into `out`.
+fn digest_tree(path: &Path, out: &mut Vec<u8>) {
+    if path.is_file() {
+        out.extend_from_slice(path.to_string_lossy().as_bytes());
+        out.push(0);
+        out.extend_from_slice(&std::fs::read(path).unwrap());
+        out.push(0);
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for entry in entries {
+        let name = entry.file_name().unwrap_or_default().to_string_lossy();
+        if SKIPPED.contains(&name.as_ref()) || name.ends_with(".wasm") || name.ends_with(".redb") {
+            continue;
+        }
+        digest_tree(&entry, out);
+    }
+}
+
+/// The `sandgraph` binary's identity for the build key: its size and
+/// modification time (hashing a debug build's 200 MB on every test would
+/// cost more than it saves).
+fn binary_stamp() -> String {
+    let meta = std::fs::metadata(env!("CARGO_BIN_EXE_sandgraph")).unwrap();
+    format!("{} {:?}", meta.len(), meta.modified().unwrap())
+}
+
+/// A `sandgraph` command with logs off and `lang`'s compile cache.
+fn sandgraph(lang: Lang, args: &[&str]) -> Output {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .args(args)
+        .current_dir(tmp)
+        .env("SANDGRAPH_LOG", "off")
+        .env("CARGO_TARGET_DIR", shared_target())
+        .env(
+            "SANDGRAPH_CACHE",
+            tmp.join(format!("conformance-{}.redb", lang.name())),
+        )
+        .env(
+            "SANDGRAPH_DB",
+            tmp.join(format!("conformance-{}-threads.redb", lang.name())),
+        )
+        .output()
+        .expect("the sandgraph binary runs")
+}
+
+/// `example` built from `lang`'s sources: a component path, built once per
+/// change of its inputs.
+fn built(lang: Lang, example: &str) -> PathBuf {
+    let source = lang.source(example);
+    assert!(source.is_dir(), "{} is missing", source.display());
+    let mut inputs = binary_stamp().into_bytes();
+    digest_tree(&source, &mut inputs);
+    for path in lang.sdk() {
+        digest_tree(&path, &mut inputs);
+    }
+    let key = &sha256_hex(&inputs)[..16];
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("conformance");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("{}-{example}-{key}.wasm", lang.name()));
+    if out.is_file() {
+        return out;
+    }
+    // Two tests may build the same Rust example at once: each writes its
+    // own partial file, and the rename is atomic.
+    let thread = format!("{:?}", std::thread::current().id());
+    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+    let partial = out.with_extension(format!("partial-{thread}"));
+    let o = sandgraph(
+        lang,
+        &[
+            "build",
+            source.to_str().unwrap(),
+            "--out",
+            partial.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&format!("sandgraph build ({} {example})", lang.name()), &o);
+    std::fs::rename(&partial, &out).unwrap();
+    out
+}
+
+/// The parts of `sandgraph inspect` (the spec as JSON) that must agree across
+/// languages: what a client and the executor see of the graph.
+fn surface(lang: Lang, wasm: &Path) -> Value {
+    let o = sandgraph(lang, &["inspect", wasm.to_str().unwrap()]);
+    assert_ok(&format!("sandgraph inspect ({})", lang.name()), &o);
+    let spec: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("inspect prints JSON ({e}):\n{}", stdout(&o)));
+    let mut kept = serde_json::Map::new();
+    for key in [
+        "name",
+        "description",
+        "registration",
+        "parameters",
+        "channels",
+        "edges",
+        "entry_points",
+        "finish_points",
+    ] {
+        kept.insert(key.into(), spec[key].clone());
+    }
+    let nodes: Vec<Value> = spec["nodes"]
+        .as_array()
+        .map(|nodes| nodes.iter().map(|n| n["name"].clone()).collect())
+        .unwrap_or_default();
+    kept.insert("nodes".into(), Value::Array(nodes));
+    Value::Object(kept)
+}
+
+/// Builds every example (and the hostile twin) in `lang`, runs the shared
+/// cases through each build, and compares each tool's surface with Rust's.
+fn conforms(lang: Lang) {
+    let cases = repo().join("tests/conformance");
+    let mut failures = Vec::new();
+    for example in EXAMPLES.iter().copied().chain(["hostile"]) {
+        let wasm = built(lang, example);
+        let dir = cases.join(example);
+        let o = sandgraph(
+            lang,
+            &[
+                "test",
+                wasm.to_str().unwrap(),
+                "--cases",
+                dir.to_str().unwrap(),
+                "--jobs",
+                "1",
+            ],
+        );
+        if o.status.code() != Some(0) {
+            failures.push(format!(
+                "{} {example}: `sandgraph test` exited {:?}\n{}{}",
+                lang.name(),
+                o.status.code(),
+                stdout(&o),
+                stderr(&o)
+            ));
+        }
+        if !matches!(lang, Lang::Rust) {
+            let rust = surface(Lang::Rust, &built(Lang::Rust, example));
+            let ours = surface(lang, &wasm);
+            if ours != rust {
+                failures.push(format!(
+                    "{} {example} describes another graph than Rust's:\n  rust: {rust}\n  {}: {ours}",
+                    lang.name(),
+                    lang.name()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn rust_examples_pass_the_conformance_cases() {
+    conforms(Lang::Rust);
+}
+
+#[test]
+fn python_examples_pass_the_conformance_cases() {
+    conforms(Lang::Python);
+}
+
+#[test]
+fn js_examples_pass_the_conformance_cases() {
+    conforms(Lang::Js);
+}

@@ -134,6 +134,11 @@ export type NodeAction<S, U> = (state: S, config: NodeConfig) => NodeResult<U>;
 export interface NodeOptions {
   /** Shown in tool descriptions and diagrams. */
   description?: string;
+  /**
+   * Where the node's Commands may go (goto targets and Send nodes): the host
+   * needs every node declared reachable.
+   */
+  ends?: string[];
 }
 
 export type RouteAnswer = string | Send | Array<string | Send> | null | undefined;

@@ -278,6 +278,18 @@ export class StateGraph {
       throw new TypeError(`addNode("${name}", action): action must be a function`);
     }
     this.nodes.push({ name, action, description: options?.description ?? null });
+    const ends = options?.ends;
+    if (ends !== undefined) {
+      // LangGraph's `ends` declares where the node's Commands may go. The
+      // host needs every destination declared: a conditional edge whose
+      // router answers nothing and whose path map lists them.
+      if (!Array.isArray(ends) || ends.some((e) => typeof e !== "string")) {
+        throw new TypeError(`addNode("${name}", action, { ends }): ends must be an array of node names`);
+      }
+      const taken = new Set(this.conditionalEdges.map((c) => c.router));
+      const router = routerName({ name: `${name}_ends` }, name, taken);
+      this.conditionalEdges.push({ source: name, router, path: () => [], pathMap: ends.map((e) => [e, e]) });
+    }
     return this;
   }
 
@@ -454,7 +466,37 @@ export class CompiledStateGraph {
         if (target !== END && !nodes.has(target)) problems.push(`${label}: path-map key "${key}" leads to unknown node "${target}"`);
       }
     }
+    this.checkReachability(problems);
     return problems;
+  }
+
+  /**
+   * Every node must be reachable from START (the host's rule): a join
+   * reaches its target once all its sources are reached; a conditional edge
+   * without a path map may reach any node. A Command's goto and a node's
+   * Sends do not count: declare them with `addNode(name, fn, { ends })`.
+   */
+  checkReachability(problems) {
+    const reached = new Set([START]);
+    for (;;) {
+      const before = reached.size;
+      for (const e of this.entryPoints) reached.add(e);
+      for (const edge of this.edges) {
+        if (edge.sources.every((s) => reached.has(s))) reached.add(edge.target);
+      }
+      for (const c of this.conditionalEdges) {
+        if (!reached.has(c.source)) continue;
+        if (c.pathMap.length === 0) for (const n of this.nodes) reached.add(n.name);
+        else for (const [, target] of c.pathMap) reached.add(target);
+      }
+      if (reached.size === before) break;
+    }
+    const reported = new Set();
+    for (const n of this.nodes) {
+      if (n.name === START || n.name === END || reached.has(n.name) || reported.has(n.name)) continue;
+      reported.add(n.name);
+      problems.push(`node "${n.name}" is unreachable from __start__ (add an edge to it; for a Command's goto or a Send, addNode(source, fn, { ends: ["${n.name}"] }))`);
+    }
   }
 
   /** The WIT `graph-spec` record (option fields are null when unset). */

@@ -165,6 +165,7 @@ test("compile throws every problem, as the host would refuse the graph", () => {
           '  edge "a" -> "b": unknown target node "b"',
           '  conditional edge from "q": unknown source node "q"',
           '  conditional edge from "q": path-map key "k" leads to unknown node "nowhere"',
+          '  node "a" is unreachable from __start__ (add an edge to it; for a Command\'s goto or a Send, addNode(source, fn, { ends: ["a"] }))',
         ].join("\n"),
       );
       return true;
@@ -175,6 +176,22 @@ test("compile throws every problem, as the host would refuse the graph", () => {
   assert.throws(() => echo({ checkpointer: {} }), /the host's business/);
   assert.throws(() => echo({ nmae: "x" }), /unknown option "nmae"/);
   assert.throws(() => new StateGraph(Annotation.Root({ x: 5 })), /channel "x": expected Annotation/);
+});
+
+test("ends declares a node's Command destinations, so they are reachable", () => {
+  const State = Annotation.Root({ x: Annotation() });
+  const build = (options) =>
+    new StateGraph(State)
+      .addNode("fan", () => new Command({ goto: new Send("put", 1) }), options)
+      .addNode("put", (n) => ({ x: n }))
+      .addEdge(START, "fan");
+  assert.throws(() => build().compile({ name: "g" }), /node "put" is unreachable from __start__/);
+  const g = build({ ends: ["put", END] }).compile({ name: "g" });
+  assert.deepEqual(g.describe().conditionalEdges, [
+    { source: "fan", router: "fan_ends", pathMap: [{ key: "put", target: "put" }, { key: END, target: END }] },
+  ]);
+  assert.deepEqual(g.route("fan_ends", "{}"), []);
+  assert.throws(() => build({ ends: "put" }), /ends must be an array of node names/);
 });
 
 test("parameters, strict, timeout and registration reach the spec", () => {
@@ -213,7 +230,7 @@ test("node results: nothing, commands with goto and sends, failures, wrong types
     .addNode("bigint", () => ({ x: 1n }))
     .addNode("a", () => {})
     .addNode("b", (payload) => ({ x: payload.n }))
-    .addEdge(START, "none")
+    .addConditionalEdges(START, () => [])
     .compile({ name: "g" });
   assert.deepEqual(g.runNode("none", "{}", ctx()), { tag: "update", val: "{}" });
   assert.deepEqual(g.runNode("cmd", "{}", ctx()), {
@@ -244,7 +261,7 @@ test("interrupt pauses until resumed and resumes in order", () => {
       }
       return { ab: "went on" };
     })
-    .addEdge(START, "ask")
+    .addConditionalEdges(START, () => [])
     .compile({ name: "g" });
   assert.deepEqual(g.runNode("ask", "{}", ctx()), { tag: "interrupt", val: '"a?"' });
   assert.deepEqual(g.runNode("ask", "{}", ctx([1])), { tag: "interrupt", val: '{"q":"b?"}' });
@@ -316,7 +333,7 @@ test("the component binding turns every throw into the WIT error case", () => {
     .addNode("text", () => {
       throw "plain text";
     })
-    .addEdge(START, "boom")
+    .addConditionalEdges(START, () => [])
     .compile({ name: "g", validate: () => "no" });
   const exports = __bindComponent({ graph: g }, host);
   assert.deepEqual(Object.keys(exports).sort(), ["describe", "reduce", "route", "runNode", "validate"]);

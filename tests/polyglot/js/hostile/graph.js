@@ -15,7 +15,7 @@ function act({ mode }) {
       // Keeps 1 MiB buffers forever.
       for (;;) kept.push(new Uint8Array(1 << 20).fill(1));
     case "huge":
-      return { out: "x".repeat(2_000_000) };
+      return { out: "x".repeat(20_000_000) };
     case "raise":
       throw new Error("hostile raise");
     default:

@@ -102,8 +102,16 @@ fn binary_stamp() -> String {
 /// A `sandgraph` command with logs off and `lang`'s compile cache.
 fn sandgraph(lang: Lang, args: &[&str]) -> Output {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    Command::new(env!("CARGO_BIN_EXE_sandgraph"))
-        .args(args)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+    if matches!(lang, Lang::Js) {
+        // The hostile twin has no node_modules above it: the examples' pinned
+        // jco (`npm ci --prefix example-graphs/js`) builds it too.
+        cmd.env(
+            "SANDGRAPH_JCO",
+            repo().join("example-graphs/js/node_modules/.bin/jco"),
+        );
+    }
+    cmd.args(args)
         .current_dir(tmp)
         .env("SANDGRAPH_LOG", "off")
         .env("CARGO_TARGET_DIR", shared_target())

@@ -168,7 +168,8 @@ pub fn lint(spec: &GraphSpec) -> Vec<Warning> {
             lint: "no_parameters",
             message: format!(
                 "graph \"{name}\" is listed as a tool but declares no parameters: models see one \
-                 opaque `input` argument; declare them with `.parameters(...)`"
+                 opaque `input` argument; declare them (Rust `.parameters(...)`, Python \
+                 `compile(parameters=...)`, JavaScript `compile({{ parameters }})`)"
             ),
         }),
         Some(Value::Object(params)) => {

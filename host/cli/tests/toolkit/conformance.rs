@@ -22,7 +22,7 @@ use crate::new::{assert_ok, repo, sha256_hex, shared_target};
 const EXAMPLES: [&str; 4] = ["echo", "greet", "map-reduce", "approval"];
 
 #[derive(Clone, Copy, Debug)]
-enum Lang {
+pub(crate) enum Lang {
     Rust,
     Python,
     Js,
@@ -129,7 +129,7 @@ fn sandgraph(lang: Lang, args: &[&str]) -> Output {
 
 /// `example` built from `lang`'s sources: a component path, built once per
 /// change of its inputs.
-fn built(lang: Lang, example: &str) -> PathBuf {
+pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
     let source = lang.source(example);
     assert!(source.is_dir(), "{} is missing", source.display());
     let mut inputs = binary_stamp().into_bytes();
@@ -159,6 +159,13 @@ fn built(lang: Lang, example: &str) -> PathBuf {
         ],
     );
     assert_ok(&format!("sandgraph build ({} {example})", lang.name()), &o);
+    // A Python or JavaScript build prints one line; a Rust one also shows
+    // cargo's progress.
+    assert!(
+        matches!(lang, Lang::Rust) || stderr(&o).starts_with("built graph `"),
+        "a quiet build: {}",
+        stderr(&o)
+    );
     std::fs::rename(&partial, &out).unwrap();
     out
 }

@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use crate::check::{Env, stderr, stdout};
-use crate::new::{assert_ok, repo, sha256_hex};
+use crate::conformance::Lang;
+use crate::new::{assert_ok, repo};
 
 /// What CI runs to install jco and the examples' links.
 const INSTALL: &str = "npm ci --prefix example-graphs/js";
@@ -49,64 +50,11 @@ fn the_sdk_and_example_unit_tests_pass_under_node() {
     }
 }
 
-/// Every file of `dir` that goes into a build, sorted, for the cache key.
-fn feed(dir: &Path, out: &mut Vec<u8>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name == "node_modules" || name.ends_with(".wasm") {
-            continue;
-        }
-        if path.is_dir() {
-            feed(&path, out);
-        } else {
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(&std::fs::read(&path).unwrap());
-        }
-    }
-}
-
-/// The JavaScript example `name` built by `sandgraph build`, kept under the
-/// test's temp folder by a digest of its inputs (the example, the SDK, the
-/// WIT world and the `sandgraph` binary), so a rerun builds nothing.
+/// The Js example `name`, built once per change of its inputs (see
+/// [`crate::conformance::built`]).
 fn built(name: &str) -> PathBuf {
     jco();
-    let source = repo().join("example-graphs/js").join(name);
-    let mut inputs = Vec::new();
-    for dir in [
-        source.clone(),
-        repo().join("guest-sdk/js"),
-        repo().join("wit"),
-    ] {
-        feed(&dir, &mut inputs);
-    }
-    let bin = std::fs::metadata(env!("CARGO_BIN_EXE_sandgraph")).unwrap();
-    inputs.extend_from_slice(format!("{} {:?}", bin.len(), bin.modified().unwrap()).as_bytes());
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("js-components");
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("{name}-{}.wasm", &sha256_hex(&inputs)[..16]));
-    if !out.is_file() {
-        let partial = out.with_extension("partial");
-        let env = Env::new(&[]);
-        let o = env.run(&[
-            "build",
-            source.to_str().unwrap(),
-            "--out",
-            partial.to_str().unwrap(),
-        ]);
-        assert_ok(&format!("sandgraph build example-graphs/js/{name}"), &o);
-        assert!(
-            stderr(&o).starts_with("built graph `"),
-            "a quiet build: {}",
-            stderr(&o)
-        );
-        std::fs::rename(&partial, &out).unwrap();
-    }
-    out
+    crate::conformance::built(Lang::Js, name)
 }
 
 #[test]

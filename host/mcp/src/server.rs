@@ -21,6 +21,7 @@ use rmcp::service::{
 };
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use sandgraph_controller::{ToolDef, ToolFailure, ToolResult};
+use sandgraph_core::ErrorCode;
 use sandgraph_core::text::{guest_name, guest_text};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
 use sandgraph_runtime::{CancellationToken, RunError, StepEvent};
@@ -71,7 +72,22 @@ pub struct ServerOptions {
     /// tools and shadowing any graph tool of the same name. `None` (the
     /// default): not offered.
     pub controller: Option<ControllerOptions>,
+    /// Durable threads for graph tool calls. With it, a `tools/call` whose
+    /// `_meta` names a thread ([`THREAD_META_KEY`]) runs on that thread of
+    /// its caller, checkpointed after every superstep; `None` (the default):
+    /// such a call is refused.
+    pub threads: Option<sandgraph_store::ThreadStore>,
 }
+
+/// The `_meta` key of a `tools/call` that names the durable thread to run
+/// on: a string of at most [`MAX_THREAD_NAME_BYTES`] bytes. The stored
+/// thread is the caller's own (`<principal>/<thread>/<tool>`), so clients
+/// never read or continue each other's threads.
+pub const THREAD_META_KEY: &str = "sandgraph/thread";
+
+/// Longest thread name a client may give: with the principal key and the
+/// tool name it must fit the store's 256-byte thread ids.
+pub const MAX_THREAD_NAME_BYTES: usize = 100;
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -79,6 +95,7 @@ impl Default for ServerOptions {
             max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
             max_runs_per_principal: DEFAULT_MAX_RUNS_PER_PRINCIPAL,
             controller: None,
+            threads: None,
         }
     }
 }
@@ -249,6 +266,8 @@ struct Shared {
     agent_graph: Option<Arc<AgentGraph>>,
     /// Their MCP definitions.
     agent_graph_defs: Vec<Tool>,
+    /// Durable threads of graph tool calls, if the server keeps them.
+    threads: Option<sandgraph_store::ThreadStore>,
     runs: Arc<Semaphore>,
     max_runs: usize,
     /// Runs in flight per principal key (entries at zero are removed).
@@ -329,6 +348,7 @@ impl McpServer {
                 registry,
                 agent_graph,
                 agent_graph_defs,
+                threads: options.threads,
                 runs: Arc::new(Semaphore::new(max_runs)),
                 max_runs,
                 principal_runs: Arc::default(),
@@ -512,7 +532,21 @@ impl McpServer {
                 &format!("no tool named {}; available: {available}", guest_name(name)),
             );
         };
-        let _permit = match self.admit(principal_of(&ctx).as_ref()) {
+        let principal = principal_of(&ctx);
+        let thread_id = match call_thread(&params, &ctx, principal.as_ref(), name) {
+            Ok(t) => t,
+            Err(why) => return error_result(ErrorCode::InvalidInput.as_str(), &why),
+        };
+        if thread_id.is_some() && self.shared.threads.is_none() {
+            return error_result(
+                ErrorCode::InvalidInput.as_str(),
+                &format!(
+                    "_meta {THREAD_META_KEY:?}: this server keeps no durable threads \
+                     (start it with --store)"
+                ),
+            );
+        }
+        let _permit = match self.admit(principal.as_ref()) {
             Ok(p) => p,
             Err(why) => return error_result(BUSY, &why),
         };
@@ -521,12 +555,18 @@ impl McpServer {
         s.in_flight.send_modify(|n| *n += 1);
         let _in_flight = InFlight(&s.in_flight);
 
-        tracing::info!(tool = name, "tool call started");
+        tracing::info!(
+            tool = name,
+            thread = thread_id.as_deref(),
+            "tool call started"
+        );
         let started = Instant::now();
         let args = Value::Object(params.arguments.unwrap_or_default());
         let cancel = s.stop.child_token();
         let opts = CallOptions {
             cancel: cancel.clone(),
+            threads: thread_id.as_ref().and(s.threads.clone()),
+            thread_id,
             ..CallOptions::default()
         };
         let progress = ctx.meta.get_progress_token();
@@ -647,6 +687,36 @@ impl Drop for PrincipalRun {
 
 /// The principal of a Streamable HTTP request (set by the HTTP guard);
 /// `None` over stdio.
+/// The stored thread a graph tool call runs on: `_meta`'s
+/// [`THREAD_META_KEY`] under the caller (its principal key, or `stdio`)
+/// and the tool, or `None` when the call names no thread.
+fn call_thread(
+    params: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+    principal: Option<&Principal>,
+    tool: &str,
+) -> Result<Option<String>, String> {
+    let given = params
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.0.get(THREAD_META_KEY))
+        .or_else(|| ctx.meta.0.0.get(THREAD_META_KEY));
+    let Some(value) = given else {
+        return Ok(None);
+    };
+    let Some(name) = value.as_str() else {
+        return Err(format!("_meta {THREAD_META_KEY:?} must be a string"));
+    };
+    if name.is_empty() || name.len() > MAX_THREAD_NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(format!(
+            "_meta {THREAD_META_KEY:?} must be 1 to {MAX_THREAD_NAME_BYTES} bytes \
+             without control characters"
+        ));
+    }
+    let owner = principal.map_or_else(|| "stdio".to_owned(), Principal::key);
+    Ok(Some(format!("{owner}/{name}/{tool}")))
+}
+
 fn principal_of(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
     ctx.extensions
         .get::<axum::http::request::Parts>()?

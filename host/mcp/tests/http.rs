@@ -15,7 +15,7 @@ use sandgraph_mcp::{
     ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, HttpOptions, HttpServer, McpServer, ServerOptions,
 };
 use sandgraph_tests::{ECHO, GREET, HOSTILE_COOPERATIVE, HOSTILE_INFINITE_LOOP, LOOP_GRAPH};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const CONFIG: &str = r#"
 [graphs.loop_graph]
@@ -632,4 +632,95 @@ async fn one_principal_cannot_take_every_run_slot() {
     eventually("mallory's run ended", || mcp.stats().in_flight == 0).await;
     let r = call(&mallory, "echo_graph", json!({"input": {"topic": "t"}})).await;
     assert_eq!(r.is_error, Some(false), "{r:?}");
+}
+
+/// A `tools/call` with `_meta` `sandgraph/thread` runs on the caller's own
+/// durable thread: its state carries over to the next call of the same
+/// principal, another principal naming the same thread gets a thread of
+/// its own, and a bad or unservable thread is an `invalid_input` result.
+#[tokio::test]
+async fn durable_threads_are_per_principal_and_carry_state_across_calls() {
+    let f = folder();
+    let dir = tempfile::tempdir().unwrap();
+    let store = sandgraph_store::Store::open(&dir.path().join("data.redb")).unwrap();
+    let options = HttpOptions {
+        tokens: Some(tokens_file(dir.path(), &["alice", "mallory"])),
+        ..localhost()
+    };
+    let server = ServerOptions {
+        threads: Some(store.threads()),
+        ..ServerOptions::default()
+    };
+    let (_mcp, http) = serve(&f, options, server).await;
+    let on_thread = |thread: Value, target: i64| {
+        let mut p = params("loop_graph", json!({"input": {"target": target}}));
+        let mut meta = rmcp::model::RequestMetaObject::default();
+        meta.0.0.insert("sandgraph/thread".into(), thread);
+        p.meta = Some(meta);
+        p
+    };
+    let n = |r: &rmcp::model::CallToolResult| {
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+        r.structured_content.as_ref().unwrap()["n"]
+            .as_i64()
+            .unwrap()
+    };
+    let alice = client(&http, Some("alice-token")).await;
+    let mallory = client(&http, Some("mallory-token")).await;
+    assert_eq!(
+        n(&alice.call_tool(on_thread(json!("t"), 2)).await.unwrap()),
+        2
+    );
+    // The stored n (2) is past the target: one more count, from the thread.
+    assert_eq!(
+        n(&alice.call_tool(on_thread(json!("t"), 1)).await.unwrap()),
+        3
+    );
+    // Mallory's "t" is not alice's.
+    assert_eq!(
+        n(&mallory.call_tool(on_thread(json!("t"), 1)).await.unwrap()),
+        1
+    );
+    // Without a thread nothing is kept.
+    let plain = alice
+        .call_tool(params("loop_graph", json!({"input": {"target": 1}})))
+        .await
+        .unwrap();
+    assert_eq!(n(&plain), 1);
+    let threads: Vec<String> = store
+        .threads()
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(
+        threads,
+        [
+            "principal:alice/t/loop_graph",
+            "principal:mallory/t/loop_graph"
+        ]
+    );
+    let bad = alice.call_tool(on_thread(json!(7), 1)).await.unwrap();
+    assert_tool_error(
+        &bad,
+        "[invalid_input] _meta \"sandgraph/thread\" must be a string",
+    );
+    let long = alice
+        .call_tool(on_thread(json!("x".repeat(101)), 1))
+        .await
+        .unwrap();
+    assert_tool_error(
+        &long,
+        "[invalid_input] _meta \"sandgraph/thread\" must be 1 to 100 bytes",
+    );
+
+    // A server without a store refuses a call that asks for a thread.
+    let (_mcp2, http2) = serve(&f, localhost(), ServerOptions::default()).await;
+    let c = client(&http2, None).await;
+    let refused = c.call_tool(on_thread(json!("t"), 1)).await.unwrap();
+    assert_tool_error(
+        &refused,
+        "[invalid_input] _meta \"sandgraph/thread\": this server keeps no durable threads",
+    );
 }

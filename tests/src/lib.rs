@@ -86,3 +86,4 @@ mod tests {
     }
 }
 pub mod oci_registry;
+pub mod postgres;

@@ -77,6 +77,15 @@ pub(crate) struct KeyFile {
 }
 
 impl KeyFile {
+    /// No key: no artifact is trusted (the in-memory cache of a
+    /// PostgreSQL store, which has no file to put a key beside).
+    pub(crate) fn disabled() -> Self {
+        KeyFile {
+            path: std::path::PathBuf::new(),
+            key: std::sync::OnceLock::from(None),
+        }
+    }
+
     pub(crate) fn beside(db: &std::path::Path) -> Self {
         let mut name = db.as_os_str().to_owned();
         name.push(".key");

@@ -12,10 +12,51 @@ use crate::{StoreError, log_table};
 const TABLE: &str = "capability_calls";
 use crate::schema::CAPABILITY_CALLS;
 
+/// Where the capability journal keeps its rows: redb
+/// ([`RedbCapabilityJournal`]) or PostgreSQL (`postgres::journal`). Same
+/// semantics: `append` numbers calls 1, 2, 3, ... without gaps, `entries`
+/// returns them in that order.
+pub(crate) trait CapabilityJournalBackend: Send + Sync {
+    fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError>;
+    fn entries(
+        &self,
+        graph: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<CapabilityCall>, StoreError>;
+}
+
+/// The capability journal in the redb file.
+struct RedbCapabilityJournal {
+    db: Arc<Database>,
+}
+
+impl CapabilityJournalBackend for RedbCapabilityJournal {
+    fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError> {
+        log_table::append(&self.db, CAPABILITY_CALLS, TABLE, |seq| CapabilityCall {
+            seq,
+            ..call.clone()
+        })
+    }
+
+    fn entries(
+        &self,
+        graph: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<CapabilityCall>, StoreError> {
+        log_table::rows(
+            &self.db,
+            CAPABILITY_CALLS,
+            TABLE,
+            |c: &CapabilityCall| graph.is_none_or(|g| c.graph == g),
+            limit,
+        )
+    }
+}
+
 /// The capability journal of a [`crate::Store`]. Cheap to clone.
 #[derive(Clone)]
 pub struct CapabilityJournal {
-    db: Arc<Database>,
+    backend: Arc<dyn CapabilityJournalBackend>,
 }
 
 impl std::fmt::Debug for CapabilityJournal {
@@ -26,7 +67,11 @@ impl std::fmt::Debug for CapabilityJournal {
 
 impl CapabilityJournal {
     pub(crate) fn new(db: Arc<Database>) -> Self {
-        CapabilityJournal { db }
+        CapabilityJournal::with_backend(Arc::new(RedbCapabilityJournal { db }))
+    }
+
+    pub(crate) fn with_backend(backend: Arc<dyn CapabilityJournalBackend>) -> Self {
+        CapabilityJournal { backend }
     }
 
     /// Appends `call` durably and returns its sequence number.
@@ -35,10 +80,7 @@ impl CapabilityJournal {
     ///
     /// Database errors.
     pub fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError> {
-        log_table::append(&self.db, CAPABILITY_CALLS, TABLE, |seq| CapabilityCall {
-            seq,
-            ..call.clone()
-        })
+        self.backend.append(call)
     }
 
     /// The last `limit` calls (all without one), oldest first, optionally
@@ -53,13 +95,7 @@ impl CapabilityJournal {
         graph: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<CapabilityCall>, StoreError> {
-        log_table::rows(
-            &self.db,
-            CAPABILITY_CALLS,
-            TABLE,
-            |c: &CapabilityCall| graph.is_none_or(|g| c.graph == g),
-            limit,
-        )
+        self.backend.entries(graph, limit)
     }
 }
 

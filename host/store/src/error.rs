@@ -15,6 +15,10 @@ pub enum StoreError {
     AlreadyOpen { path: String },
     #[error("database error: {0}")]
     Db(String),
+    /// A PostgreSQL store failed: `server` is `host:port/database`, never
+    /// the password.
+    #[error("postgres {server}: {message}")]
+    Postgres { server: String, message: String },
     #[error("thread {thread:?} is busy: another run is writing it")]
     ThreadBusy { thread: String },
     #[error("no thread {thread:?}")]

@@ -59,10 +59,50 @@ pub struct JournalEntry {
     pub graph_digest: Option<String>,
 }
 
+/// Where a journal keeps its rows: redb ([`RedbJournal`]) or PostgreSQL
+/// (`postgres::journal`). Same semantics: `append` numbers entries 1, 2,
+/// 3, ... without gaps, `entries` returns them in that order.
+pub(crate) trait JournalBackend: Send + Sync {
+    fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError>;
+    fn entries(
+        &self,
+        route_id: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<JournalEntry>, StoreError>;
+}
+
+/// The journal in the redb file.
+struct RedbJournal {
+    db: Arc<Database>,
+}
+
+impl JournalBackend for RedbJournal {
+    fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
+        log_table::append(&self.db, JOURNAL, "journal", |seq| JournalEntry {
+            seq,
+            ..entry.clone()
+        })
+    }
+
+    fn entries(
+        &self,
+        route_id: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        log_table::rows(
+            &self.db,
+            JOURNAL,
+            "journal",
+            |e: &JournalEntry| route_id.is_none_or(|id| e.route_id == id),
+            limit,
+        )
+    }
+}
+
 /// The journal of a [`crate::Store`]. Cheap to clone.
 #[derive(Clone)]
 pub struct Journal {
-    db: Arc<Database>,
+    backend: Arc<dyn JournalBackend>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -73,7 +113,11 @@ impl std::fmt::Debug for Journal {
 
 impl Journal {
     pub(crate) fn new(db: Arc<Database>) -> Self {
-        Journal { db }
+        Journal::with_backend(Arc::new(RedbJournal { db }))
+    }
+
+    pub(crate) fn with_backend(backend: Arc<dyn JournalBackend>) -> Self {
+        Journal { backend }
     }
 
     /// Appends `entry` durably and returns its sequence number.
@@ -82,10 +126,7 @@ impl Journal {
     ///
     /// Database errors.
     pub fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
-        log_table::append(&self.db, JOURNAL, "journal", |seq| JournalEntry {
-            seq,
-            ..entry.clone()
-        })
+        self.backend.append(entry)
     }
 
     /// Entries in order, optionally only those of `route_id`, keeping the
@@ -100,12 +141,6 @@ impl Journal {
         route_id: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<JournalEntry>, StoreError> {
-        log_table::rows(
-            &self.db,
-            JOURNAL,
-            "journal",
-            |e: &JournalEntry| route_id.is_none_or(|id| e.route_id == id),
-            limit,
-        )
+        self.backend.entries(route_id, limit)
     }
 }

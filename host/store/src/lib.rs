@@ -4,6 +4,9 @@
 //! supervisor wakes). No wasm
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
+//! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): the
+//! journals and supervised runs today (see `DESIGN.md`, "PostgreSQL").
+//!
 //! See `DESIGN.md` at the crate root for keys, encodings and invariants.
 
 pub mod agent_graph;
@@ -12,6 +15,7 @@ mod capability_log;
 mod error;
 mod journal;
 mod log_table;
+mod postgres;
 mod schema;
 mod supervisor;
 mod threads;
@@ -28,6 +32,7 @@ pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESS
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
+pub use postgres::schema::PG_SCHEMA_VERSION;
 pub use schema::SCHEMA_VERSION;
 pub use supervisor::{SupervisorRun, SupervisorRuns};
 pub use threads::{Durability, MAX_THREAD_ID_LEN, ThreadInfo, ThreadStore, ThreadWriter};
@@ -41,10 +46,14 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 /// and the set of thread leases.
 #[derive(Clone)]
 pub struct Store {
+    /// The redb file; for a PostgreSQL store, an empty database in memory
+    /// that holds what is not kept in PostgreSQL (see [`Store::connect`]).
     db: Arc<Database>,
     leases: threads::Leases,
     /// The compile cache's key (`<file>.key`), read or made on first use.
     cache_key: Arc<cache::KeyFile>,
+    /// The PostgreSQL database of a store made by [`Store::connect`].
+    pg: Option<postgres::Pg>,
 }
 
 impl std::fmt::Debug for Store {
@@ -93,9 +102,68 @@ impl Store {
             db: Arc::new(db),
             leases: threads::Leases::default(),
             cache_key: Arc::new(cache::KeyFile::beside(path)),
+            pg: None,
         };
         store.init(path)?;
         Ok(store)
+    }
+
+    /// Connects to the PostgreSQL database at `url` (`postgres://` or
+    /// `postgresql://`, no TLS: `sslmode=require` is refused), shared with
+    /// the other hosts that connect to it, and creates or migrates its
+    /// tables; refuses a database of a newer schema.
+    ///
+    /// On such a store [`journal`](Store::journal),
+    /// [`capability_journal`](Store::capability_journal) and
+    /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL. The
+    /// compile cache stays local to each host (callers open it as a redb
+    /// store of its own): [`compile_cache`](Store::compile_cache) here is an
+    /// empty cache in memory that trusts no artifact. Agent graphs are not
+    /// kept in PostgreSQL yet: check
+    /// [`agent_graphs_supported`](Store::agent_graphs_supported).
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let pg = postgres::Pg::connect(url)?;
+        let memory = Path::new("(memory)");
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| StoreError::open(memory, e))?;
+        let store = Store {
+            db: Arc::new(db),
+            leases: threads::Leases::default(),
+            cache_key: Arc::new(cache::KeyFile::disabled()),
+            pg: Some(pg),
+        };
+        store.init(memory)?;
+        Ok(store)
+    }
+
+    /// Opens `location`: a PostgreSQL URL ([`Store::connect`]) or the path
+    /// of a redb file ([`Store::open`]).
+    pub fn open_location(location: &str) -> Result<Self, StoreError> {
+        if postgres::is_url(location) {
+            Store::connect(location)
+        } else {
+            Store::open(Path::new(location))
+        }
+    }
+
+    /// Whether this store is a PostgreSQL database ([`Store::connect`]).
+    pub fn is_postgres(&self) -> bool {
+        self.pg.is_some()
+    }
+
+    /// Whether [`agent_graphs`](Store::agent_graphs) is durable and shared
+    /// here: true for redb, false for PostgreSQL (agent graphs are not kept
+    /// there yet), where callers must refuse agent-graph work (e.g. the
+    /// CLI's `--controller`).
+    pub fn agent_graphs_supported(&self) -> bool {
+        self.pg.is_none()
+    }
+
+    /// The PostgreSQL database of this store, if it is one.
+    #[allow(dead_code)] // for the PostgreSQL thread backend
+    pub(crate) fn pg(&self) -> Option<&postgres::Pg> {
+        self.pg.as_ref()
     }
 
     fn init(&self, path: &Path) -> Result<(), StoreError> {
@@ -122,8 +190,12 @@ impl Store {
         Ok(())
     }
 
-    /// The schema version recorded in the file.
+    /// The schema version recorded in the file (for PostgreSQL: in the
+    /// database, [`PG_SCHEMA_VERSION`] for this build).
     pub fn schema_version(&self) -> Result<u64, StoreError> {
+        if let Some(pg) = &self.pg {
+            return Ok(u64::try_from(postgres::schema::version(pg)?).unwrap_or(0));
+        }
         let tx = self.db.begin_read()?;
         let meta = tx.open_table(schema::META)?;
         Ok(meta
@@ -132,25 +204,41 @@ impl Store {
             .unwrap_or(0))
     }
 
-    /// The compile cache.
+    /// The compile cache. Local to each host: on a PostgreSQL store
+    /// ([`is_postgres`](Store::is_postgres)) an empty cache in memory that
+    /// trusts no artifact (everything is compiled); hosts keep theirs in a
+    /// redb file of their own.
     pub fn compile_cache(&self) -> CompileCache {
         CompileCache::new(self.db.clone(), self.cache_key.clone())
     }
 
     /// The routing audit journal.
     pub fn journal(&self) -> Journal {
-        Journal::new(self.db.clone())
+        match &self.pg {
+            Some(pg) => Journal::with_backend(Arc::new(postgres::journal::journal(pg.clone()))),
+            None => Journal::new(self.db.clone()),
+        }
     }
 
     /// The capability journal: every brokered capability call of a graph,
     /// allowed or refused.
     pub fn capability_journal(&self) -> CapabilityJournal {
-        CapabilityJournal::new(self.db.clone())
+        match &self.pg {
+            Some(pg) => CapabilityJournal::with_backend(Arc::new(
+                postgres::journal::capability_calls(pg.clone()),
+            )),
+            None => CapabilityJournal::new(self.db.clone()),
+        }
     }
 
     /// The supervised agent graphs (goal, root session, turn counter).
     pub fn supervisor_runs(&self) -> SupervisorRuns {
-        SupervisorRuns::new(self.db.clone())
+        match &self.pg {
+            Some(pg) => SupervisorRuns::with_backend(Arc::new(
+                postgres::supervisor::PgSupervisorRuns::new(pg.clone()),
+            )),
+            None => SupervisorRuns::new(self.db.clone()),
+        }
     }
 
     /// Durable threads. Every `ThreadStore` made from this store or its
@@ -162,7 +250,11 @@ impl Store {
 
     /// The agent-graph controller's durable state (schedule log, intent
     /// claims, operators, records, supervisor wakes). Shares this store's
-    /// database; every mutation is one fsynced transaction.
+    /// database; every mutation is one fsynced transaction. Not on
+    /// PostgreSQL yet: there ([`agent_graphs_supported`] is false) this is
+    /// an empty store in memory, neither durable nor shared.
+    ///
+    /// [`agent_graphs_supported`]: Store::agent_graphs_supported
     pub fn agent_graphs(&self) -> AgentGraphStore {
         AgentGraphStore::new(self.db.clone())
     }

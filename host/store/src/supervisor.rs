@@ -30,9 +30,24 @@ pub struct SupervisorRun {
     pub updated_at: u64,
 }
 
+/// Where supervised runs are kept: redb ([`RedbSupervisorRuns`]) or
+/// PostgreSQL (`postgres::supervisor`), with the semantics documented on
+/// [`SupervisorRuns`].
+pub(crate) trait SupervisorRunsBackend: Send + Sync {
+    fn create(&self, run: &SupervisorRun) -> Result<(SupervisorRun, bool), StoreError>;
+    fn get(&self, graph_id: &str) -> Result<Option<SupervisorRun>, StoreError>;
+    fn list(&self) -> Result<Vec<SupervisorRun>, StoreError>;
+    fn next_turn(&self, graph_id: &str, now_ms: u64) -> Result<u64, StoreError>;
+}
+
 /// The supervised graphs of a [`crate::Store`]. Cheap to clone.
 #[derive(Clone)]
 pub struct SupervisorRuns {
+    backend: Arc<dyn SupervisorRunsBackend>,
+}
+
+/// Supervised runs in the redb file.
+struct RedbSupervisorRuns {
     db: Arc<Database>,
 }
 
@@ -42,14 +57,14 @@ impl std::fmt::Debug for SupervisorRuns {
     }
 }
 
-fn decode(graph: &str, text: &str) -> Result<SupervisorRun, StoreError> {
+pub(crate) fn decode(graph: &str, text: &str) -> Result<SupervisorRun, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
         table: "supervisor_runs",
         message: format!("row {graph:?}: {e}"),
     })
 }
 
-fn encode(run: &SupervisorRun) -> Result<String, StoreError> {
+pub(crate) fn encode(run: &SupervisorRun) -> Result<String, StoreError> {
     serde_json::to_string(run).map_err(|e| StoreError::Corrupt {
         table: "supervisor_runs",
         message: format!("cannot encode row {:?}: {e}", run.graph_id),
@@ -58,16 +73,56 @@ fn encode(run: &SupervisorRun) -> Result<String, StoreError> {
 
 impl SupervisorRuns {
     pub(crate) fn new(db: Arc<Database>) -> Self {
-        SupervisorRuns { db }
+        SupervisorRuns::with_backend(Arc::new(RedbSupervisorRuns { db }))
+    }
+
+    pub(crate) fn with_backend(backend: Arc<dyn SupervisorRunsBackend>) -> Self {
+        SupervisorRuns { backend }
     }
 
     /// Stores `run` unless a run of its graph exists; returns the stored
-    /// row and whether it was created.
+    /// row and whether it was created. Atomic: of hosts creating one graph
+    /// at once, one creates it and the others get its row.
     ///
     /// # Errors
     ///
     /// Database errors.
     pub fn create(&self, run: &SupervisorRun) -> Result<(SupervisorRun, bool), StoreError> {
+        self.backend.create(run)
+    }
+
+    /// The run of `graph_id`.
+    ///
+    /// # Errors
+    ///
+    /// Database errors and undecodable rows.
+    pub fn get(&self, graph_id: &str) -> Result<Option<SupervisorRun>, StoreError> {
+        self.backend.get(graph_id)
+    }
+
+    /// Every run, by graph id.
+    ///
+    /// # Errors
+    ///
+    /// Database errors and undecodable rows.
+    pub fn list(&self) -> Result<Vec<SupervisorRun>, StoreError> {
+        self.backend.list()
+    }
+
+    /// Begins the next supervisor turn of `graph_id`, durably, and returns
+    /// its number (1 for the first). Atomic across hosts: two calls never
+    /// return the same number.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidArgument`] for an unknown graph; database errors.
+    pub fn next_turn(&self, graph_id: &str, now_ms: u64) -> Result<u64, StoreError> {
+        self.backend.next_turn(graph_id, now_ms)
+    }
+}
+
+impl SupervisorRunsBackend for RedbSupervisorRuns {
+    fn create(&self, run: &SupervisorRun) -> Result<(SupervisorRun, bool), StoreError> {
         let tx = self.db.begin_write()?;
         let out = {
             let mut table = tx.open_table(SUPERVISOR_RUNS)?;
@@ -87,12 +142,7 @@ impl SupervisorRuns {
         Ok(out)
     }
 
-    /// The run of `graph_id`.
-    ///
-    /// # Errors
-    ///
-    /// Database errors and undecodable rows.
-    pub fn get(&self, graph_id: &str) -> Result<Option<SupervisorRun>, StoreError> {
+    fn get(&self, graph_id: &str) -> Result<Option<SupervisorRun>, StoreError> {
         let tx = self.db.begin_read()?;
         let table = tx.open_table(SUPERVISOR_RUNS)?;
         table
@@ -101,12 +151,7 @@ impl SupervisorRuns {
             .transpose()
     }
 
-    /// Every run, by graph id.
-    ///
-    /// # Errors
-    ///
-    /// Database errors and undecodable rows.
-    pub fn list(&self) -> Result<Vec<SupervisorRun>, StoreError> {
+    fn list(&self) -> Result<Vec<SupervisorRun>, StoreError> {
         let tx = self.db.begin_read()?;
         let table = tx.open_table(SUPERVISOR_RUNS)?;
         let mut out = Vec::new();
@@ -117,13 +162,7 @@ impl SupervisorRuns {
         Ok(out)
     }
 
-    /// Begins the next supervisor turn of `graph_id`, durably, and returns
-    /// its number (1 for the first).
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::InvalidArgument`] for an unknown graph; database errors.
-    pub fn next_turn(&self, graph_id: &str, now_ms: u64) -> Result<u64, StoreError> {
+    fn next_turn(&self, graph_id: &str, now_ms: u64) -> Result<u64, StoreError> {
         let tx = self.db.begin_write()?;
         let turn = {
             let mut table = tx.open_table(SUPERVISOR_RUNS)?;

@@ -1,0 +1,164 @@
+//! The routing journal and the capability journal on PostgreSQL
+//! (`sg_journal`, `sg_capability_calls`): one row `(seq, entry)` per entry,
+//! `entry` the same JSON as in redb.
+//!
+//! Sequence numbers are dense, 1, 2, 3, ... as in redb: an append takes the
+//! table's `SHARE ROW EXCLUSIVE` lock (appends of all hosts queue on it;
+//! readers do not), then writes `max(seq) + 1`. The lock is the first
+//! statement of the transaction, before it takes its snapshot, so the
+//! serializable transaction reads the latest `max(seq)` and appends never
+//! lose a serialization conflict to each other. A rolled-back append leaves
+//! no gap (an identity column would).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use sandgraph_core::audit::CapabilityCall;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{Pg, PgTxError};
+use crate::StoreError;
+use crate::capability_log::CapabilityJournalBackend;
+use crate::journal::{JournalBackend, JournalEntry};
+
+/// An append-only table of JSON rows numbered from 1.
+pub(crate) struct PgLog<T> {
+    pg: Pg,
+    /// The PostgreSQL table.
+    table: &'static str,
+    /// The redb table's name, for [`StoreError::Corrupt`].
+    name: &'static str,
+    /// The JSON field `entries` filters on.
+    field: &'static str,
+    rows: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> PgLog<T> {
+    /// Appends the row `make(seq)` under the next sequence number, durably
+    /// (synchronous commit), and returns that number.
+    fn append(&self, make: impl Fn(u64) -> T + Send + Sync + 'static) -> Result<u64, StoreError> {
+        let make = Arc::new(make);
+        let (table, name) = (self.table, self.name);
+        let what = format!("cannot append to {name}");
+        self.pg.transaction_blocking(&what, true, move |tx| {
+            let make = make.clone();
+            async move {
+                tx.batch_execute(&format!("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))
+                    .await?;
+                let seq: i64 = tx
+                    .query_one(
+                        &format!("SELECT coalesce(max(seq), 0) + 1 FROM {table}"),
+                        &[],
+                    )
+                    .await?
+                    .get(0);
+                let seq_u = u64::try_from(seq).unwrap_or(0);
+                let text =
+                    serde_json::to_string(&make(seq_u)).map_err(|e| StoreError::Corrupt {
+                        table: name,
+                        message: format!("cannot encode row {seq}: {e}"),
+                    })?;
+                tx.execute(
+                    &format!("INSERT INTO {table} (seq, entry) VALUES ($1, $2)"),
+                    &[&seq, &text],
+                )
+                .await?;
+                Ok::<_, PgTxError>(seq_u)
+            }
+            .boxed()
+        })
+    }
+
+    /// The rows whose `field` equals `filter` (all without one), oldest
+    /// first, only the last `limit` when one is given.
+    fn rows(&self, filter: Option<&str>, limit: Option<usize>) -> Result<Vec<T>, StoreError> {
+        let (table, name, field) = (self.table, self.name, self.field);
+        let filter = filter.map(str::to_owned);
+        let limit = limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let what = format!("cannot read {name}");
+        let rows: Vec<(i64, String)> = self.pg.transaction_blocking(&what, true, move |tx| {
+            let filter = filter.clone();
+            async move {
+                // A missing field reads as "" (serde's default), as redb.
+                let sql = format!(
+                    "SELECT seq, entry FROM (
+                         SELECT seq, entry FROM {table}
+                         WHERE $1::text IS NULL OR coalesce(entry::jsonb ->> '{field}', '') = $1
+                         ORDER BY seq DESC LIMIT $2
+                     ) last ORDER BY seq"
+                );
+                let rows = tx.query(&sql, &[&filter, &limit]).await?;
+                Ok::<_, PgTxError>(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            }
+            .boxed()
+        })?;
+        rows.into_iter()
+            .map(|(seq, text)| {
+                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                    table: name,
+                    message: format!("row {seq}: {e}"),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The routing journal on PostgreSQL.
+pub(crate) fn journal(pg: Pg) -> PgLog<JournalEntry> {
+    PgLog {
+        pg,
+        table: "sg_journal",
+        name: "journal",
+        field: "route_id",
+        rows: PhantomData,
+    }
+}
+
+/// The capability journal on PostgreSQL.
+pub(crate) fn capability_calls(pg: Pg) -> PgLog<CapabilityCall> {
+    PgLog {
+        pg,
+        table: "sg_capability_calls",
+        name: "capability_calls",
+        field: "graph",
+        rows: PhantomData,
+    }
+}
+
+impl JournalBackend for PgLog<JournalEntry> {
+    fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
+        let entry = entry.clone();
+        PgLog::append(self, move |seq| JournalEntry {
+            seq,
+            ..entry.clone()
+        })
+    }
+
+    fn entries(
+        &self,
+        route_id: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        self.rows(route_id, limit)
+    }
+}
+
+impl CapabilityJournalBackend for PgLog<CapabilityCall> {
+    fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError> {
+        let call = call.clone();
+        PgLog::append(self, move |seq| CapabilityCall {
+            seq,
+            ..call.clone()
+        })
+    }
+
+    fn entries(
+        &self,
+        graph: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<CapabilityCall>, StoreError> {
+        self.rows(graph, limit)
+    }
+}

@@ -103,11 +103,21 @@ pub enum TaskResult {
 }
 
 /// Where a thread's checkpoints and task records go. Implementations decide
-/// durability: when `put_*` returns in `sync` mode the data is on disk;
-/// `async` mode may queue it, in order; `exit` mode may buffer it until
-/// [`Checkpointer::flush`].
+/// durability. In `sync` mode a checkpoint (other than an `Input` one) is on
+/// disk when `put_checkpoint` returns, together with the task records of the
+/// superstep it ends: task records and the `Input` checkpoint may be held
+/// until then, so a crash re-runs the finished tasks of a superstep that had
+/// not settled. `async` mode may queue everything, in order; `exit` mode
+/// may buffer it until [`Checkpointer::flush`], which makes whatever is held
+/// durable.
+///
+/// The executor logs `task recorded` when `put_task` returns; a durable
+/// implementation logs `task record saved` (target `sandgraph::checkpoint`,
+/// with the record's `node`) once a record is on disk.
 pub trait Checkpointer: Send + Sync {
-    /// Saves a task record of the superstep that follows `checkpoint_id`.
+    /// Saves a task record of the superstep that follows `checkpoint_id`;
+    /// it may be held and made durable with the checkpoint that ends that
+    /// superstep, or by [`Checkpointer::flush`].
     fn put_task<'a>(
         &'a self,
         checkpoint_id: &'a str,

@@ -496,7 +496,8 @@ pub async fn run<B: Backend + 'static>(
 /// Runs a durable thread: like [`run`], starting from the thread's stored
 /// state (`existing`, `None` for a new thread) as `start` says, saving a
 /// [`Checkpoint`] after the input and after every superstep, and a
-/// [`TaskRecord`] as each task finishes, through `saver`.
+/// [`TaskRecord`] as each task finishes, through `saver` (which decides when
+/// each becomes durable: see [`Checkpointer`]).
 ///
 /// Tasks already recorded as finished for the head checkpoint's superstep
 /// are not run again; interrupted tasks re-run from their first line with
@@ -912,7 +913,10 @@ impl Recorder<'_> {
             result,
         };
         self.saver.put_task(self.checkpoint_id, &record).await?;
-        tracing::debug!(target: "sandgraph::checkpoint", step = self.step, task = %record.path, node = %record.node, "task record saved");
+        // Not necessarily durable yet (a sync checkpointer commits it with
+        // the step's checkpoint): the checkpointer logs `task record saved`
+        // when it is.
+        tracing::debug!(target: "sandgraph::checkpoint", step = self.step, task = %record.path, node = %record.node, "task recorded");
         Ok(())
     }
 }

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -35,9 +36,19 @@ const ASYNC_BATCH: usize = 256;
 /// When a [`ThreadWriter`] makes what it is given durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Durability {
-    /// Every task record and checkpoint is committed (fsynced) before its
-    /// `put_*` future resolves, so the next superstep starts only after the
-    /// previous checkpoint is on disk. The default.
+    /// Every superstep is on disk before the next one starts: the
+    /// checkpoint that ends a superstep is committed (fsynced) before its
+    /// `put_checkpoint` future resolves, in one transaction with the task
+    /// records of that superstep, which are held until then. A run's input
+    /// checkpoint is held too and committed with its first superstep.
+    /// [`Checkpointer::flush`] commits what is held when a run stops before
+    /// its step settles (an interrupt, a failed task). Concurrent writers of
+    /// one store share a transaction (group commit).
+    ///
+    /// A crash loses only the superstep that was running: its finished
+    /// tasks run again when the thread continues; a crash before the first
+    /// superstep settles loses the run's input (the thread is as it was
+    /// before the run). The default.
     #[default]
     Sync,
     /// `put_*` queues and returns at once; one background writer commits the
@@ -108,9 +119,17 @@ pub struct ThreadInfo {
     pub pending_interrupts: usize,
 }
 
-/// Threads currently leased by a writer, shared by every handle of a
-/// [`crate::Store`].
-pub(crate) type Leases = Arc<Mutex<HashSet<String>>>;
+/// Threads currently leased by a writer.
+type LeaseSet = Arc<Mutex<HashSet<String>>>;
+
+/// What every handle of a [`crate::Store`] shares for durable threads: the
+/// threads currently leased by a writer, and the group committer their
+/// writers commit through.
+#[derive(Clone, Default)]
+pub(crate) struct Leases {
+    taken: LeaseSet,
+    committer: Committer,
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -119,12 +138,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A thread's lease, given back on drop.
 #[derive(Debug)]
 struct Lease {
-    leases: Leases,
+    leases: LeaseSet,
     thread: String,
 }
 
 impl Lease {
-    fn take(leases: &Leases, thread: &str) -> Result<Lease, StoreError> {
+    fn take(leases: &LeaseSet, thread: &str) -> Result<Lease, StoreError> {
         if !lock(leases).insert(thread.to_owned()) {
             return Err(StoreError::ThreadBusy {
                 thread: thread.to_owned(),
@@ -570,19 +589,30 @@ fn begin_write(db: &Database) -> Result<WriteTransaction, StoreError> {
     Ok(tx)
 }
 
-/// Commits `ops`, in order, in one durable transaction: all or nothing.
-fn commit_ops(db: &Database, thread: &str, graph: &str, ops: &[Op]) -> Result<(), StoreError> {
-    let tx = begin_write(db)?;
+/// Applies `ops`, in order, in `tx`.
+fn apply_ops(
+    tx: &WriteTransaction,
+    thread: &str,
+    graph: &str,
+    ops: &[Op],
+) -> Result<(), StoreError> {
     for op in ops {
         match op {
             Op::Task {
                 checkpoint_id,
                 path,
                 record,
-            } => write_task(&tx, thread, checkpoint_id, path, record)?,
-            Op::Checkpoint(p) => write_checkpoint(&tx, thread, Some(graph), p)?,
+            } => write_task(tx, thread, checkpoint_id, path, record)?,
+            Op::Checkpoint(p) => write_checkpoint(tx, thread, Some(graph), p)?,
         }
     }
+    Ok(())
+}
+
+/// Commits `ops`, in order, in one durable transaction: all or nothing.
+fn commit_ops(db: &Database, thread: &str, graph: &str, ops: &[Op]) -> Result<(), StoreError> {
+    let tx = begin_write(db)?;
+    apply_ops(&tx, thread, graph, ops)?;
     tx.commit()?;
     Ok(())
 }
@@ -611,7 +641,8 @@ where
 #[derive(Clone)]
 pub struct ThreadStore {
     db: Arc<Database>,
-    leases: Leases,
+    leases: LeaseSet,
+    committer: Committer,
 }
 
 impl fmt::Debug for ThreadStore {
@@ -622,7 +653,34 @@ impl fmt::Debug for ThreadStore {
 
 impl ThreadStore {
     pub(crate) fn new(db: Arc<Database>, leases: Leases) -> Self {
-        ThreadStore { db, leases }
+        ThreadStore {
+            db,
+            leases: leases.taken,
+            committer: leases.committer,
+        }
+    }
+
+    /// Durable transactions committed for this store's writers so far (a
+    /// group commit of several writers counts once). For tests and
+    /// benchmarks.
+    #[doc(hidden)]
+    pub fn commit_count(&self) -> u64 {
+        self.committer.shared.stats.commits.load(Ordering::SeqCst)
+    }
+
+    /// Writers' commits sent to the group committer and not yet taken into
+    /// a transaction. For tests.
+    #[doc(hidden)]
+    pub fn queued_commits(&self) -> usize {
+        self.committer.shared.stats.queued.load(Ordering::SeqCst)
+    }
+
+    /// Keeps the group committer from starting its next transaction until
+    /// the guard is dropped, so a test can queue several writers' commits
+    /// into one. For tests.
+    #[doc(hidden)]
+    pub fn pause_commits(&self) -> MutexGuard<'_, ()> {
+        lock(&self.committer.shared.stats.gate)
     }
 
     /// The thread's state: its head checkpoint (values rebuilt from their
@@ -933,6 +991,294 @@ fn missing_head(thread: &str, head: &str) -> StoreError {
 }
 
 // ---------------------------------------------------------------------------
+// Group commit
+
+/// Most writers' requests the committer takes into one transaction.
+const GROUP_BATCH: usize = 128;
+
+/// One writer's operations, committed all or nothing, and where the
+/// outcome goes.
+struct CommitRequest {
+    thread: String,
+    graph: String,
+    ops: Vec<Op>,
+    reply: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+    /// In-flight work keeps the thread's lease even if the writer is gone
+    /// (its future dropped): no other writer of the thread starts before
+    /// this commit is done.
+    _lease: Arc<Lease>,
+}
+
+/// The group committer of one [`crate::Store`]. Every [`ThreadWriter`]
+/// commit goes through one thread, which takes all the requests queued
+/// while it was busy and commits them in one durable transaction, so the
+/// writers of concurrent threads share a single fsync. Cheap to clone; the
+/// thread starts with the first request and stops (closing its handle on
+/// the database) when the last clone is dropped.
+#[derive(Clone, Default)]
+pub(crate) struct Committer {
+    shared: Arc<CommitterShared>,
+}
+
+#[derive(Default)]
+struct CommitterShared {
+    /// The committer thread's queue; `None` until it is started.
+    queue: Mutex<Option<mpsc::Sender<CommitRequest>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    stats: Arc<CommitStats>,
+}
+
+#[derive(Default)]
+struct CommitStats {
+    /// Durable transactions committed for writers.
+    commits: AtomicU64,
+    /// Requests sent and not yet taken into a batch.
+    queued: AtomicUsize,
+    /// Taken by the committer before each batch; tests hold it to queue
+    /// several requests into one batch.
+    gate: Mutex<()>,
+}
+
+impl CommitRequest {
+    /// Gives the lease back, then answers the caller: once answered, the
+    /// writer may be dropped and the thread begun again at once.
+    fn answer(self, outcome: Result<(), StoreError>) {
+        let CommitRequest { reply, _lease, .. } = self;
+        drop(_lease);
+        let _ = reply.send(outcome);
+    }
+}
+
+fn committer_stopped() -> StoreError {
+    StoreError::Db("the group committer stopped".into())
+}
+
+/// The same failure again, for each caller of a batch that failed as a
+/// whole.
+fn shared_error(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Db(message) => StoreError::Db(message.clone()),
+        e => StoreError::Db(e.to_string()),
+    }
+}
+
+impl Committer {
+    /// Queues `request`, starting the committer thread on first use. Gives
+    /// the request back when there is no committer thread to take it.
+    fn send(&self, db: &Arc<Database>, request: CommitRequest) -> Result<(), CommitRequest> {
+        let mut queue = lock(&self.shared.queue);
+        if queue.is_none() {
+            let (sender, receiver) = mpsc::channel();
+            let db = db.clone();
+            let stats = self.shared.stats.clone();
+            let spawned = std::thread::Builder::new()
+                .name("sandgraph-store-commit".into())
+                .spawn(move || group_committer(&db, &receiver, &stats));
+            match spawned {
+                Ok(worker) => {
+                    *lock(&self.shared.worker) = Some(worker);
+                    *queue = Some(sender);
+                }
+                Err(e) => {
+                    tracing::warn!("cannot start the group committer, committing alone: {e}");
+                    return Err(request);
+                }
+            }
+        }
+        let Some(sender) = queue.as_ref() else {
+            return Err(request);
+        };
+        match sender.send(request) {
+            Ok(()) => {
+                self.shared.stats.queued.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            // The thread is gone (it can only have panicked): start another
+            // next time, commit this one alone.
+            Err(mpsc::SendError(request)) => {
+                *queue = None;
+                Err(request)
+            }
+        }
+    }
+
+    fn request(
+        thread: &str,
+        graph: &str,
+        ops: Vec<Op>,
+        lease: Arc<Lease>,
+    ) -> (
+        CommitRequest,
+        tokio::sync::oneshot::Receiver<Result<(), StoreError>>,
+    ) {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let request = CommitRequest {
+            thread: thread.to_owned(),
+            graph: graph.to_owned(),
+            ops,
+            reply,
+            _lease: lease,
+        };
+        (request, answer)
+    }
+
+    /// Commits `ops` of `thread`, in order and all or nothing, in a durable
+    /// transaction shared with whatever the store's other writers commit at
+    /// the same time; resolves once it is on disk.
+    async fn commit(
+        &self,
+        db: &Arc<Database>,
+        thread: &str,
+        graph: &str,
+        ops: Vec<Op>,
+        lease: Arc<Lease>,
+    ) -> Result<(), StoreError> {
+        let (request, answer) = Self::request(thread, graph, ops, lease);
+        match self.send(db, request) {
+            Ok(()) => answer.await.unwrap_or_else(|_| Err(committer_stopped())),
+            Err(request) => {
+                let db = db.clone();
+                let stats = self.shared.stats.clone();
+                blocking(move || commit_alone(&db, &request, &stats)).await
+            }
+        }
+    }
+
+    /// [`Committer::commit`] from a thread outside any async runtime.
+    fn commit_blocking(
+        &self,
+        db: &Arc<Database>,
+        thread: &str,
+        graph: &str,
+        ops: Vec<Op>,
+        lease: Arc<Lease>,
+    ) -> Result<(), StoreError> {
+        let (request, answer) = Self::request(thread, graph, ops, lease);
+        match self.send(db, request) {
+            Ok(()) => answer
+                .blocking_recv()
+                .unwrap_or_else(|_| Err(committer_stopped())),
+            Err(request) => commit_alone(db, &request, &self.shared.stats),
+        }
+    }
+}
+
+impl Drop for CommitterShared {
+    fn drop(&mut self) {
+        // Closing the queue stops the thread once it has answered what it
+        // holds; joining it closes its handle on the database before the
+        // store's last handle is gone.
+        drop(lock(&self.queue).take());
+        if let Some(worker) = lock(&self.worker).take()
+            && worker.join().is_err()
+        {
+            tracing::error!("the group committer panicked");
+        }
+    }
+}
+
+/// The committer thread's loop: waits for a request, takes every other
+/// request already queued (up to [`GROUP_BATCH`]) and commits them together.
+/// Requests that arrive during a commit make the next batch.
+fn group_committer(db: &Database, receiver: &mpsc::Receiver<CommitRequest>, stats: &CommitStats) {
+    while let Ok(first) = receiver.recv() {
+        drop(lock(&stats.gate));
+        let mut batch = vec![first];
+        while batch.len() < GROUP_BATCH
+            && let Ok(request) = receiver.try_recv()
+        {
+            batch.push(request);
+        }
+        stats.queued.fetch_sub(batch.len(), Ordering::SeqCst);
+        commit_group(db, batch, stats);
+    }
+}
+
+/// Commits a batch of requests in one durable transaction and answers each
+/// caller with its own outcome.
+///
+/// A request whose operations fail (a stale or unknown checkpoint, a graph
+/// mismatch, a missing value) gets its error and the transaction is redone
+/// from scratch without it, so one writer's bad operation never fails
+/// another's. Savepoints cannot do this in redb: a savepoint can only be
+/// taken in a transaction that has not written yet. Redoing is cheap since
+/// such failures are rare and nothing is fsynced until the commit. A
+/// writer waits for its commit before it sends more, and a lease allows one
+/// writer per thread, so the requests of a batch are of different threads
+/// and leaving one out does not change whether the others apply. Only a
+/// failure of the transaction itself (beginning or committing it: I/O)
+/// fails every request of the batch.
+fn commit_group(db: &Database, mut batch: Vec<CommitRequest>, stats: &CommitStats) {
+    while !batch.is_empty() {
+        match apply_group(db, &batch) {
+            Ok(()) => {
+                stats.commits.fetch_add(1, Ordering::SeqCst);
+                for request in batch {
+                    request.answer(Ok(()));
+                }
+                return;
+            }
+            Err((Some(i), e)) => {
+                batch.remove(i).answer(Err(e));
+            }
+            Err((None, e)) => {
+                for request in batch {
+                    request.answer(Err(shared_error(&e)));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Applies every request of `batch` in one transaction and commits it; on
+/// failure, the index of the request that failed (`None`: the transaction).
+fn apply_group(db: &Database, batch: &[CommitRequest]) -> Result<(), (Option<usize>, StoreError)> {
+    let tx = begin_write(db).map_err(|e| (None, e))?;
+    for (i, r) in batch.iter().enumerate() {
+        apply_ops(&tx, &r.thread, &r.graph, &r.ops).map_err(|e| (Some(i), e))?;
+    }
+    tx.commit().map_err(|e| (None, e.into()))
+}
+
+/// Commits one request in its own transaction (no committer thread).
+fn commit_alone(db: &Database, r: &CommitRequest, stats: &CommitStats) -> Result<(), StoreError> {
+    commit_ops(db, &r.thread, &r.graph, &r.ops)?;
+    stats.commits.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// The (path, node) of each task record in `ops`, decoded only when the
+/// debug log of `sandgraph::checkpoint` is on (else none).
+fn saved_tasks(ops: &[Op]) -> Vec<(String, String)> {
+    if !tracing::enabled!(target: "sandgraph::checkpoint", tracing::Level::DEBUG) {
+        return Vec::new();
+    }
+    #[derive(Deserialize)]
+    struct Node {
+        node: String,
+    }
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Task { path, record, .. } => {
+                let node =
+                    serde_json::from_str::<Node>(record).map_or_else(|_| String::new(), |n| n.node);
+                Some((path.clone(), node))
+            }
+            Op::Checkpoint(_) => None,
+        })
+        .collect()
+}
+
+/// Logs the task records a commit has just made durable. The crash test
+/// relies on it: a node logged here must never run again.
+fn log_saved(thread: &str, saved: &[(String, String)]) {
+    for (path, node) in saved {
+        tracing::debug!(target: "sandgraph::checkpoint", thread, task = %path, node = %node, "task record saved");
+    }
+}
+
+// ---------------------------------------------------------------------------
 // ThreadWriter
 
 /// Saves one run of a thread; holds the thread's lease until dropped.
@@ -943,16 +1289,27 @@ pub struct ThreadWriter {
     graph: String,
     durability: Durability,
     lease: Arc<Lease>,
-    /// The newest checkpoint saved (or queued), which the next one
-    /// deduplicates its values against.
+    /// The newest checkpoint saved (or buffered, or queued), which the next
+    /// one deduplicates its values against.
     last: Mutex<Option<Head>>,
     mode: Mode,
 }
 
 enum Mode {
-    Sync,
+    /// Task records and the input checkpoint wait for the checkpoint that
+    /// settles their superstep, and commit with it.
+    Sync(Mutex<SyncBuffer>),
     Async(AsyncQueue),
     Exit(Mutex<Vec<Op>>),
+}
+
+/// What a sync writer holds until its superstep settles.
+#[derive(Default)]
+struct SyncBuffer {
+    ops: Vec<Op>,
+    /// The first failed commit. Its operations are gone, so nothing more is
+    /// accepted (a later checkpoint could refer to values never written).
+    failed: Option<RunError>,
 }
 
 /// The async writer's queue and its background thread.
@@ -988,19 +1345,22 @@ impl ThreadWriter {
         head: Option<Head>,
     ) -> Self {
         let mode = match durability {
-            Durability::Sync => Mode::Sync,
+            Durability::Sync => Mode::Sync(Mutex::default()),
             Durability::Exit => Mode::Exit(Mutex::new(Vec::new())),
             Durability::Async => {
                 let (sender, receiver) = mpsc::channel();
                 let error = Arc::new(Mutex::new(None));
                 let worker = {
-                    let db = store.db.clone();
+                    let store = store.clone();
                     let thread = thread.to_owned();
                     let graph = graph.to_owned();
+                    let lease = lease.clone();
                     let error = error.clone();
                     std::thread::Builder::new()
                         .name("sandgraph-store-async".into())
-                        .spawn(move || async_worker(&db, &thread, &graph, &receiver, &error))
+                        .spawn(move || {
+                            async_worker(&store, &thread, &graph, &lease, &receiver, &error)
+                        })
                 };
                 match worker {
                     Ok(worker) => Mode::Async(AsyncQueue {
@@ -1048,7 +1408,8 @@ impl ThreadWriter {
     }
 
     /// The thread's committed state, read under this writer's lease: call it
-    /// before the run starts to get the state the run continues from.
+    /// before the run starts to get the state the run continues from. What
+    /// a `sync` writer holds for an unsettled superstep is not in it.
     pub fn load(&self) -> Result<Option<ThreadState>, StoreError> {
         self.store.load(&self.thread)
     }
@@ -1057,25 +1418,64 @@ impl ThreadWriter {
         run_error(&self.thread, e)
     }
 
-    /// Commits `ops` in one durable transaction, off the async threads.
+    /// Commits `ops` in one durable transaction through the store's group
+    /// committer, then logs the task records it saved.
     async fn commit(&self, ops: Vec<Op>) -> Result<(), RunError> {
-        let db = self.store.db.clone();
-        let thread = self.thread.clone();
-        let graph = self.graph.clone();
-        // In-flight work keeps the lease even if its future is dropped.
-        let lease = self.lease.clone();
-        blocking(move || {
-            let _lease = lease;
-            commit_ops(&db, &thread, &graph, &ops)
-        })
-        .await
-        .map_err(|e| self.run_error(e))
+        let saved = saved_tasks(&ops);
+        self.store
+            .committer
+            .commit(
+                &self.store.db,
+                &self.thread,
+                &self.graph,
+                ops,
+                self.lease.clone(),
+            )
+            .await
+            .map_err(|e| self.run_error(e))?;
+        log_saved(&self.thread, &saved);
+        Ok(())
+    }
+
+    /// Commits what a sync writer held; a failure stops the writer.
+    async fn commit_sync(&self, buffer: &Mutex<SyncBuffer>, ops: Vec<Op>) -> Result<(), RunError> {
+        let committed = self.commit(ops).await;
+        if let Err(e) = &committed {
+            lock(buffer).failed = Some(e.clone());
+        }
+        committed
+    }
+
+    /// Refuses at once a task record against a checkpoint that is neither
+    /// the one this writer saved last nor a stored one (sync mode, where
+    /// the record is committed only later).
+    fn check_parent(&self, checkpoint_id: &str) -> Result<(), StoreError> {
+        if lock(&self.last)
+            .as_ref()
+            .is_some_and(|h| h.id == checkpoint_id)
+        {
+            return Ok(());
+        }
+        let tx = self.store.db.begin_read()?;
+        if read_row(
+            &tx.open_table(schema::CHECKPOINTS)?,
+            &self.thread,
+            checkpoint_id,
+        )?
+        .is_none()
+        {
+            return Err(StoreError::UnknownCheckpoint {
+                thread: self.thread.clone(),
+                id: checkpoint_id.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// Queues `op` (async mode) or buffers it (exit mode).
     fn enqueue(&self, op: Op) -> Result<(), RunError> {
         match &self.mode {
-            Mode::Sync => unreachable!("sync mode commits at once"),
+            Mode::Sync(_) => unreachable!("sync mode buffers by step"),
             Mode::Async(queue) => {
                 if let Some(e) = lock(&queue.error).clone() {
                     return Err(e);
@@ -1108,12 +1508,14 @@ fn run_error(thread: &str, e: StoreError) -> RunError {
 }
 
 /// The async writer's loop: commits queued operations in order, a batch
-/// per transaction, and answers flushes once everything before them is
-/// committed. After the first failure it commits nothing more.
+/// per transaction (through the store's group committer), and answers
+/// flushes once everything before them is committed. After the first
+/// failure it commits nothing more.
 fn async_worker(
-    db: &Database,
+    store: &ThreadStore,
     thread: &str,
     graph: &str,
+    lease: &Arc<Lease>,
     receiver: &mpsc::Receiver<Msg>,
     error: &Mutex<Option<RunError>>,
 ) {
@@ -1131,12 +1533,21 @@ fn async_worker(
             }
         }
         if !batch.is_empty() {
-            let failed = lock(error).is_some();
-            if !failed && let Err(e) = commit_ops(db, thread, graph, &batch) {
-                tracing::error!(thread, "async checkpoint write failed: {e}");
-                *lock(error) = Some(run_error(thread, e));
+            let ops = std::mem::take(&mut batch);
+            if lock(error).is_none() {
+                let saved = saved_tasks(&ops);
+                let committed =
+                    store
+                        .committer
+                        .commit_blocking(&store.db, thread, graph, ops, lease.clone());
+                match committed {
+                    Ok(()) => log_saved(thread, &saved),
+                    Err(e) => {
+                        tracing::error!(thread, "async checkpoint write failed: {e}");
+                        *lock(error) = Some(run_error(thread, e));
+                    }
+                }
             }
-            batch.clear();
         }
         let outcome = lock(error).clone().map_or(Ok(()), Err);
         for reply in waiters.drain(..) {
@@ -1153,8 +1564,17 @@ impl Checkpointer for ThreadWriter {
     ) -> BoxFuture<'a, Result<(), RunError>> {
         async move {
             let op = prepare_task(checkpoint_id, record).map_err(|e| self.run_error(e))?;
-            match self.mode {
-                Mode::Sync => self.commit(vec![op]).await,
+            match &self.mode {
+                // Held until the checkpoint that settles the step (or flush).
+                Mode::Sync(buffer) => {
+                    if let Some(e) = lock(buffer).failed.clone() {
+                        return Err(e);
+                    }
+                    self.check_parent(checkpoint_id)
+                        .map_err(|e| self.run_error(e))?;
+                    lock(buffer).ops.push(op);
+                    Ok(())
+                }
                 _ => self.enqueue(op),
             }
         }
@@ -1166,13 +1586,27 @@ impl Checkpointer for ThreadWriter {
         checkpoint: &'a Checkpoint,
     ) -> BoxFuture<'a, Result<(), RunError>> {
         async move {
-            if let Mode::Sync = self.mode {
+            if let Mode::Sync(buffer) = &self.mode {
                 let (prepared, head) = {
                     let last = lock(&self.last);
                     prepare_checkpoint(&self.thread, checkpoint, last.as_ref())
                 }
                 .map_err(|e| self.run_error(e))?;
-                self.commit(vec![Op::Checkpoint(prepared)]).await?;
+                let ops = {
+                    let mut buffer = lock(buffer);
+                    if let Some(e) = buffer.failed.clone() {
+                        return Err(e);
+                    }
+                    buffer.ops.push(Op::Checkpoint(prepared));
+                    if checkpoint.source == CheckpointSource::Input {
+                        // The input is committed with the first superstep
+                        // (or by flush if the run stops before it settles).
+                        *lock(&self.last) = Some(head);
+                        return Ok(());
+                    }
+                    std::mem::take(&mut buffer.ops)
+                };
+                self.commit_sync(buffer, ops).await?;
                 *lock(&self.last) = Some(head);
                 return Ok(());
             }
@@ -1192,7 +1626,13 @@ impl Checkpointer for ThreadWriter {
     fn flush(&self) -> BoxFuture<'_, Result<(), RunError>> {
         async move {
             match &self.mode {
-                Mode::Sync => Ok(()),
+                Mode::Sync(buffer) => {
+                    let ops = std::mem::take(&mut lock(buffer).ops);
+                    if ops.is_empty() {
+                        return Ok(());
+                    }
+                    self.commit_sync(buffer, ops).await
+                }
                 Mode::Async(queue) => {
                     let (reply, answer) = tokio::sync::oneshot::channel();
                     let sent = lock(&queue.sender)
@@ -1223,7 +1663,15 @@ impl Checkpointer for ThreadWriter {
 impl Drop for ThreadWriter {
     fn drop(&mut self) {
         match &self.mode {
-            Mode::Sync => {}
+            Mode::Sync(buffer) => {
+                let left = lock(buffer).ops.len();
+                if left > 0 {
+                    tracing::warn!(
+                        thread = %self.thread,
+                        "{left} checkpoint operations of an unsettled step dropped: the writer was not flushed"
+                    );
+                }
+            }
             Mode::Async(queue) => {
                 // Closing the queue lets the worker commit what is left and
                 // stop; the lease is given back only after that.

@@ -237,6 +237,8 @@ async fn load_returns_the_pending_writes_of_the_head_only_in_task_order() {
         .put_task(&c2.id, &done("pull:a", json!({"x": "a again"})))
         .await
         .unwrap();
+    // Sync mode holds the records of an unsettled step until flush.
+    writer.flush().await.unwrap();
 
     let state = writer.load().unwrap().unwrap();
     let paths: Vec<&str> = state.pending.iter().map(|r| r.path.as_str()).collect();
@@ -725,4 +727,255 @@ fn a_database_written_at_schema_1_still_loads() {
     );
     // And it can be written on.
     drop(threads.begin("fixture", "chat", Durability::Sync).unwrap());
+}
+
+// ---- sync mode: one commit per settled superstep, group commit ----
+
+#[tokio::test]
+async fn a_sync_step_commits_the_input_its_records_and_its_checkpoint_in_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandgraph.redb");
+    let store = Store::open(&path).unwrap();
+    let threads = store.threads();
+    let before = threads.commit_count();
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    let input = next(None, CheckpointSource::Input, json!({"a": 1, "b": 1}));
+    writer.put_checkpoint(&input).await.unwrap();
+    writer
+        .put_task(&input.id, &done("pull:node", json!({"a": 2})))
+        .await
+        .unwrap();
+    assert!(
+        threads.load("t").unwrap().is_none(),
+        "the input and the record wait for the step's checkpoint"
+    );
+    assert_eq!(threads.commit_count(), before);
+    let step = next(Some(&input), CheckpointSource::Loop, json!({"a": 2}));
+    writer.put_checkpoint(&step).await.unwrap();
+    assert_eq!(threads.commit_count(), before + 1, "one commit for step 0");
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, step);
+    assert_eq!(
+        threads.history("t", None).unwrap(),
+        vec![step.clone(), input.clone()]
+    );
+    // `b` is deduplicated against the input held in the same transaction.
+    assert_eq!(threads.info("t").unwrap().unwrap().blobs, 3);
+
+    // Every later step is one more commit; flush has nothing left.
+    writer
+        .put_task(&step.id, &done("pull:node", json!({"a": 3})))
+        .await
+        .unwrap();
+    let third = next(Some(&step), CheckpointSource::Loop, json!({"a": 3}));
+    writer.put_checkpoint(&third).await.unwrap();
+    writer.flush().await.unwrap();
+    assert_eq!(threads.commit_count(), before + 2);
+    drop((writer, threads, store));
+    let rows = raw_rows(&path, "t");
+    assert_eq!((rows["checkpoints"], rows["writes"]), (3, 2), "{rows:?}");
+}
+
+#[tokio::test]
+async fn sync_records_of_an_unsettled_step_are_committed_by_flush_and_lost_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let chain = write_chain(&threads, "t", 2).await;
+    let head = &chain[1];
+
+    // A crash mid-step: the writer goes away without a flush.
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    writer
+        .put_task(&head.id, &done("pull:a", json!({"x": 1})))
+        .await
+        .unwrap();
+    assert!(writer.load().unwrap().unwrap().pending.is_empty());
+    drop(writer);
+    let state = threads.load("t").unwrap().unwrap();
+    assert_eq!(state.checkpoint, *head);
+    assert!(
+        state.pending.is_empty(),
+        "the finished task of the unsettled step runs again"
+    );
+
+    // A run that stops mid-step (an interrupt, a failed task) is flushed:
+    // what it held is committed, in one transaction.
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    let before = threads.commit_count();
+    writer
+        .put_task(&head.id, &done("pull:a", json!({"x": 1})))
+        .await
+        .unwrap();
+    writer
+        .put_task(&head.id, &interrupted("pull:b", "i"))
+        .await
+        .unwrap();
+    assert!(threads.load("t").unwrap().unwrap().pending.is_empty());
+    assert_eq!(threads.commit_count(), before);
+    writer.flush().await.unwrap();
+    assert_eq!(threads.commit_count(), before + 1);
+    assert_eq!(
+        threads.load("t").unwrap().unwrap().pending,
+        vec![done("pull:a", json!({"x": 1})), interrupted("pull:b", "i")]
+    );
+
+    // New input whose first step never settles: flush commits it too.
+    let input = next(Some(head), CheckpointSource::Input, json!({"a": 7}));
+    writer.put_checkpoint(&input).await.unwrap();
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, *head);
+    writer.flush().await.unwrap();
+    assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, input);
+}
+
+/// Waits until `n` writers' commits wait behind a paused committer.
+fn wait_queued(threads: &ThreadStore, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while threads.queued_commits() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {n} commits queued",
+            threads.queued_commits()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Runs a sync writer of `thread` on its own OS thread: `input` (if any),
+/// a task record against it, then `checkpoint`; returns what the last
+/// `put_checkpoint` returned.
+fn spawn_writer(
+    threads: &ThreadStore,
+    thread: &str,
+    input: Option<Checkpoint>,
+    checkpoint: Checkpoint,
+) -> std::thread::JoinHandle<Result<Checkpoint, sandgraph_core::RunError>> {
+    let writer = threads.begin(thread, "g", Durability::Sync).unwrap();
+    std::thread::spawn(move || {
+        futures::executor::block_on(async {
+            if let Some(input) = &input {
+                writer.put_checkpoint(input).await?;
+                writer
+                    .put_task(&input.id, &done("pull:node", json!({"a": 0})))
+                    .await?;
+            }
+            writer.put_checkpoint(&checkpoint).await?;
+            writer.flush().await?;
+            Ok(checkpoint)
+        })
+    })
+}
+
+#[test]
+fn concurrent_sync_writers_of_one_store_share_one_commit() {
+    const WRITERS: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let before = threads.commit_count();
+    let pause = threads.pause_commits();
+    let runs: Vec<_> = (0..WRITERS)
+        .map(|i| {
+            let input = next(None, CheckpointSource::Input, json!({ "a": i }));
+            let step = next(Some(&input), CheckpointSource::Loop, json!({ "a": i + 1 }));
+            spawn_writer(&threads, &format!("t{i}"), Some(input), step)
+        })
+        .collect();
+    wait_queued(&threads, WRITERS);
+    assert_eq!(
+        threads.commit_count(),
+        before,
+        "nothing commits while paused"
+    );
+    drop(pause);
+    for (i, run) in runs.into_iter().enumerate() {
+        let step = run.join().unwrap().unwrap();
+        let state = threads.load(&format!("t{i}")).unwrap().unwrap();
+        assert_eq!(state.checkpoint, step);
+        assert_eq!(threads.history(&format!("t{i}"), None).unwrap().len(), 2);
+    }
+    assert_eq!(
+        threads.commit_count(),
+        before + 1,
+        "{WRITERS} writers, one transaction"
+    );
+}
+
+#[test]
+fn a_writer_that_fails_inside_a_group_commit_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let chain = futures::executor::block_on(write_chain(&threads, "bad", 2));
+    let before = threads.commit_count();
+    let pause = threads.pause_commits();
+    // Queued in this order, so the failing writer sits between two others.
+    let first = spawn_writer(
+        &threads,
+        "good-1",
+        None,
+        next(None, CheckpointSource::Loop, json!({"a": 1})),
+    );
+    wait_queued(&threads, 1);
+    // Valid on its own, refused when committed: it sorts before the head.
+    let mut stale = next(Some(&chain[1]), CheckpointSource::Loop, json!({"a": 9}));
+    stale.id = "0000000000000001".into();
+    let bad = spawn_writer(&threads, "bad", None, stale);
+    wait_queued(&threads, 2);
+    let last = spawn_writer(
+        &threads,
+        "good-2",
+        None,
+        next(None, CheckpointSource::Loop, json!({"a": 2})),
+    );
+    wait_queued(&threads, 3);
+    drop(pause);
+
+    let err = bad.join().unwrap().unwrap_err();
+    assert!(
+        err.message
+            .contains("does not sort after the thread's head"),
+        "{err}"
+    );
+    for (thread, run) in [("good-1", first), ("good-2", last)] {
+        let saved = run.join().unwrap().unwrap();
+        assert_eq!(threads.load(thread).unwrap().unwrap().checkpoint, saved);
+    }
+    assert_eq!(threads.load("bad").unwrap().unwrap().checkpoint, chain[1]);
+    assert_eq!(
+        threads.commit_count(),
+        before + 1,
+        "the others still share one transaction"
+    );
+}
+
+#[tokio::test]
+async fn a_sync_writer_accepts_nothing_after_a_failed_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let threads = store.threads();
+    let chain = write_chain(&threads, "t", 2).await;
+    let writer = threads.begin("t", "g", Durability::Sync).unwrap();
+    writer
+        .put_task(&chain[1].id, &done("pull:a", json!({"x": 1})))
+        .await
+        .unwrap();
+    let mut stale = next(Some(&chain[1]), CheckpointSource::Loop, json!({"a": 9}));
+    stale.id = "0000000000000001".into();
+    let err = writer.put_checkpoint(&stale).await.unwrap_err();
+    // The record went down with the failed transaction, and the writer
+    // refuses what would follow it.
+    let good = next(Some(&chain[1]), CheckpointSource::Loop, json!({"a": 9}));
+    assert_eq!(writer.put_checkpoint(&good).await.unwrap_err(), err);
+    assert_eq!(
+        writer
+            .put_task(&chain[1].id, &done("pull:b", json!({})))
+            .await
+            .unwrap_err(),
+        err
+    );
+    writer.flush().await.unwrap();
+    drop(writer);
+    let state = threads.load("t").unwrap().unwrap();
+    assert_eq!(state.checkpoint, chain[1]);
+    assert!(state.pending.is_empty());
 }

@@ -21,6 +21,13 @@ pub enum StoreError {
     Postgres { server: String, message: String },
     #[error("thread {thread:?} is busy: another run is writing it")]
     ThreadBusy { thread: String },
+    /// A run's lease on a shared (PostgreSQL) thread expired and another
+    /// host took the thread over: this run's write was refused, nothing
+    /// of it was written.
+    #[error(
+        "thread {thread:?} was taken over by another host after this run's lease expired; nothing was written"
+    )]
+    LeaseLost { thread: String },
     #[error("no thread {thread:?}")]
     UnknownThread { thread: String },
     #[error("thread {thread:?} has no checkpoint {id:?}")]
@@ -80,7 +87,7 @@ impl StoreError {
     /// the database itself failed at.
     pub fn code(&self) -> ErrorCode {
         match self {
-            StoreError::ThreadBusy { .. } => ErrorCode::ThreadBusy,
+            StoreError::ThreadBusy { .. } | StoreError::LeaseLost { .. } => ErrorCode::ThreadBusy,
             StoreError::UnknownThread { .. }
             | StoreError::UnknownCheckpoint { .. }
             | StoreError::GraphMismatch { .. }

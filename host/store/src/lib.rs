@@ -54,6 +54,8 @@ pub struct Store {
     cache_key: Arc<cache::KeyFile>,
     /// The PostgreSQL database of a store made by [`Store::connect`].
     pg: Option<postgres::Pg>,
+    /// How long a PostgreSQL thread lease lives without renewal.
+    thread_lease: std::time::Duration,
 }
 
 impl std::fmt::Debug for Store {
@@ -103,6 +105,7 @@ impl Store {
             leases: threads::Leases::default(),
             cache_key: Arc::new(cache::KeyFile::beside(path)),
             pg: None,
+            thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
         };
         store.init(path)?;
         Ok(store)
@@ -132,6 +135,7 @@ impl Store {
             leases: threads::Leases::default(),
             cache_key: Arc::new(cache::KeyFile::disabled()),
             pg: Some(pg),
+            thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
         };
         store.init(memory)?;
         Ok(store)
@@ -158,12 +162,6 @@ impl Store {
     /// CLI's `--controller`).
     pub fn agent_graphs_supported(&self) -> bool {
         self.pg.is_none()
-    }
-
-    /// The PostgreSQL database of this store, if it is one.
-    #[allow(dead_code)] // for the PostgreSQL thread backend
-    pub(crate) fn pg(&self) -> Option<&postgres::Pg> {
-        self.pg.as_ref()
     }
 
     fn init(&self, path: &Path) -> Result<(), StoreError> {
@@ -245,7 +243,22 @@ impl Store {
     /// clones shares one set of leases, so two runs of one thread exclude
     /// each other.
     pub fn threads(&self) -> ThreadStore {
-        ThreadStore::new(self.db.clone(), self.leases.clone())
+        match &self.pg {
+            Some(pg) => ThreadStore::postgres(postgres::threads::PgThreads::new(
+                pg.clone(),
+                self.thread_lease,
+            )),
+            None => ThreadStore::new(self.db.clone(), self.leases.clone()),
+        }
+    }
+
+    /// This store with another lifetime for the leases of its PostgreSQL
+    /// threads (default 30 s): how long a thread held by a dead or paused
+    /// host stays busy before another host may take it over. A run renews
+    /// its lease every third of it. No effect on redb.
+    pub fn with_thread_lease(mut self, ttl: std::time::Duration) -> Self {
+        self.thread_lease = ttl.max(std::time::Duration::from_millis(100));
+        self
     }
 
     /// The agent-graph controller's durable state (schedule log, intent

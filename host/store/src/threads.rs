@@ -25,6 +25,7 @@ use sandgraph_core::{
 use serde::{Deserialize, Serialize};
 use serde_json::Map;
 
+use crate::postgres::threads::{PgLease, PgThreads};
 use crate::{StoreError, schema};
 
 /// The longest thread id accepted, in bytes.
@@ -177,17 +178,17 @@ struct ThreadRow {
 /// `CHECKPOINTS` value: a [`Checkpoint`] without its id (the key has it) and
 /// with `values` as `[[channel, blob], ...]` references into `BLOBS`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct CheckpointRow {
-    parent: Option<String>,
-    source: CheckpointSource,
-    step: u32,
-    created_at_ms: u64,
-    channel_versions: BTreeMap<String, u64>,
-    versions_seen: BTreeMap<String, BTreeMap<String, u64>>,
-    values: Vec<(String, u64)>,
-    pull: BTreeSet<String>,
-    joins_seen: BTreeMap<String, BTreeSet<String>>,
-    sends: Vec<SendPacket>,
+pub(crate) struct CheckpointRow {
+    pub(crate) parent: Option<String>,
+    pub(crate) source: CheckpointSource,
+    pub(crate) step: u32,
+    pub(crate) created_at_ms: u64,
+    pub(crate) channel_versions: BTreeMap<String, u64>,
+    pub(crate) versions_seen: BTreeMap<String, BTreeMap<String, u64>>,
+    pub(crate) values: Vec<(String, u64)>,
+    pub(crate) pull: BTreeSet<String>,
+    pub(crate) joins_seen: BTreeMap<String, BTreeSet<String>>,
+    pub(crate) sends: Vec<SendPacket>,
 }
 
 /// The same encoding as [`CheckpointRow`], borrowed from a [`Checkpoint`].
@@ -207,7 +208,7 @@ struct CheckpointRowRef<'a> {
 
 impl CheckpointRow {
     /// The blob of each channel that has a value, with its version.
-    fn refs(&self) -> BTreeMap<String, BlobRef> {
+    pub(crate) fn refs(&self) -> BTreeMap<String, BlobRef> {
         self.values
             .iter()
             .map(|(channel, blob)| {
@@ -226,7 +227,7 @@ impl CheckpointRow {
 
 /// Where a channel's value is stored, and the version it had there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct BlobRef {
+pub(crate) struct BlobRef {
     version: Option<u64>,
     blob: u64,
 }
@@ -234,21 +235,27 @@ struct BlobRef {
 /// A stored checkpoint's id and blob references: what a following
 /// checkpoint deduplicates against.
 #[derive(Debug, Clone)]
-struct Head {
-    id: String,
-    refs: BTreeMap<String, BlobRef>,
+pub(crate) struct Head {
+    pub(crate) id: String,
+    pub(crate) refs: BTreeMap<String, BlobRef>,
 }
 
-fn encode<T: Serialize + ?Sized>(table: &'static str, value: &T) -> Result<String, StoreError> {
+pub(crate) fn encode<T: Serialize + ?Sized>(
+    table: &'static str,
+    value: &T,
+) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|e| StoreError::Db(format!("cannot encode a {table} record: {e}")))
 }
 
-fn decode<T: for<'de> Deserialize<'de>>(table: &'static str, text: &str) -> Result<T, StoreError> {
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(
+    table: &'static str,
+    text: &str,
+) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::corrupt(table, e))
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -261,7 +268,7 @@ fn successor(s: &str) -> String {
     format!("{s}\0")
 }
 
-fn check_thread_id(thread: &str) -> Result<(), StoreError> {
+pub(crate) fn check_thread_id(thread: &str) -> Result<(), StoreError> {
     let reason = if thread.is_empty() {
         "it is empty"
     } else if thread.len() > MAX_THREAD_ID_LEN {
@@ -290,7 +297,7 @@ fn id_number(thread: &str, id: &str) -> Result<u64, StoreError> {
 }
 
 /// Task order within a step: PULL tasks by node, then PUSH tasks by index.
-fn task_order(path: &str) -> (u8, u64, &str) {
+pub(crate) fn task_order(path: &str) -> (u8, u64, &str) {
     if let Some(node) = path.strip_prefix("pull:") {
         (0, 0, node)
     } else if let Some(i) = path.strip_prefix("push:").and_then(|i| i.parse().ok()) {
@@ -405,20 +412,20 @@ fn count_blobs(
 
 /// A checkpoint encoded for storage.
 #[derive(Debug)]
-struct PreparedCheckpoint {
-    id: String,
+pub(crate) struct PreparedCheckpoint {
+    pub(crate) id: String,
     /// The checkpoint id's number: the blob key of values stored with it.
-    blob: u64,
-    row: String,
+    pub(crate) blob: u64,
+    pub(crate) row: String,
     /// Values stored with this checkpoint: (channel, JSON).
-    new_blobs: Vec<(String, String)>,
+    pub(crate) new_blobs: Vec<(String, String)>,
     /// Values taken over from the parent: (channel, blob).
-    reused: Vec<(String, u64)>,
+    pub(crate) reused: Vec<(String, u64)>,
 }
 
 /// Encodes `c`, storing a channel's value only when the channel's version
 /// differs from its version in `parent` (when `parent` is `c`'s parent).
-fn prepare_checkpoint(
+pub(crate) fn prepare_checkpoint(
     thread: &str,
     c: &Checkpoint,
     parent: Option<&Head>,
@@ -478,7 +485,7 @@ fn prepare_checkpoint(
 
 /// One thing a writer saves.
 #[derive(Debug)]
-enum Op {
+pub(crate) enum Op {
     Task {
         checkpoint_id: String,
         path: String,
@@ -637,56 +644,216 @@ where
 // ThreadStore
 
 /// Reads and administers durable threads; [`ThreadStore::begin`] starts a
-/// run's writer. Cheap to clone.
+/// run's writer. Cheap to clone. Backed by the redb file of a
+/// [`crate::Store`] or by PostgreSQL (`Store::connect`): the same rows,
+/// rules and errors either way (`DESIGN.md`).
 #[derive(Clone)]
 pub struct ThreadStore {
-    db: Arc<Database>,
-    leases: LeaseSet,
-    committer: Committer,
+    backend: Backend,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Redb(RedbThreads),
+    Postgres(PgThreads),
 }
 
 impl fmt::Debug for ThreadStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ThreadStore").finish_non_exhaustive()
+        let backend = match self.backend {
+            Backend::Redb(_) => "redb",
+            Backend::Postgres(_) => "postgres",
+        };
+        f.debug_struct("ThreadStore")
+            .field("backend", &backend)
+            .finish_non_exhaustive()
     }
+}
+
+/// Calls `$method` on whichever backend the store has.
+macro_rules! dispatch {
+    ($self:ident.$method:ident($($arg:expr),*)) => {
+        match &$self.backend {
+            Backend::Redb(b) => b.$method($($arg),*),
+            Backend::Postgres(b) => b.$method($($arg),*),
+        }
+    };
 }
 
 impl ThreadStore {
     pub(crate) fn new(db: Arc<Database>, leases: Leases) -> Self {
         ThreadStore {
-            db,
-            leases: leases.taken,
-            committer: leases.committer,
+            backend: Backend::Redb(RedbThreads {
+                db,
+                leases: leases.taken,
+                committer: leases.committer,
+            }),
         }
     }
 
+    pub(crate) fn postgres(threads: PgThreads) -> Self {
+        ThreadStore {
+            backend: Backend::Postgres(threads),
+        }
+    }
+
+    /// Whether the threads are kept in PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
     /// Durable transactions committed for this store's writers so far (a
-    /// group commit of several writers counts once). For tests and
-    /// benchmarks.
+    /// group commit of several writers counts once; 0 on PostgreSQL). For
+    /// tests and benchmarks.
     #[doc(hidden)]
     pub fn commit_count(&self) -> u64 {
-        self.committer.shared.stats.commits.load(Ordering::SeqCst)
+        match &self.backend {
+            Backend::Redb(b) => b.committer.shared.stats.commits.load(Ordering::SeqCst),
+            Backend::Postgres(_) => 0,
+        }
     }
 
     /// Writers' commits sent to the group committer and not yet taken into
-    /// a transaction. For tests.
+    /// a transaction (redb). For tests.
     #[doc(hidden)]
     pub fn queued_commits(&self) -> usize {
-        self.committer.shared.stats.queued.load(Ordering::SeqCst)
+        match &self.backend {
+            Backend::Redb(b) => b.committer.shared.stats.queued.load(Ordering::SeqCst),
+            Backend::Postgres(_) => 0,
+        }
     }
 
-    /// Keeps the group committer from starting its next transaction until
-    /// the guard is dropped, so a test can queue several writers' commits
-    /// into one. For tests.
+    /// Keeps the group committer (redb) from starting its next transaction
+    /// until the guard is dropped, so a test can queue several writers'
+    /// commits into one. For tests.
     #[doc(hidden)]
     pub fn pause_commits(&self) -> MutexGuard<'_, ()> {
-        lock(&self.committer.shared.stats.gate)
+        static NO_COMMITTER: Mutex<()> = Mutex::new(());
+        match &self.backend {
+            Backend::Redb(b) => lock(&b.committer.shared.stats.gate),
+            Backend::Postgres(_) => lock(&NO_COMMITTER),
+        }
     }
 
     /// The thread's state: its head checkpoint (values rebuilt from their
     /// blobs) and the task records saved against the head, in task order.
     /// `None` when the thread has no checkpoint.
     pub fn load(&self, thread: &str) -> Result<Option<ThreadState>, StoreError> {
+        dispatch!(self.load(thread))
+    }
+
+    /// Takes the thread's lease and returns the writer a run saves through.
+    /// Fails at once with [`StoreError::ThreadBusy`] while another writer of
+    /// the thread is alive (on PostgreSQL: on any host, until its lease
+    /// expires), and with [`StoreError::GraphMismatch`] when the thread
+    /// exists for another graph. The thread itself is created by the
+    /// writer's first checkpoint. Take the lease before loading the state
+    /// the run continues from ([`ThreadWriter::load`]).
+    pub fn begin(
+        &self,
+        thread: &str,
+        graph: &str,
+        durability: Durability,
+    ) -> Result<ThreadWriter, StoreError> {
+        let (lease, head) = match &self.backend {
+            Backend::Redb(b) => {
+                let (lease, head) = b.begin(thread, graph)?;
+                (WriterLease::Redb(b.clone(), lease), head)
+            }
+            Backend::Postgres(b) => {
+                let lease = b.acquire(thread)?;
+                let head = b.head(thread, graph)?;
+                (WriterLease::Postgres(b.clone(), Arc::new(lease)), head)
+            }
+        };
+        Ok(ThreadWriter::new(
+            self.clone(),
+            thread,
+            graph,
+            durability,
+            lease,
+            head,
+        ))
+    }
+
+    /// Every stored thread, by id.
+    pub fn list(&self) -> Result<Vec<ThreadInfo>, StoreError> {
+        dispatch!(self.list())
+    }
+
+    /// A summary of one thread; `None` when it does not exist.
+    pub fn info(&self, thread: &str) -> Result<Option<ThreadInfo>, StoreError> {
+        dispatch!(self.info(thread))
+    }
+
+    /// The thread's checkpoints with their values, newest first, at most
+    /// `limit` of them. Every checkpoint of the thread is listed, whichever
+    /// branch it is on. Fails for an unknown thread.
+    pub fn history(
+        &self,
+        thread: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<Checkpoint>, StoreError> {
+        dispatch!(self.history(thread, limit))
+    }
+
+    /// One checkpoint with its values; `None` when the thread has no
+    /// checkpoint `id`.
+    pub fn checkpoint(&self, thread: &str, id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        dispatch!(self.checkpoint(thread, id))
+    }
+
+    /// Makes a copy of checkpoint `from_id` the thread's head: source
+    /// `fork`, parent `from_id`, a new id sorting after the current head,
+    /// the same values (no value is stored again) and no pending writes, so
+    /// a run continuing the thread re-runs the superstep after `from_id`.
+    /// Takes the thread's lease for the duration.
+    pub fn fork(&self, thread: &str, from_id: &str) -> Result<Checkpoint, StoreError> {
+        dispatch!(self.fork(thread, from_id))
+    }
+
+    /// Writes a checkpoint computed outside a run (normally with source
+    /// `update`, from [`ThreadStore::load`]'s head) as the thread's new head.
+    /// Its id must sort after the current head; values whose channel
+    /// version is unchanged from its parent are not stored again. Takes the
+    /// thread's lease for the duration only, so a run may move the head
+    /// between a `load` and this call (then an id made from the old head is
+    /// refused as stale, or the update forks the history). To read, compute
+    /// and write under one lease, use a [`ThreadWriter`]: its
+    /// [`ThreadWriter::load`] then `put_checkpoint` and `flush`.
+    pub fn put_update(&self, thread: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        dispatch!(self.put_update(thread, checkpoint))
+    }
+
+    /// Deletes every row of the thread. `false` when it did not exist.
+    /// Refuses a thread a run is writing.
+    pub fn delete(&self, thread: &str) -> Result<bool, StoreError> {
+        dispatch!(self.delete(thread))
+    }
+
+    /// Keeps the newest `keep` checkpoints of the thread (at least 1; the
+    /// head is always kept) with their pending writes, deletes the older
+    /// ones and every value no remaining checkpoint refers to. Returns how
+    /// many checkpoints were deleted. Refuses a thread a run is writing.
+    pub fn prune(&self, thread: &str, keep: usize) -> Result<usize, StoreError> {
+        dispatch!(self.prune(thread, keep))
+    }
+}
+
+/// The redb backend of [`ThreadStore`]: one redb file, an in-memory lease
+/// set (redb locks the file to one process), and the group committer.
+#[derive(Clone)]
+pub(crate) struct RedbThreads {
+    db: Arc<Database>,
+    leases: LeaseSet,
+    committer: Committer,
+}
+
+impl RedbThreads {
+    /// The thread's state: its head checkpoint (values rebuilt from their
+    /// blobs) and the task records saved against the head, in task order.
+    /// `None` when the thread has no checkpoint.
+    fn load(&self, thread: &str) -> Result<Option<ThreadState>, StoreError> {
         let tx = self.db.begin_read()?;
         let Some(row) = read_thread(&tx.open_table(schema::THREADS)?, thread)? else {
             return Ok(None);
@@ -703,18 +870,9 @@ impl ThreadStore {
         }))
     }
 
-    /// Takes the thread's lease and returns the writer a run saves through.
-    /// Fails at once with [`StoreError::ThreadBusy`] while another writer of
-    /// the thread is alive, and with [`StoreError::GraphMismatch`] when the
-    /// thread exists for another graph. The thread itself is created by the
-    /// writer's first checkpoint. Take the lease before loading the state
-    /// the run continues from ([`ThreadWriter::load`]).
-    pub fn begin(
-        &self,
-        thread: &str,
-        graph: &str,
-        durability: Durability,
-    ) -> Result<ThreadWriter, StoreError> {
+    /// Takes the thread's lease and reads the head a new writer
+    /// deduplicates against.
+    fn begin(&self, thread: &str, graph: &str) -> Result<(Arc<Lease>, Option<Head>), StoreError> {
         check_thread_id(thread)?;
         let lease = Lease::take(&self.leases, thread)?;
         let head = {
@@ -740,18 +898,11 @@ impl ThreadStore {
                 None => None,
             }
         };
-        Ok(ThreadWriter::new(
-            self.clone(),
-            thread,
-            graph,
-            durability,
-            Arc::new(lease),
-            head,
-        ))
+        Ok((Arc::new(lease), head))
     }
 
     /// Every stored thread, by id.
-    pub fn list(&self) -> Result<Vec<ThreadInfo>, StoreError> {
+    fn list(&self) -> Result<Vec<ThreadInfo>, StoreError> {
         let tx = self.db.begin_read()?;
         let threads = tx.open_table(schema::THREADS)?;
         let mut out = Vec::new();
@@ -764,7 +915,7 @@ impl ThreadStore {
     }
 
     /// A summary of one thread; `None` when it does not exist.
-    pub fn info(&self, thread: &str) -> Result<Option<ThreadInfo>, StoreError> {
+    fn info(&self, thread: &str) -> Result<Option<ThreadInfo>, StoreError> {
         let tx = self.db.begin_read()?;
         match read_thread(&tx.open_table(schema::THREADS)?, thread)? {
             Some(row) => Ok(Some(self.info_of(&tx, thread, row)?)),
@@ -803,11 +954,7 @@ impl ThreadStore {
     /// The thread's checkpoints with their values, newest first, at most
     /// `limit` of them. Every checkpoint of the thread is listed, whichever
     /// branch it is on. Fails for an unknown thread.
-    pub fn history(
-        &self,
-        thread: &str,
-        limit: Option<usize>,
-    ) -> Result<Vec<Checkpoint>, StoreError> {
+    fn history(&self, thread: &str, limit: Option<usize>) -> Result<Vec<Checkpoint>, StoreError> {
         let tx = self.db.begin_read()?;
         if read_thread(&tx.open_table(schema::THREADS)?, thread)?.is_none() {
             return Err(StoreError::UnknownThread {
@@ -829,7 +976,7 @@ impl ThreadStore {
 
     /// One checkpoint with its values; `None` when the thread has no
     /// checkpoint `id`.
-    pub fn checkpoint(&self, thread: &str, id: &str) -> Result<Option<Checkpoint>, StoreError> {
+    fn checkpoint(&self, thread: &str, id: &str) -> Result<Option<Checkpoint>, StoreError> {
         let tx = self.db.begin_read()?;
         let Some(row) = read_row(&tx.open_table(schema::CHECKPOINTS)?, thread, id)? else {
             return Ok(None);
@@ -847,7 +994,7 @@ impl ThreadStore {
     /// the same values (no value is stored again) and no pending writes, so
     /// a run continuing the thread re-runs the superstep after `from_id`.
     /// Takes the thread's lease for the duration.
-    pub fn fork(&self, thread: &str, from_id: &str) -> Result<Checkpoint, StoreError> {
+    fn fork(&self, thread: &str, from_id: &str) -> Result<Checkpoint, StoreError> {
         let _lease = Lease::take(&self.leases, thread)?;
         let tx = begin_write(&self.db)?;
         let checkpoint = {
@@ -888,7 +1035,7 @@ impl ThreadStore {
     /// refused as stale, or the update forks the history). To read, compute
     /// and write under one lease, use a [`ThreadWriter`]: its
     /// [`ThreadWriter::load`] then `put_checkpoint` and `flush`.
-    pub fn put_update(&self, thread: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+    fn put_update(&self, thread: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
         let _lease = Lease::take(&self.leases, thread)?;
         let tx = begin_write(&self.db)?;
         let parent = match &checkpoint.parent {
@@ -908,7 +1055,7 @@ impl ThreadStore {
 
     /// Deletes every row of the thread. `false` when it did not exist.
     /// Refuses a thread a run is writing.
-    pub fn delete(&self, thread: &str) -> Result<bool, StoreError> {
+    fn delete(&self, thread: &str) -> Result<bool, StoreError> {
         let _lease = Lease::take(&self.leases, thread)?;
         let tx = begin_write(&self.db)?;
         let existed = tx.open_table(schema::THREADS)?.remove(thread)?.is_some();
@@ -927,7 +1074,7 @@ impl ThreadStore {
     /// head is always kept) with their pending writes, deletes the older
     /// ones and every value no remaining checkpoint refers to. Returns how
     /// many checkpoints were deleted. Refuses a thread a run is writing.
-    pub fn prune(&self, thread: &str, keep: usize) -> Result<usize, StoreError> {
+    fn prune(&self, thread: &str, keep: usize) -> Result<usize, StoreError> {
         if keep == 0 {
             return Err(StoreError::InvalidArgument(format!(
                 "pruning thread {thread:?} must keep at least 1 checkpoint"
@@ -983,7 +1130,7 @@ impl ThreadStore {
     }
 }
 
-fn missing_head(thread: &str, head: &str) -> StoreError {
+pub(crate) fn missing_head(thread: &str, head: &str) -> StoreError {
     StoreError::corrupt(
         "threads",
         format!("the head {head:?} of thread {thread:?} is not a stored checkpoint"),
@@ -1288,11 +1435,73 @@ pub struct ThreadWriter {
     thread: String,
     graph: String,
     durability: Durability,
-    lease: Arc<Lease>,
+    lease: WriterLease,
     /// The newest checkpoint saved (or buffered, or queued), which the next
     /// one deduplicates its values against.
     last: Mutex<Option<Head>>,
     mode: Mode,
+}
+
+/// A writer's lease and the backend it commits through.
+#[derive(Clone)]
+enum WriterLease {
+    Redb(RedbThreads, Arc<Lease>),
+    Postgres(PgThreads, Arc<PgLease>),
+}
+
+impl WriterLease {
+    /// Commits `ops` of `thread`, in order and all or nothing, and resolves
+    /// once they are durable (redb: fsynced, through the group committer;
+    /// PostgreSQL: fenced by the lease, `synchronous_commit` on when
+    /// `synchronous`).
+    async fn commit(
+        &self,
+        thread: &str,
+        graph: &str,
+        ops: Vec<Op>,
+        synchronous: bool,
+    ) -> Result<(), StoreError> {
+        match self {
+            WriterLease::Redb(b, lease) => {
+                b.committer
+                    .commit(&b.db, thread, graph, ops, lease.clone())
+                    .await
+            }
+            WriterLease::Postgres(b, lease) => {
+                b.commit(lease, graph, Arc::new(ops), synchronous).await
+            }
+        }
+    }
+
+    /// [`WriterLease::commit`] from a thread outside any async runtime.
+    fn commit_blocking(
+        &self,
+        thread: &str,
+        graph: &str,
+        ops: Vec<Op>,
+        synchronous: bool,
+    ) -> Result<(), StoreError> {
+        match self {
+            WriterLease::Redb(b, lease) => {
+                b.committer
+                    .commit_blocking(&b.db, thread, graph, ops, lease.clone())
+            }
+            WriterLease::Postgres(b, lease) => {
+                b.commit_blocking(lease, graph, Arc::new(ops), synchronous)
+            }
+        }
+    }
+
+    /// Whether checkpoint `id` of `thread` is stored.
+    fn has_checkpoint(&self, thread: &str, id: &str) -> Result<bool, StoreError> {
+        match self {
+            WriterLease::Redb(b, _) => {
+                let tx = b.db.begin_read()?;
+                Ok(read_row(&tx.open_table(schema::CHECKPOINTS)?, thread, id)?.is_some())
+            }
+            WriterLease::Postgres(b, _) => b.has_checkpoint(thread, id),
+        }
+    }
 }
 
 enum Mode {
@@ -1341,7 +1550,7 @@ impl ThreadWriter {
         thread: &str,
         graph: &str,
         durability: Durability,
-        lease: Arc<Lease>,
+        lease: WriterLease,
         head: Option<Head>,
     ) -> Self {
         let mode = match durability {
@@ -1351,16 +1560,13 @@ impl ThreadWriter {
                 let (sender, receiver) = mpsc::channel();
                 let error = Arc::new(Mutex::new(None));
                 let worker = {
-                    let store = store.clone();
                     let thread = thread.to_owned();
                     let graph = graph.to_owned();
                     let lease = lease.clone();
                     let error = error.clone();
                     std::thread::Builder::new()
                         .name("sandgraph-store-async".into())
-                        .spawn(move || {
-                            async_worker(&store, &thread, &graph, &lease, &receiver, &error)
-                        })
+                        .spawn(move || async_worker(&thread, &graph, &lease, &receiver, &error))
                 };
                 match worker {
                     Ok(worker) => Mode::Async(AsyncQueue {
@@ -1422,15 +1628,8 @@ impl ThreadWriter {
     /// committer, then logs the task records it saved.
     async fn commit(&self, ops: Vec<Op>) -> Result<(), RunError> {
         let saved = saved_tasks(&ops);
-        self.store
-            .committer
-            .commit(
-                &self.store.db,
-                &self.thread,
-                &self.graph,
-                ops,
-                self.lease.clone(),
-            )
+        self.lease
+            .commit(&self.thread, &self.graph, ops, true)
             .await
             .map_err(|e| self.run_error(e))?;
         log_saved(&self.thread, &saved);
@@ -1456,14 +1655,7 @@ impl ThreadWriter {
         {
             return Ok(());
         }
-        let tx = self.store.db.begin_read()?;
-        if read_row(
-            &tx.open_table(schema::CHECKPOINTS)?,
-            &self.thread,
-            checkpoint_id,
-        )?
-        .is_none()
-        {
+        if !self.lease.has_checkpoint(&self.thread, checkpoint_id)? {
             return Err(StoreError::UnknownCheckpoint {
                 thread: self.thread.clone(),
                 id: checkpoint_id.to_owned(),
@@ -1512,15 +1704,18 @@ fn run_error(thread: &str, e: StoreError) -> RunError {
 /// flushes once everything before them is committed. After the first
 /// failure it commits nothing more.
 fn async_worker(
-    store: &ThreadStore,
     thread: &str,
     graph: &str,
-    lease: &Arc<Lease>,
+    lease: &WriterLease,
     receiver: &mpsc::Receiver<Msg>,
     error: &Mutex<Option<RunError>>,
 ) {
     let mut batch = Vec::new();
     let mut waiters = Vec::new();
+    // On PostgreSQL, batches nobody waits for commit with
+    // synchronous_commit off; a flush then needs a synchronous commit,
+    // which makes every earlier one durable too.
+    let mut unsynced = false;
     while let Ok(first) = receiver.recv() {
         let mut next = Some(first);
         while let Some(msg) = next.take() {
@@ -1532,20 +1727,20 @@ fn async_worker(
                 next = receiver.try_recv().ok();
             }
         }
-        if !batch.is_empty() {
+        let sync_point = !waiters.is_empty() && unsynced;
+        if lock(error).is_some() {
+            batch.clear();
+        } else if !batch.is_empty() || sync_point {
             let ops = std::mem::take(&mut batch);
-            if lock(error).is_none() {
-                let saved = saved_tasks(&ops);
-                let committed =
-                    store
-                        .committer
-                        .commit_blocking(&store.db, thread, graph, ops, lease.clone());
-                match committed {
-                    Ok(()) => log_saved(thread, &saved),
-                    Err(e) => {
-                        tracing::error!(thread, "async checkpoint write failed: {e}");
-                        *lock(error) = Some(run_error(thread, e));
-                    }
+            let synchronous = !waiters.is_empty();
+            let saved = saved_tasks(&ops);
+            let committed = lease.commit_blocking(thread, graph, ops, synchronous);
+            unsynced = !synchronous && matches!(lease, WriterLease::Postgres(..));
+            match committed {
+                Ok(()) => log_saved(thread, &saved),
+                Err(e) => {
+                    tracing::error!(thread, "async checkpoint write failed: {e}");
+                    *lock(error) = Some(run_error(thread, e));
                 }
             }
         }

@@ -210,10 +210,7 @@ async fn checkpoints_round_trip_and_an_unchanged_value_is_stored_once() {
     assert_eq!(rows["threads"], 1);
 }
 
-#[tokio::test]
-async fn load_returns_the_pending_writes_of_the_head_only_in_task_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn load_returns_the_pending_writes_of_the_head_only_in_task_order(store: Store) {
     let threads = store.threads();
     let writer = threads.begin("t", "g", Durability::Sync).unwrap();
     let c1 = next(None, CheckpointSource::Input, json!({"a": 1}));
@@ -338,10 +335,7 @@ async fn async_mode_commits_in_order() {
     assert_eq!(raw_rows(&path, "t")["writes"], 600);
 }
 
-#[tokio::test]
-async fn async_mode_stops_at_the_first_failure_and_flush_reports_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn async_mode_stops_at_the_first_failure_and_flush_reports_it(store: Store) {
     let threads = store.threads();
     let writer = threads.begin("t", "g", Durability::Async).unwrap();
     let c1 = next(None, CheckpointSource::Input, json!({"a": 1}));
@@ -363,10 +357,7 @@ async fn async_mode_stops_at_the_first_failure_and_flush_reports_it() {
     assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, c1);
 }
 
-#[tokio::test]
-async fn a_busy_thread_fails_at_once_and_the_lease_is_given_back_on_drop() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn a_busy_thread_fails_at_once_and_the_lease_is_given_back_on_drop(store: Store) {
     let threads = store.threads();
     let chain = write_chain(&threads, "t1", 2).await;
     for mode in Durability::ALL {
@@ -412,10 +403,7 @@ async fn a_busy_thread_fails_at_once_and_the_lease_is_given_back_on_drop() {
     }
 }
 
-#[tokio::test]
-async fn begin_refuses_a_thread_of_another_graph_and_bad_ids() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn begin_refuses_a_thread_of_another_graph_and_bad_ids(store: Store) {
     let threads = store.threads();
     write_chain(&threads, "t", 1).await;
     let err = threads.begin("t", "other", Durability::Sync).unwrap_err();
@@ -439,10 +427,7 @@ async fn begin_refuses_a_thread_of_another_graph_and_bad_ids() {
     assert!(err.message.contains("not-an-id"), "{err}");
 }
 
-#[tokio::test]
-async fn history_is_newest_first_with_a_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn history_is_newest_first_with_a_limit(store: Store) {
     let threads = store.threads();
     let chain = write_chain(&threads, "t", 5).await;
     // A thread whose id extends this one's must not leak into its history.
@@ -460,10 +445,7 @@ async fn history_is_newest_first_with_a_limit() {
     assert_eq!(err.to_string(), "no thread \"nope\"");
 }
 
-#[tokio::test]
-async fn fork_copies_a_checkpoint_as_the_new_head() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn fork_copies_a_checkpoint_as_the_new_head(store: Store) {
     let threads = store.threads();
     let chain = write_chain(&threads, "t", 3).await;
     let blobs_before = threads.info("t").unwrap().unwrap().blobs;
@@ -506,10 +488,7 @@ async fn fork_copies_a_checkpoint_as_the_new_head() {
     ));
 }
 
-#[tokio::test]
-async fn put_update_writes_a_new_head_and_stores_only_changed_values() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn put_update_writes_a_new_head_and_stores_only_changed_values(store: Store) {
     let threads = store.threads();
     let chain = write_chain(&threads, "t", 2).await;
     let blobs = threads.info("t").unwrap().unwrap().blobs;
@@ -598,10 +577,7 @@ async fn prune_keeps_the_newest_and_removes_only_unreferenced_values() {
     );
 }
 
-#[test]
-fn sync_mode_works_without_a_tokio_runtime() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+fn sync_mode_works_without_a_tokio_runtime(store: Store) {
     let threads = store.threads();
     let writer = threads.begin("t", "g", Durability::Sync).unwrap();
     let c = next(None, CheckpointSource::Input, json!({"a": 1}));
@@ -610,10 +586,7 @@ fn sync_mode_works_without_a_tokio_runtime() {
     assert_eq!(threads.load("t").unwrap().unwrap().checkpoint, c);
 }
 
-#[tokio::test]
-async fn exit_mode_without_flush_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn exit_mode_without_flush_writes_nothing(store: Store) {
     let threads = store.threads();
     let writer = threads.begin("t", "g", Durability::Exit).unwrap();
     let c = next(None, CheckpointSource::Input, json!({"a": 1}));
@@ -948,10 +921,7 @@ fn a_writer_that_fails_inside_a_group_commit_fails_alone() {
     );
 }
 
-#[tokio::test]
-async fn a_sync_writer_accepts_nothing_after_a_failed_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn a_sync_writer_accepts_nothing_after_a_failed_commit(store: Store) {
     let threads = store.threads();
     let chain = write_chain(&threads, "t", 2).await;
     let writer = threads.begin("t", "g", Durability::Sync).unwrap();
@@ -978,4 +948,132 @@ async fn a_sync_writer_accepts_nothing_after_a_failed_commit() {
     let state = threads.load("t").unwrap().unwrap();
     assert_eq!(state.checkpoint, chain[1]);
     assert!(state.pending.is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Conformance: the tests above that take a `Store` run on both backends.
+
+#[allow(dead_code)]
+#[path = "../../../tests/src/postgres.rs"]
+mod fixture;
+
+/// A fresh PostgreSQL database (on the test binary's one cluster) for
+/// `test`, with a short lease so take-over tests stay quick.
+fn postgres(test: &str) -> (std::sync::Arc<fixture::TestPostgres>, Store) {
+    let (pg, _, store) = postgres_at(test);
+    (pg, store)
+}
+
+/// [`postgres`], with the database's URL for a second host.
+fn postgres_at(test: &str) -> (std::sync::Arc<fixture::TestPostgres>, String, Store) {
+    let pg = fixture::TestPostgres::shared();
+    let url = pg.fresh_db(test);
+    let store = Store::connect(&url).unwrap();
+    (pg, url, store)
+}
+
+macro_rules! conformance {
+    (async: $($name:ident),* ; sync: $($sync:ident),*) => {
+        mod on_redb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let dir = tempfile::tempdir().unwrap();
+                    super::$name(super::open(&dir)).await;
+                }
+            )*
+            $(
+                #[test]
+                fn $sync() {
+                    let dir = tempfile::tempdir().unwrap();
+                    super::$sync(super::open(&dir));
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let (_pg, store) = super::postgres(stringify!($name));
+                    super::$name(store).await;
+                }
+            )*
+            $(
+                #[test]
+                fn $sync() {
+                    let (_pg, store) = super::postgres(stringify!($sync));
+                    super::$sync(store);
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    async: load_returns_the_pending_writes_of_the_head_only_in_task_order,
+    async_mode_stops_at_the_first_failure_and_flush_reports_it,
+    a_busy_thread_fails_at_once_and_the_lease_is_given_back_on_drop,
+    begin_refuses_a_thread_of_another_graph_and_bad_ids,
+    history_is_newest_first_with_a_limit,
+    fork_copies_a_checkpoint_as_the_new_head,
+    put_update_writes_a_new_head_and_stores_only_changed_values,
+    exit_mode_without_flush_writes_nothing,
+    a_sync_writer_accepts_nothing_after_a_failed_commit;
+    sync: sync_mode_works_without_a_tokio_runtime
+);
+
+/// Two hosts (two connections to one database): a thread one host writes
+/// is busy for the other, and free again once the writer is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_thread_is_busy_across_hosts() {
+    let (_pg, url, a) = postgres_at("busy_across_hosts");
+    let b = Store::connect(&url).unwrap();
+    let writer = a.threads().begin("t", "g", Durability::Sync).unwrap();
+    let err = b.threads().begin("t", "g", Durability::Sync).unwrap_err();
+    assert!(matches!(err, StoreError::ThreadBusy { .. }), "{err}");
+    let err = b.threads().delete("t").unwrap_err();
+    assert!(matches!(err, StoreError::ThreadBusy { .. }), "{err}");
+    drop(writer);
+    b.threads().begin("t", "g", Durability::Sync).unwrap();
+}
+
+/// Fencing: host A's lease expires (A is paused: no renewal, no write),
+/// host B takes the thread over and writes; when A wakes up, its next
+/// checkpoint is refused with `LeaseLost` and nothing of it is written.
+#[test]
+fn on_postgres_a_host_that_lost_its_lease_cannot_write() {
+    let (_pg, url, a) = postgres_at("lost_lease");
+    let a = a.with_thread_lease(std::time::Duration::from_millis(300));
+    let b = Store::connect(&url)
+        .unwrap()
+        .with_thread_lease(std::time::Duration::from_millis(300));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // No runtime is current while A begins: its lease is not renewed, as
+    // for a host that stopped running.
+    let a_writer = a.threads().begin("t", "g", Durability::Sync).unwrap();
+    let first = next(None, CheckpointSource::Loop, json!({"a": 1}));
+    rt.block_on(a_writer.put_checkpoint(&first)).unwrap();
+    let err = b.threads().begin("t", "g", Durability::Sync).unwrap_err();
+    assert!(matches!(err, StoreError::ThreadBusy { .. }), "{err}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let b_writer = b.threads().begin("t", "g", Durability::Sync).unwrap();
+    let from_b = next(Some(&first), CheckpointSource::Loop, json!({"a": 2}));
+    rt.block_on(b_writer.put_checkpoint(&from_b)).unwrap();
+    let from_a = next(Some(&first), CheckpointSource::Loop, json!({"a": 3}));
+    let err = rt.block_on(a_writer.put_checkpoint(&from_a)).unwrap_err();
+    assert_eq!(err.code, sandgraph_core::ErrorCode::ThreadBusy, "{err}");
+    assert!(err.message.contains("taken over by another host"), "{err}");
+    let head = b.threads().load("t").unwrap().unwrap().checkpoint;
+    assert_eq!(head.id, from_b.id, "only the current holder wrote");
+    assert_eq!(
+        ids(&b.threads().history("t", None).unwrap()),
+        [from_b.id.as_str(), first.id.as_str()]
+    );
+    // A's drop must not release B's lease.
+    drop(a_writer);
+    let err = a.threads().begin("t", "g", Durability::Sync).unwrap_err();
+    assert!(matches!(err, StoreError::ThreadBusy { .. }), "{err}");
 }

@@ -56,6 +56,7 @@
 pub(crate) mod journal;
 pub(crate) mod schema;
 pub(crate) mod supervisor;
+pub(crate) mod threads;
 
 use std::hash::{BuildHasher, Hasher};
 use std::str::FromStr;

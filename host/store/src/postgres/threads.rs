@@ -25,7 +25,7 @@ use super::{Pg, PgTxError};
 use crate::StoreError;
 use crate::threads::{
     CheckpointRow, Head, Op, PreparedCheckpoint, ThreadInfo, check_thread_id, decode, encode,
-    id_number, missing_head, now_ms, prepare_checkpoint, task_order,
+    missing_head, now_ms, prepare_checkpoint, task_order,
 };
 
 /// How long a thread's lease lasts without a write or a renewal, unless the
@@ -70,9 +70,11 @@ fn ttl_secs(ttl: Duration) -> f64 {
 
 /// The blob number of a checkpoint id, as the `bigint` it is stored as.
 fn blob_key(thread: &str, n: u64) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| StoreError::InvalidArgument(format!(
-        "thread {thread:?}: checkpoint number {n:016x} does not fit PostgreSQL's bigint"
-    )))
+    i64::try_from(n).map_err(|_| {
+        StoreError::InvalidArgument(format!(
+            "thread {thread:?}: checkpoint number {n:016x} does not fit PostgreSQL's bigint"
+        ))
+    })
 }
 
 fn ms(v: u64) -> i64 {
@@ -141,40 +143,41 @@ impl PgThreads {
     /// The head a new writer deduplicates against, checking the graph.
     pub(crate) fn head(&self, thread: &str, graph: &str) -> Result<Option<Head>, StoreError> {
         let (t, g) = (thread.to_owned(), graph.to_owned());
-        self.pg.transaction_blocking("read a thread head", true, move |tx| {
-            let (t, g) = (t.clone(), g.clone());
-            async move {
-                let Some(row) = tx
-                    .query_opt(
-                        "SELECT t.graph, t.head, c.row FROM sg_threads t \
+        self.pg
+            .transaction_blocking("read a thread head", true, move |tx| {
+                let (t, g) = (t.clone(), g.clone());
+                async move {
+                    let Some(row) = tx
+                        .query_opt(
+                            "SELECT t.graph, t.head, c.row FROM sg_threads t \
                          LEFT JOIN sg_checkpoints c ON c.thread = t.thread AND c.id = t.head \
                          WHERE t.thread = $1",
-                        &[&t],
-                    )
-                    .await?
-                else {
-                    return Ok(None);
-                };
-                let (stored, head): (String, String) = (row.get(0), row.get(1));
-                if stored != g {
-                    return Err(StoreError::GraphMismatch {
-                        thread: t.clone(),
-                        stored,
-                        requested: g.clone(),
+                            &[&t],
+                        )
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let (stored, head): (String, String) = (row.get(0), row.get(1));
+                    if stored != g {
+                        return Err(StoreError::GraphMismatch {
+                            thread: t.clone(),
+                            stored,
+                            requested: g.clone(),
+                        }
+                        .into());
                     }
-                    .into());
+                    let Some(text) = row.get::<_, Option<String>>(2) else {
+                        return Err(missing_head(&t, &head).into());
+                    };
+                    let parsed: CheckpointRow = decode("checkpoints", &text)?;
+                    Ok(Some(Head {
+                        id: head,
+                        refs: parsed.refs(),
+                    }))
                 }
-                let Some(text) = row.get::<_, Option<String>>(2) else {
-                    return Err(missing_head(&t, &head).into());
-                };
-                let parsed: CheckpointRow = decode("checkpoints", &text)?;
-                Ok(Some(Head {
-                    id: head,
-                    refs: parsed.refs(),
-                }))
-            }
-            .boxed()
-        })
+                .boxed()
+            })
     }
 
     /// Commits `ops` in order in one transaction, fenced by `lease`:
@@ -186,7 +189,12 @@ impl PgThreads {
         ops: Arc<Vec<Op>>,
         synchronous: bool,
     ) -> Result<(), StoreError> {
-        let (t, g, token, ttl) = (lease.thread.clone(), graph.to_owned(), lease.token, lease.ttl);
+        let (t, g, token, ttl) = (
+            lease.thread.clone(),
+            graph.to_owned(),
+            lease.token,
+            lease.ttl,
+        );
         self.pg
             .transaction("save a thread", synchronous, move |tx| {
                 let (t, g, ops) = (t.clone(), g.clone(), ops.clone());
@@ -217,7 +225,12 @@ impl PgThreads {
         ops: Arc<Vec<Op>>,
         synchronous: bool,
     ) -> Result<(), StoreError> {
-        let (t, g, token, ttl) = (lease.thread.clone(), graph.to_owned(), lease.token, lease.ttl);
+        let (t, g, token, ttl) = (
+            lease.thread.clone(),
+            graph.to_owned(),
+            lease.token,
+            lease.ttl,
+        );
         self.pg
             .transaction_blocking("save a thread", synchronous, move |tx| {
                 let (t, g, ops) = (t.clone(), g.clone(), ops.clone());
@@ -239,38 +252,58 @@ impl PgThreads {
             })
     }
 
+    /// Whether checkpoint `id` of `thread` is stored.
+    pub(crate) fn has_checkpoint(&self, thread: &str, id: &str) -> Result<bool, StoreError> {
+        let (t, id) = (thread.to_owned(), id.to_owned());
+        self.pg
+            .transaction_blocking("read a checkpoint", true, move |tx| {
+                let (t, id) = (t.clone(), id.clone());
+                async move {
+                    Ok(tx
+                        .query_opt(
+                            "SELECT 1 FROM sg_checkpoints WHERE thread = $1 AND id = $2",
+                            &[&t, &id],
+                        )
+                        .await?
+                        .is_some())
+                }
+                .boxed()
+            })
+    }
+
     pub(crate) fn load(&self, thread: &str) -> Result<Option<ThreadState>, StoreError> {
         let t = thread.to_owned();
-        self.pg.transaction_blocking("load a thread", true, move |tx| {
-            let t = t.clone();
-            async move {
-                snapshot(tx).await?;
-                let Some(row) = tx
-                    .query_opt(
-                        "SELECT t.head, c.row FROM sg_threads t \
+        self.pg
+            .transaction_blocking("load a thread", true, move |tx| {
+                let t = t.clone();
+                async move {
+                    snapshot(tx).await?;
+                    let Some(row) = tx
+                        .query_opt(
+                            "SELECT t.head, c.row FROM sg_threads t \
                          LEFT JOIN sg_checkpoints c ON c.thread = t.thread AND c.id = t.head \
                          WHERE t.thread = $1",
-                        &[&t],
-                    )
-                    .await?
-                else {
-                    return Ok(None);
-                };
-                let head: String = row.get(0);
-                let Some(text) = row.get::<_, Option<String>>(1) else {
-                    return Err(missing_head(&t, &head).into());
-                };
-                let parsed: CheckpointRow = decode("checkpoints", &text)?;
-                let mut rebuilt = rebuild_all(tx, &t, vec![(head.clone(), parsed)]).await?;
-                let checkpoint = rebuilt.pop().expect("one checkpoint in, one out");
-                let pending = read_writes(tx, &t, &head).await?;
-                Ok(Some(ThreadState {
-                    checkpoint,
-                    pending,
-                }))
-            }
-            .boxed()
-        })
+                            &[&t],
+                        )
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let head: String = row.get(0);
+                    let Some(text) = row.get::<_, Option<String>>(1) else {
+                        return Err(missing_head(&t, &head).into());
+                    };
+                    let parsed: CheckpointRow = decode("checkpoints", &text)?;
+                    let mut rebuilt = rebuild_all(tx, &t, vec![(head.clone(), parsed)]).await?;
+                    let checkpoint = rebuilt.pop().expect("one checkpoint in, one out");
+                    let pending = read_writes(tx, &t, &head).await?;
+                    Ok(Some(ThreadState {
+                        checkpoint,
+                        pending,
+                    }))
+                }
+                .boxed()
+            })
     }
 
     pub(crate) fn list(&self) -> Result<Vec<ThreadInfo>, StoreError> {
@@ -342,129 +375,142 @@ impl PgThreads {
     ) -> Result<Vec<Checkpoint>, StoreError> {
         let t = thread.to_owned();
         let limit = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
-        self.pg.transaction_blocking("read a thread's history", true, move |tx| {
-            let t = t.clone();
-            async move {
-                snapshot(tx).await?;
-                if tx
-                    .query_opt("SELECT 1 FROM sg_threads WHERE thread = $1", &[&t])
-                    .await?
-                    .is_none()
-                {
-                    return Err(StoreError::UnknownThread { thread: t.clone() }.into());
-                }
-                let rows = tx
-                    .query(
-                        "SELECT id, row FROM sg_checkpoints WHERE thread = $1 \
+        self.pg
+            .transaction_blocking("read a thread's history", true, move |tx| {
+                let t = t.clone();
+                async move {
+                    snapshot(tx).await?;
+                    if tx
+                        .query_opt("SELECT 1 FROM sg_threads WHERE thread = $1", &[&t])
+                        .await?
+                        .is_none()
+                    {
+                        return Err(StoreError::UnknownThread { thread: t.clone() }.into());
+                    }
+                    let rows = tx
+                        .query(
+                            "SELECT id, row FROM sg_checkpoints WHERE thread = $1 \
                          ORDER BY id COLLATE \"C\" DESC LIMIT $2",
-                        &[&t, &limit],
-                    )
-                    .await?;
-                let mut parsed = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let text: String = row.get(1);
-                    parsed.push((row.get(0), decode("checkpoints", &text)?));
+                            &[&t, &limit],
+                        )
+                        .await?;
+                    let mut parsed = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let text: String = row.get(1);
+                        parsed.push((row.get(0), decode("checkpoints", &text)?));
+                    }
+                    rebuild_all(tx, &t, parsed).await
                 }
-                rebuild_all(tx, &t, parsed).await
-            }
-            .boxed()
-        })
+                .boxed()
+            })
     }
 
-    pub(crate) fn checkpoint(&self, thread: &str, id: &str) -> Result<Option<Checkpoint>, StoreError> {
+    pub(crate) fn checkpoint(
+        &self,
+        thread: &str,
+        id: &str,
+    ) -> Result<Option<Checkpoint>, StoreError> {
         let (t, id) = (thread.to_owned(), id.to_owned());
-        self.pg.transaction_blocking("read a checkpoint", true, move |tx| {
-            let (t, id) = (t.clone(), id.clone());
-            async move {
-                snapshot(tx).await?;
-                let Some(row) = read_row(tx, &t, &id).await? else {
-                    return Ok(None);
-                };
-                Ok(rebuild_all(tx, &t, vec![(id, row)]).await?.pop())
-            }
-            .boxed()
-        })
+        self.pg
+            .transaction_blocking("read a checkpoint", true, move |tx| {
+                let (t, id) = (t.clone(), id.clone());
+                async move {
+                    snapshot(tx).await?;
+                    let Some(row) = read_row(tx, &t, &id).await? else {
+                        return Ok(None);
+                    };
+                    Ok(rebuild_all(tx, &t, vec![(id, row)]).await?.pop())
+                }
+                .boxed()
+            })
     }
 
     pub(crate) fn fork(&self, thread: &str, from_id: &str) -> Result<Checkpoint, StoreError> {
         let (t, from, holder) = (thread.to_owned(), from_id.to_owned(), self.holder.clone());
-        self.pg.transaction_blocking("fork a thread", true, move |tx| {
-            let (t, from, holder) = (t.clone(), from.clone(), holder.clone());
-            async move {
-                exclusive(tx, &t, &holder).await?;
-                let Some(head) = read_head_for_update(tx, &t).await? else {
-                    return Err(StoreError::UnknownThread { thread: t.clone() }.into());
-                };
-                let Some(mut row) = read_row(tx, &t, &from).await? else {
-                    return Err(StoreError::UnknownCheckpoint {
-                        thread: t.clone(),
-                        id: from.clone(),
-                    }
-                    .into());
-                };
-                let id = new_checkpoint_id(Some(&head));
-                let now = now_ms();
-                row.parent = Some(from.clone());
-                row.source = CheckpointSource::Fork;
-                row.created_at_ms = now;
-                tx.execute(
-                    "INSERT INTO sg_checkpoints (thread, id, row) VALUES ($1, $2, $3)",
-                    &[&t, &id, &encode("checkpoints", &row)?],
-                )
-                .await?;
-                tx.execute(
-                    "UPDATE sg_threads SET head = $2, updated_at_ms = $3 WHERE thread = $1",
-                    &[&t, &id, &ms(now)],
-                )
-                .await?;
-                Ok(rebuild_all(tx, &t, vec![(id, row)])
-                    .await?
-                    .pop()
-                    .expect("one checkpoint in, one out"))
-            }
-            .boxed()
-        })
+        self.pg
+            .transaction_blocking("fork a thread", true, move |tx| {
+                let (t, from, holder) = (t.clone(), from.clone(), holder.clone());
+                async move {
+                    exclusive(tx, &t, &holder).await?;
+                    let Some(head) = read_head_for_update(tx, &t).await? else {
+                        return Err(StoreError::UnknownThread { thread: t.clone() }.into());
+                    };
+                    let Some(mut row) = read_row(tx, &t, &from).await? else {
+                        return Err(StoreError::UnknownCheckpoint {
+                            thread: t.clone(),
+                            id: from.clone(),
+                        }
+                        .into());
+                    };
+                    let id = new_checkpoint_id(Some(&head));
+                    let now = now_ms();
+                    row.parent = Some(from.clone());
+                    row.source = CheckpointSource::Fork;
+                    row.created_at_ms = now;
+                    tx.execute(
+                        "INSERT INTO sg_checkpoints (thread, id, row) VALUES ($1, $2, $3)",
+                        &[&t, &id, &encode("checkpoints", &row)?],
+                    )
+                    .await?;
+                    tx.execute(
+                        "UPDATE sg_threads SET head = $2, updated_at_ms = $3 WHERE thread = $1",
+                        &[&t, &id, &ms(now)],
+                    )
+                    .await?;
+                    Ok(rebuild_all(tx, &t, vec![(id, row)])
+                        .await?
+                        .pop()
+                        .expect("one checkpoint in, one out"))
+                }
+                .boxed()
+            })
     }
 
-    pub(crate) fn put_update(&self, thread: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+    pub(crate) fn put_update(
+        &self,
+        thread: &str,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
         let (t, holder) = (thread.to_owned(), self.holder.clone());
         let checkpoint = Arc::new(checkpoint.clone());
-        self.pg.transaction_blocking("update a thread", true, move |tx| {
-            let (t, holder, c) = (t.clone(), holder.clone(), checkpoint.clone());
-            async move {
-                exclusive(tx, &t, &holder).await?;
-                let parent = match &c.parent {
-                    Some(parent) => read_row(tx, &t, parent).await?.map(|row| Head {
-                        id: parent.clone(),
-                        refs: row.refs(),
-                    }),
-                    None => None,
-                };
-                let (prepared, _) = prepare_checkpoint(&t, &c, parent.as_ref())?;
-                write_checkpoint(tx, &t, None, &prepared).await
-            }
-            .boxed()
-        })
+        self.pg
+            .transaction_blocking("update a thread", true, move |tx| {
+                let (t, holder, c) = (t.clone(), holder.clone(), checkpoint.clone());
+                async move {
+                    exclusive(tx, &t, &holder).await?;
+                    let parent = match &c.parent {
+                        Some(parent) => read_row(tx, &t, parent).await?.map(|row| Head {
+                            id: parent.clone(),
+                            refs: row.refs(),
+                        }),
+                        None => None,
+                    };
+                    let (prepared, _) = prepare_checkpoint(&t, &c, parent.as_ref())?;
+                    write_checkpoint(tx, &t, None, &prepared).await
+                }
+                .boxed()
+            })
     }
 
     pub(crate) fn delete(&self, thread: &str) -> Result<bool, StoreError> {
         let (t, holder) = (thread.to_owned(), self.holder.clone());
-        self.pg.transaction_blocking("delete a thread", true, move |tx| {
-            let (t, holder) = (t.clone(), holder.clone());
-            async move {
-                exclusive(tx, &t, &holder).await?;
-                let existed = tx
-                    .execute("DELETE FROM sg_threads WHERE thread = $1", &[&t])
-                    .await?
-                    > 0;
-                for table in ["sg_checkpoints", "sg_blobs", "sg_writes"] {
-                    tx.execute(&format!("DELETE FROM {table} WHERE thread = $1"), &[&t])
-                        .await?;
+        self.pg
+            .transaction_blocking("delete a thread", true, move |tx| {
+                let (t, holder) = (t.clone(), holder.clone());
+                async move {
+                    exclusive(tx, &t, &holder).await?;
+                    let existed = tx
+                        .execute("DELETE FROM sg_threads WHERE thread = $1", &[&t])
+                        .await?
+                        > 0;
+                    for table in ["sg_checkpoints", "sg_blobs", "sg_writes"] {
+                        tx.execute(&format!("DELETE FROM {table} WHERE thread = $1"), &[&t])
+                            .await?;
+                    }
+                    Ok(existed)
                 }
-                Ok(existed)
-            }
-            .boxed()
-        })
+                .boxed()
+            })
     }
 
     pub(crate) fn prune(&self, thread: &str, keep: usize) -> Result<usize, StoreError> {
@@ -573,9 +619,12 @@ impl Drop for PgLease {
         if let Some(renewal) = self.renewal.take() {
             renewal.abort();
         }
-        let (pg, t, token) = (self.pg.clone(), self.thread.clone(), self.token);
-        let release = move || {
-            let released = pg.transaction_blocking("release a thread lease", true, move |tx| {
+        // Given back before the drop returns (one round trip), so the
+        // caller's next run of the thread finds it free.
+        let (t, token) = (self.thread.clone(), self.token);
+        let released = self
+            .pg
+            .transaction_blocking("release a thread lease", true, move |tx| {
                 let t = t.clone();
                 async move {
                     tx.execute(
@@ -588,14 +637,9 @@ impl Drop for PgLease {
                 }
                 .boxed()
             });
-            if let Err(e) = released {
-                // It expires on its own; until then the thread is busy.
-                tracing::warn!("cannot release a thread lease: {e}");
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn_blocking(release)),
-            Err(_) => release(),
+        if let Err(e) = released {
+            // It expires on its own; until then the thread is busy.
+            tracing::warn!(thread = %self.thread, "cannot release a thread lease: {e}");
         }
     }
 }

@@ -330,7 +330,42 @@ impl Pg {
     /// false the transaction runs with `SET LOCAL synchronous_commit = off`
     /// (its commit returns before its WAL is flushed). Usable from async
     /// code without blocking a runtime worker.
+    ///
+    /// The transaction runs as a task on the `Pg`'s own runtime, never on
+    /// the caller's: a transaction that holds a pooled connection must not
+    /// depend on the caller's workers to finish, or callers blocked in
+    /// [`Pg::transaction_blocking`] on every worker of a runtime, waiting
+    /// for a connection, would starve the transactions that hold them (a
+    /// deadlock seen with 20 concurrent durable runs on one host). If the
+    /// caller stops waiting, the transaction still finishes.
     pub(crate) async fn transaction<T, F>(
+        &self,
+        what: &str,
+        synchronous_commit: bool,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: for<'t> FnMut(
+                &'t tokio_postgres::Transaction<'t>,
+            ) -> BoxFuture<'t, Result<T, PgTxError>>
+            + Send
+            + 'static,
+        T: Send + 'static,
+    {
+        let this = self.clone();
+        let op = what.to_owned();
+        let task = self
+            .inner
+            .handle
+            .spawn(async move { this.transaction_here(&op, synchronous_commit, f).await });
+        match task.await {
+            Ok(out) => out,
+            Err(e) => Err(self.error(what, format!("the connection thread failed: {e}"))),
+        }
+    }
+
+    /// [`Pg::transaction`] on the current task (the `Pg`'s runtime).
+    async fn transaction_here<T, F>(
         &self,
         what: &str,
         synchronous_commit: bool,
@@ -404,7 +439,8 @@ impl Pg {
         F: for<'t> FnMut(
                 &'t tokio_postgres::Transaction<'t>,
             ) -> BoxFuture<'t, Result<T, PgTxError>>
-            + Send,
+            + Send
+            + 'static,
         T: Send + 'static,
     {
         self.block_on(self.transaction(what, synchronous_commit, f))

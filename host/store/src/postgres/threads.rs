@@ -108,6 +108,7 @@ impl PgThreads {
             .transaction_blocking("take a thread lease", true, move |tx| {
                 let (t, holder) = (t.clone(), holder.clone());
                 async move {
+                    read_committed(tx).await?;
                     let row = tx
                         .query_opt(
                             "INSERT INTO sg_thread_leases (thread, holder, token, expires_at) \
@@ -147,6 +148,7 @@ impl PgThreads {
             .transaction_blocking("read a thread head", true, move |tx| {
                 let (t, g) = (t.clone(), g.clone());
                 async move {
+                    snapshot(tx).await?;
                     let Some(row) = tx
                         .query_opt(
                             "SELECT t.graph, t.head, c.row FROM sg_threads t \
@@ -199,6 +201,7 @@ impl PgThreads {
             .transaction("save a thread", synchronous, move |tx| {
                 let (t, g, ops) = (t.clone(), g.clone(), ops.clone());
                 async move {
+                    read_committed(tx).await?;
                     fence(tx, &t, token, ttl).await?;
                     for op in ops.iter() {
                         match op {
@@ -235,6 +238,7 @@ impl PgThreads {
             .transaction_blocking("save a thread", synchronous, move |tx| {
                 let (t, g, ops) = (t.clone(), g.clone(), ops.clone());
                 async move {
+                    read_committed(tx).await?;
                     fence(tx, &t, token, ttl).await?;
                     for op in ops.iter() {
                         match op {
@@ -259,6 +263,7 @@ impl PgThreads {
             .transaction_blocking("read a checkpoint", true, move |tx| {
                 let (t, id) = (t.clone(), id.clone());
                 async move {
+                    snapshot(tx).await?;
                     Ok(tx
                         .query_opt(
                             "SELECT 1 FROM sg_checkpoints WHERE thread = $1 AND id = $2",
@@ -431,6 +436,7 @@ impl PgThreads {
             .transaction_blocking("fork a thread", true, move |tx| {
                 let (t, from, holder) = (t.clone(), from.clone(), holder.clone());
                 async move {
+                    read_committed(tx).await?;
                     exclusive(tx, &t, &holder).await?;
                     let Some(head) = read_head_for_update(tx, &t).await? else {
                         return Err(StoreError::UnknownThread { thread: t.clone() }.into());
@@ -477,6 +483,7 @@ impl PgThreads {
             .transaction_blocking("update a thread", true, move |tx| {
                 let (t, holder, c) = (t.clone(), holder.clone(), checkpoint.clone());
                 async move {
+                    read_committed(tx).await?;
                     exclusive(tx, &t, &holder).await?;
                     let parent = match &c.parent {
                         Some(parent) => read_row(tx, &t, parent).await?.map(|row| Head {
@@ -498,6 +505,7 @@ impl PgThreads {
             .transaction_blocking("delete a thread", true, move |tx| {
                 let (t, holder) = (t.clone(), holder.clone());
                 async move {
+                    read_committed(tx).await?;
                     exclusive(tx, &t, &holder).await?;
                     let existed = tx
                         .execute("DELETE FROM sg_threads WHERE thread = $1", &[&t])
@@ -523,6 +531,7 @@ impl PgThreads {
         self.pg.transaction_blocking("prune a thread", true, move |tx| {
             let (t, holder) = (t.clone(), holder.clone());
             async move {
+                read_committed(tx).await?;
                 exclusive(tx, &t, &holder).await?;
                 let Some(head) = read_head_for_update(tx, &t).await? else {
                     return Err(StoreError::UnknownThread { thread: t.clone() }.into());
@@ -598,7 +607,11 @@ impl PgLease {
                         let t = t.clone();
                         move |tx| {
                             let t = t.clone();
-                            async move { fence(tx, &t, token, ttl).await }.boxed()
+                            async move {
+                                read_committed(tx).await?;
+                                fence(tx, &t, token, ttl).await
+                            }
+                            .boxed()
                         }
                     })
                     .await;
@@ -627,6 +640,7 @@ impl Drop for PgLease {
             .transaction_blocking("release a thread lease", true, move |tx| {
                 let t = t.clone();
                 async move {
+                    read_committed(tx).await?;
                     tx.execute(
                         "UPDATE sg_thread_leases SET expires_at = '-infinity' \
                          WHERE thread = $1 AND token = $2",
@@ -686,6 +700,19 @@ async fn exclusive(tx: &Transaction<'_>, thread: &str, holder: &str) -> TxResult
         }
         .into());
     }
+    Ok(())
+}
+
+/// Writes run at `READ COMMITTED`, not the store's default `SERIALIZABLE`:
+/// a thread's rows are written only under its lease (the fenced UPDATE
+/// locks the lease row until commit, and operations outside a run lock it
+/// too), so row locks already order every writer of a thread, and
+/// serializable's predicate locks would only make writers of *different*
+/// threads abort each other (seen: a dozen retries exhausted with 20
+/// threads on 3 hosts).
+async fn read_committed(tx: &Transaction<'_>) -> TxResult<()> {
+    tx.batch_execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .await?;
     Ok(())
 }
 

@@ -79,7 +79,7 @@ pub struct RouteArgs {
     #[arg(long = "thread", value_name = "ID")]
     thread: Option<String>,
     /// Database of the audit journal (see `sandgraph journal`) and of --thread [default: as `threads`]
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     db: Option<PathBuf>,
     /// Do not record the attempts
     #[arg(long)]
@@ -108,7 +108,7 @@ pub struct JournalArgs {
     #[arg(long)]
     json: bool,
     /// The database [default: as `threads`]
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     db: Option<PathBuf>,
 }
 
@@ -294,8 +294,7 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
     let store = if args.no_journal && args.thread.is_none() {
         None
     } else {
-        let path = db_path(args.db.as_deref())?;
-        Some(Store::open(&path).map_err(storage)?)
+        Some(crate::threads::open_data(&db_path(args.db.as_deref())?)?)
     };
     let journal = store
         .as_ref()
@@ -459,14 +458,14 @@ fn line(e: &JournalEntry) -> String {
 /// `sandgraph journal`.
 pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
     let path = db_path(args.db.as_deref())?;
-    if !path.exists() {
+    if !crate::threads::data_exists(&path) {
         return Err(RunError::new(
             ErrorCode::InvalidInput,
             format!("no database at {}: nothing was routed yet", path.display()),
         )
         .into());
     }
-    let store = Store::open(&path).map_err(storage)?;
+    let store = crate::threads::open_data(&path)?;
     if args.capabilities {
         let calls = store
             .capability_journal()

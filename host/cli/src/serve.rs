@@ -24,7 +24,7 @@ use sandgraph_store::Store;
 use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
 
 use crate::exit::Failure;
-use crate::threads::{db_path, storage};
+use crate::threads::db_path;
 use crate::tools::{self, MountArgs};
 
 /// `sandgraph serve --graphs DIR [--http ADDR] ...`
@@ -94,8 +94,8 @@ pub struct ServeArgs {
     /// Also offer the agent-graph tools (view_agent_graph, update_agent_graph, yield_agent_graph) over the data database; the caller that creates a graph owns it (over HTTP: its token's principal, or without tokens its session on its peer)
     #[arg(long)]
     controller: bool,
-    /// Data database of --controller [default: $SANDGRAPH_DB, else $XDG_DATA_HOME/sandgraph/threads.redb, else ~/.local/share/sandgraph/threads.redb]
-    #[arg(long, value_name = "PATH", requires = "controller")]
+    /// Data store: a redb file or a postgres:// URL shared by several hosts; graph tool calls whose `_meta` names a `sandgraph/thread` run on durable threads in it, and --controller keeps its agent graphs there [default with --controller: $SANDGRAPH_STORE, else $SANDGRAPH_DB, else $XDG_DATA_HOME/sandgraph/threads.redb, else ~/.local/share/sandgraph/threads.redb; without: $SANDGRAPH_STORE if set]
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     db: Option<PathBuf>,
 }
 
@@ -197,9 +197,18 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     }
     // Opened before the graphs are mounted, so a bad or busy database fails
     // at once. The store lives as long as the server (it shares the file).
-    let store = if args.controller {
+    // With a store (--store/--db, $SANDGRAPH_STORE, or --controller's
+    // default database) graph tool calls can run on durable threads.
+    let wants_store = args.controller
+        || args.db.is_some()
+        || std::env::var_os("SANDGRAPH_STORE").is_some_and(|v| !v.is_empty());
+    let store = if wants_store {
         let path = db_path(args.db.as_deref())?;
-        Some(Store::open(&path).map_err(storage)?)
+        Some(if args.controller {
+            crate::threads::open_agent_graphs(&path)?
+        } else {
+            crate::threads::open_data(&path)?
+        })
     } else {
         None
     };
@@ -223,6 +232,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
             max_concurrent_runs: args.max_concurrent_runs as usize,
             max_runs_per_principal: args.max_runs_per_principal as usize,
             controller,
+            threads: store.as_ref().map(Store::threads),
         },
     );
     if let Some(c) = &coordinator {

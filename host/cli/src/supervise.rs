@@ -40,7 +40,7 @@ pub struct SuperviseArgs {
     #[arg(long, value_name = "N")]
     max_turns: Option<u64>,
     /// The database of the graph [default: as `threads`]
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     db: Option<PathBuf>,
     /// Print the config file and base URL used, and progress (turns, tool calls, records), on stderr
     #[arg(long, short)]
@@ -58,13 +58,13 @@ pub enum AgentGraphCommand {
         #[arg(long)]
         json: bool,
         /// The database [default: as `threads`]
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
     /// List the supervised agent graphs
     List {
         /// The database [default: as `threads`]
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
 }
@@ -168,7 +168,7 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
         model.clone_from(m);
     }
     let path = db_path(args.db.as_deref())?;
-    let store = Store::open(&path).map_err(storage)?;
+    let store = crate::threads::open_agent_graphs(&path)?;
     let log = crate::tools::capability_log(Some(&store), None);
     let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default(), log).await?;
     let mut options = SupervisorOptions::new(model);
@@ -213,7 +213,7 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
 
 fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
     let path = db_path(db)?;
-    if !path.exists() {
+    if !crate::threads::data_exists(&path) {
         return Err(RunError::new(
             ErrorCode::InvalidInput,
             format!(
@@ -224,7 +224,7 @@ fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
         )
         .into());
     }
-    Store::open(&path).map_err(storage)
+    crate::threads::open_agent_graphs(&path)
 }
 
 /// `sandgraph agent-graph ...`.

@@ -31,7 +31,7 @@ pub struct ThreadArgs {
     pub resume: Option<String>,
     /// The thread database (default: $SANDGRAPH_DB, else
     /// $XDG_DATA_HOME/sandgraph/threads.redb, else ~/.local/share/sandgraph/threads.redb)
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// When checkpoints reach the disk: sync (before the next superstep),
     /// async (in the background, in order) or exit (when the run ends)
@@ -44,13 +44,13 @@ pub struct ThreadArgs {
 pub enum ThreadsCommand {
     /// List the threads in the database
     List {
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
     /// Show a thread's current state, next nodes and pending interrupts
     Show {
         thread: String,
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
     /// Show a thread's checkpoints, newest first
@@ -59,13 +59,13 @@ pub enum ThreadsCommand {
         /// At most this many checkpoints
         #[arg(long)]
         limit: Option<usize>,
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
     /// Delete a thread and everything stored for it
     Delete {
         thread: String,
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
     /// Keep only the newest N checkpoints of a thread
@@ -73,14 +73,14 @@ pub enum ThreadsCommand {
         thread: String,
         #[arg(long, value_name = "N")]
         keep: usize,
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
     /// Make a copy of an earlier checkpoint the thread's head; the next run continues from it
     Fork {
         thread: String,
         checkpoint: String,
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
     /// Update a thread's state as if a node had written the values
@@ -95,7 +95,7 @@ pub enum ThreadsCommand {
         /// The node the update is from (default: the node that ran last)
         #[arg(long)]
         as_node: Option<String>,
-        #[arg(long, value_name = "PATH")]
+        #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
 }
@@ -105,7 +105,8 @@ pub fn db_path(flag: Option<&Path>) -> Result<PathBuf, Failure> {
     if let Some(p) = flag {
         return Ok(p.to_path_buf());
     }
-    if let Some(p) = std::env::var_os("SANDGRAPH_DB") {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(p) = env("SANDGRAPH_STORE").or_else(|| env("SANDGRAPH_DB")) {
         return Ok(PathBuf::from(p));
     }
     let data = std::env::var_os("XDG_DATA_HOME")
@@ -115,6 +116,62 @@ pub fn db_path(flag: Option<&Path>) -> Result<PathBuf, Failure> {
             invalid("cannot find a data directory: pass --db PATH or set SANDGRAPH_DB")
         })?;
     Ok(data.join("sandgraph").join("threads.redb"))
+}
+
+/// Whether a `--db`/`--store` location is a PostgreSQL URL rather than a
+/// redb file.
+pub(crate) fn is_url(location: &Path) -> bool {
+    location
+        .to_str()
+        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// Opens the data store at `location`: a PostgreSQL URL shared by several
+/// hosts, or a redb file (created when missing).
+pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {
+    if is_url(location) {
+        let url = location.to_str().unwrap_or_default();
+        let store = Store::connect(url).map_err(storage)?;
+        return Ok(match lease_ttl()? {
+            Some(ttl) => store.with_thread_lease(ttl),
+            None => store,
+        });
+    }
+    Store::open(location).map_err(storage)
+}
+
+/// Opens the data store at `location` for agent graphs, which only redb
+/// keeps so far: a PostgreSQL URL is refused rather than served from a
+/// store that would forget them.
+pub(crate) fn open_agent_graphs(location: &Path) -> Result<Store, Failure> {
+    let store = open_data(location)?;
+    if !store.agent_graphs_supported() {
+        return Err(invalid(
+            "agent graphs are not kept in PostgreSQL yet (durable threads and journals are): \
+             pass a redb --store path",
+        ));
+    }
+    Ok(store)
+}
+
+/// `$SANDGRAPH_LEASE_MS`: how long a shared (PostgreSQL) thread held by a
+/// dead host stays busy before another host may take it over.
+fn lease_ttl() -> Result<Option<std::time::Duration>, Failure> {
+    let Some(value) = std::env::var_os("SANDGRAPH_LEASE_MS").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    match value.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
+        Some(ms) if ms >= 100 => Ok(Some(std::time::Duration::from_millis(ms))),
+        _ => Err(invalid(format!(
+            "SANDGRAPH_LEASE_MS={}: expected a number of milliseconds, at least 100",
+            value.to_string_lossy()
+        ))),
+    }
+}
+
+/// Whether the data store at `location` exists (a URL is assumed to).
+pub(crate) fn data_exists(location: &Path) -> bool {
+    is_url(location) || location.exists()
 }
 
 fn invalid(m: impl Into<String>) -> Failure {
@@ -130,8 +187,7 @@ pub fn storage(e: StoreError) -> Failure {
 }
 
 pub(crate) fn open(db: Option<&Path>) -> Result<ThreadStore, Failure> {
-    let path = db_path(db)?;
-    Ok(Store::open(&path).map_err(storage)?.threads())
+    Ok(open_data(&db_path(db)?)?.threads())
 }
 
 /// Runs `graph` on a durable thread and prints the outcome.

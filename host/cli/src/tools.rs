@@ -463,7 +463,7 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
     let store = match &args.thread {
         Some(_) => {
             let path = crate::threads::db_path(args.db.as_deref())?;
-            Some(Store::open(&path).map_err(crate::threads::storage)?)
+            Some(crate::threads::open_data(&path)?)
         }
         None => None,
     };

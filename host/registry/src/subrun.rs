@@ -145,8 +145,11 @@ impl Target {
                 let path = path
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let store = sandgraph_store::Store::open(&path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                let store = match path.to_str() {
+                    Some(location) => sandgraph_store::Store::open_location(location),
+                    None => sandgraph_store::Store::open(&path),
+                }
+                .map_err(|e| format!("{}: {e}", path.display()))?;
                 store
                     .capability_journal()
                     .append(call)

@@ -51,6 +51,17 @@ impl Server {
         extra: &[&str],
         token: &str,
     ) -> Server {
+        Server::start_env(graphs, config, extra, token, &[]).await
+    }
+
+    /// [`Server::start_with`] with extra environment variables.
+    async fn start_env(
+        graphs: &[(&str, &str)],
+        config: &str,
+        extra: &[&str],
+        token: &str,
+        envs: &[(&str, &str)],
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("graphs")).unwrap();
         for (name, c) in graphs {
@@ -71,6 +82,7 @@ impl Server {
             .env("SANDGRAPH_TEST_TOKEN", token)
             .env("SANDGRAPH_LOG", "sandgraph_mcp=info,warn")
             .env("SANDGRAPH_CACHE", dir.path().join("cache.redb"))
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -484,4 +496,258 @@ async fn serve_with_a_tokens_file_names_each_client_and_refuses_a_readable_file(
     );
     let alice = ().serve(transport).await.unwrap();
     echo(&alice, "hello").await;
+}
+
+/// How long a thread's lease lives in the three-host test: a killed host's
+/// threads are taken over after it.
+const TEST_LEASE_MS: &str = "3000";
+
+/// A call of `tool` with `input` on the caller's durable thread `thread`.
+fn on_thread(tool: &'static str, thread: &str, input: serde_json::Value) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(tool);
+    params.arguments = json!({ "input": input }).as_object().cloned();
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.0.0.insert("sandgraph/thread".into(), json!(thread));
+    params.meta = Some(meta);
+    params
+}
+
+/// The outcome of one call of the three-host test.
+#[derive(Debug)]
+struct Served {
+    host: usize,
+    n: i64,
+}
+
+/// Calls `loop_graph` 10 times on durable thread `t{thread}`, starting on
+/// a different host each time; a call whose host is down (or dies) moves
+/// to the next host, and a busy thread (the dead host's lease has not
+/// expired yet) is retried.
+async fn drive_thread(
+    thread: usize,
+    clients: Arc<Vec<rmcp::service::RunningService<rmcp::RoleClient, ()>>>,
+    killed: Arc<std::sync::atomic::AtomicBool>,
+    done: Arc<std::sync::atomic::AtomicUsize>,
+    busy: Arc<std::sync::atomic::AtomicUsize>,
+) -> Result<Vec<Served>, String> {
+    use std::sync::atomic::Ordering;
+    let mut served = Vec::new();
+    for k in 1..=10usize {
+        let mut host = (thread + k) % 3;
+        let deadline = Instant::now() + SOON;
+        let mut last = String::new();
+        loop {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "call {k} of thread t{thread} never served; last: {last}"
+                ));
+            }
+            if host == 2 && killed.load(Ordering::SeqCst) {
+                host = 0;
+            }
+            let mut params = CallToolRequestParams::new("loop_graph");
+            params.arguments = json!({"input": {"target": k}}).as_object().cloned();
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.0
+                .0
+                .insert("sandgraph/thread".into(), json!(format!("t{thread}")));
+            params.meta = Some(meta);
+            let answer =
+                tokio::time::timeout(Duration::from_secs(20), clients[host].call_tool(params))
+                    .await;
+            match answer {
+                Ok(Ok(r)) if r.is_error == Some(false) => {
+                    let n = r.structured_content.as_ref().unwrap()["n"]
+                        .as_i64()
+                        .unwrap();
+                    served.push(Served { host, n });
+                    break;
+                }
+                Ok(Ok(r)) if first_text(&r).starts_with("[thread_busy]") => {
+                    last = first_text(&r).to_owned();
+                    busy.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(Ok(r)) => panic!("call {k} of thread t{thread} on host {host}: {r:?}"),
+                // The host is gone (killed mid-call, or before): next host.
+                Ok(Err(e)) => {
+                    last = format!("host {host}: {e}");
+                    host = (host + 1) % 3;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(_) => {
+                    last = format!("host {host}: no answer in 20 s");
+                    host = (host + 1) % 3;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        done.fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(served)
+}
+
+/// Issue 16: three `sandgraph serve --http` hosts on one PostgreSQL. 200
+/// tool calls on 20 durable threads are spread over them, and one host is
+/// SIGKILLed mid-wave. Every call is served (the killed host's threads are
+/// taken over once their leases expire), every thread's history is one
+/// chain (no second writer ever wrote it), and every answered call's state
+/// is a committed checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_hosts_share_durable_threads_through_postgres_and_survive_a_killed_host() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let pg = sandgraph_tests::postgres::TestPostgres::shared();
+    let url = pg.fresh_db("three_hosts");
+    let graphs = &[
+        ("loop.wasm", sandgraph_tests::LOOP_GRAPH),
+        ("durable.wasm", sandgraph_tests::GRAPH_DURABLE),
+    ];
+    let config = "[graphs.loop_graph]\nas_tool = true\n[graphs.graph_durable]\nas_tool = true\n";
+    let mut hosts = Vec::new();
+    for _ in 0..3 {
+        let envs = [
+            ("SANDGRAPH_LEASE_MS", TEST_LEASE_MS),
+            (
+                "SANDGRAPH_LOG",
+                "sandgraph_mcp=info,sandgraph_store=debug,warn",
+            ),
+        ];
+        let extra = ["--store", &url, "--max-runs-per-principal", "64"];
+        hosts.push(Server::start_env(graphs, config, &extra, "t", &envs).await);
+    }
+    let mut clients = Vec::new();
+    for h in &hosts {
+        clients.push(client(h).await);
+    }
+    let clients = Arc::new(clients);
+    let killed = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let busy = Arc::new(AtomicUsize::new(0));
+    let drivers: Vec<_> = (0..20)
+        .map(|t| {
+            tokio::spawn(drive_thread(
+                t,
+                clients.clone(),
+                killed.clone(),
+                done.clone(),
+                busy.clone(),
+            ))
+        })
+        .collect();
+    while done.load(Ordering::SeqCst) < 70 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A slow run on thread "held" makes sure the host dies holding a lease.
+    let slow = {
+        let clients = clients.clone();
+        tokio::spawn(async move {
+            let params = on_thread("graph_durable", "held", json!({"slow_ms": 20_000}));
+            clients[2].call_tool(params).await
+        })
+    };
+    hosts[2]
+        .wait_log(&["tool call started", "held/graph_durable"])
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // SIGKILL: no destructor, no lease given back.
+    hosts[2].child.start_kill().unwrap();
+    killed.store(true, Ordering::SeqCst);
+    // (A call to a killed server may never hear back: it is not awaited.)
+    // Its lease lives on until it expires; then host 0 takes the thread over.
+    let mut held_busy = 0;
+    let taken_over = loop {
+        let params = on_thread("graph_durable", "held", json!({"slow_ms": 1}));
+        let r = tokio::time::timeout(SOON, clients[0].call_tool(params))
+            .await
+            .expect("host 0 answers")
+            .unwrap();
+        if r.is_error == Some(true) && first_text(&r).starts_with("[thread_busy]") {
+            held_busy += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+        break r.structured_content.unwrap();
+    };
+    assert!(held_busy > 0, "the dead host's lease was live for a while");
+    slow.abort();
+    let trail = taken_over["trail"].as_array().unwrap();
+    assert_eq!(
+        trail[trail.len() - 2..],
+        [json!("merge"), json!("finish")],
+        "{taken_over}"
+    );
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for d in drivers {
+        match d.await.expect("a thread's calls all end") {
+            Ok(served) => results.push(served),
+            Err(e) => failures.push(e),
+        }
+    }
+    if !failures.is_empty() {
+        for (i, h) in hosts.iter().enumerate() {
+            let log = h.stderr.lock().unwrap();
+            eprintln!(
+                "--- host {i}, last lines:\n{}",
+                log[log.len().saturating_sub(40)..].join("\n")
+            );
+        }
+        panic!("{failures:#?}");
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 200);
+    let per_host = |h: usize| results.iter().flatten().filter(|s| s.host == h).count();
+    assert!(
+        per_host(2) > 0,
+        "the killed host served calls before it died"
+    );
+    assert!(per_host(0) > 0 && per_host(1) > 0, "{results:?}");
+
+    let store = sandgraph_store::Store::connect(&url).unwrap().threads();
+    let chain = |id: &str| {
+        let mut history = store.history(id, None).unwrap();
+        history.reverse();
+        for pair in history.windows(2) {
+            assert_eq!(
+                pair[1].parent.as_deref(),
+                Some(pair[0].id.as_str()),
+                "thread {id}: checkpoint {} does not follow {}: a second writer",
+                pair[1].id,
+                pair[0].id
+            );
+        }
+        history
+    };
+    chain("principal:token/held/graph_durable");
+    for (t, served) in results.iter().enumerate() {
+        let id = format!("principal:token/t{t}/loop_graph");
+        let history = chain(&id);
+        let n_of = |c: &sandgraph_core::Checkpoint| c.values.get("n").and_then(|v| v.as_i64());
+        for pair in history.windows(2) {
+            let (a, b) = (n_of(&pair[0]).unwrap_or(0), n_of(&pair[1]).unwrap_or(0));
+            assert!(b == a || b == a + 1, "thread {id}: n went from {a} to {b}");
+        }
+        let committed: Vec<i64> = history.iter().filter_map(n_of).collect();
+        let mut last = 0;
+        for s in served {
+            assert!(s.n > last, "thread {id}: answers did not grow: {served:?}");
+            assert!(
+                committed.contains(&s.n),
+                "thread {id}: an answered state (n = {}) is not a committed checkpoint",
+                s.n
+            );
+            last = s.n;
+        }
+        assert_eq!(
+            n_of(history.last().unwrap()),
+            Some(last),
+            "thread {id}: the head is the last answer"
+        );
+    }
+    eprintln!(
+        "three hosts: served {:?}; busy retries while the killed host's leases lived: \
+         {} on loop threads, {held_busy} on the held thread",
+        (per_host(0), per_host(1), per_host(2)),
+        busy.load(Ordering::SeqCst)
+    );
 }

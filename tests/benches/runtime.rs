@@ -288,28 +288,36 @@ fn durability(group: &mut BenchmarkGroup<'_, WallTime>, tokio: &Tokio) {
         b.to_async(tokio)
             .iter(|| async { black_box(run_once(&graph, input.clone(), None).await) });
     });
-    for mode in Durability::ALL {
-        group.bench_function(format!("echo_{}", mode.as_str()), |b| {
-            b.to_async(tokio).iter(|| async {
-                // A new thread per run, so every run writes its input and
-                // loop checkpoints and one task record.
-                let id = format!("bench-{}", next.fetch_add(1, Ordering::Relaxed));
-                let writer = store.begin(&id, graph.name(), mode).expect("a free thread");
-                let out = runtime()
-                    .run_thread(
-                        &graph,
-                        None,
-                        Start::Input(input.clone()),
-                        RunOptions::default(),
-                        &writer,
-                        &mut |_| {},
-                    )
-                    .await;
-                match out {
-                    Ok(RunOutcome::Completed(state)) => black_box(state),
-                    other => panic!("echo on a thread: {other:?}"),
-                }
+    // The same runs on a PostgreSQL store (a throwaway local cluster, fsync
+    // on): each backend in each mode.
+    let pg = sandgraph_tests::postgres::TestPostgres::shared();
+    let shared = Store::connect(&pg.fresh_db("bench"))
+        .expect("a PostgreSQL store")
+        .threads();
+    for (backend, store) in [("", &store), ("postgres_", &shared)] {
+        for mode in Durability::ALL {
+            group.bench_function(format!("echo_{backend}{}", mode.as_str()), |b| {
+                b.to_async(tokio).iter(|| async {
+                    // A new thread per run, so every run writes its input and
+                    // loop checkpoints and one task record.
+                    let id = format!("bench-{}", next.fetch_add(1, Ordering::Relaxed));
+                    let writer = store.begin(&id, graph.name(), mode).expect("a free thread");
+                    let out = runtime()
+                        .run_thread(
+                            &graph,
+                            None,
+                            Start::Input(input.clone()),
+                            RunOptions::default(),
+                            &writer,
+                            &mut |_| {},
+                        )
+                        .await;
+                    match out {
+                        Ok(RunOutcome::Completed(state)) => black_box(state),
+                        other => panic!("echo on a thread: {other:?}"),
+                    }
+                });
             });
-        });
+        }
     }
 }

@@ -50,7 +50,10 @@ pub(crate) struct PgThreads {
 pub(crate) struct PgLease {
     pg: Pg,
     thread: String,
+    /// The lease is this writer's while the row has this token *and* this
+    /// holder (see [`fence`]).
     token: i64,
+    holder: Arc<str>,
     ttl: Duration,
     renewal: Option<tokio::task::AbortHandle>,
 }
@@ -66,6 +69,16 @@ impl std::fmt::Debug for PgLease {
 
 fn ttl_secs(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
+}
+
+/// A number that differs between the stores of one process (and, with
+/// the hash keys std draws at random, between processes).
+fn unique() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.finish() as u32
 }
 
 /// The blob number of a checkpoint id, as the `bigint` it is stored as.
@@ -92,7 +105,7 @@ impl PgThreads {
             .unwrap_or_else(|_| "host".to_owned());
         PgThreads {
             pg,
-            holder: format!("{host}/{}", std::process::id()).into(),
+            holder: format!("{host}/{}/{:08x}", std::process::id(), unique()).into(),
             ttl,
         }
     }
@@ -105,7 +118,7 @@ impl PgThreads {
         let (t, holder, ttl) = (thread.to_owned(), self.holder.clone(), self.ttl);
         let token = self
             .pg
-            .transaction_blocking("take a thread lease", true, move |tx| {
+            .transaction_blocking("take a thread lease", false, move |tx| {
                 let (t, holder) = (t.clone(), holder.clone());
                 async move {
                     read_committed(tx).await?;
@@ -134,6 +147,7 @@ impl PgThreads {
             pg: self.pg.clone(),
             thread: thread.to_owned(),
             token,
+            holder: self.holder.clone(),
             ttl: self.ttl,
             renewal: None,
         };
@@ -197,12 +211,13 @@ impl PgThreads {
             lease.token,
             lease.ttl,
         );
+        let holder = lease.holder.clone();
         self.pg
             .transaction("save a thread", synchronous, move |tx| {
-                let (t, g, ops) = (t.clone(), g.clone(), ops.clone());
+                let (t, g, ops, holder) = (t.clone(), g.clone(), ops.clone(), holder.clone());
                 async move {
                     read_committed(tx).await?;
-                    fence(tx, &t, token, ttl).await?;
+                    fence(tx, &t, token, &holder, ttl).await?;
                     for op in ops.iter() {
                         match op {
                             Op::Task {
@@ -234,12 +249,13 @@ impl PgThreads {
             lease.token,
             lease.ttl,
         );
+        let holder = lease.holder.clone();
         self.pg
             .transaction_blocking("save a thread", synchronous, move |tx| {
-                let (t, g, ops) = (t.clone(), g.clone(), ops.clone());
+                let (t, g, ops, holder) = (t.clone(), g.clone(), ops.clone(), holder.clone());
                 async move {
                     read_committed(tx).await?;
-                    fence(tx, &t, token, ttl).await?;
+                    fence(tx, &t, token, &holder, ttl).await?;
                     for op in ops.iter() {
                         match op {
                             Op::Task {
@@ -599,17 +615,18 @@ impl PgLease {
     fn spawn_renewal(&self) -> Option<tokio::task::AbortHandle> {
         let rt = tokio::runtime::Handle::try_current().ok()?;
         let (pg, t, token, ttl) = (self.pg.clone(), self.thread.clone(), self.token, self.ttl);
+        let holder = self.holder.clone();
         let task = rt.spawn(async move {
             loop {
                 tokio::time::sleep(ttl / 3).await;
                 let renewed = pg
                     .transaction("renew a thread lease", true, {
-                        let t = t.clone();
+                        let (t, holder) = (t.clone(), holder.clone());
                         move |tx| {
-                            let t = t.clone();
+                            let (t, holder) = (t.clone(), holder.clone());
                             async move {
                                 read_committed(tx).await?;
-                                fence(tx, &t, token, ttl).await
+                                fence(tx, &t, token, &holder, ttl).await
                             }
                             .boxed()
                         }
@@ -634,17 +651,17 @@ impl Drop for PgLease {
         }
         // Given back before the drop returns (one round trip), so the
         // caller's next run of the thread finds it free.
-        let (t, token) = (self.thread.clone(), self.token);
+        let (t, token, holder) = (self.thread.clone(), self.token, self.holder.clone());
         let released = self
             .pg
-            .transaction_blocking("release a thread lease", true, move |tx| {
-                let t = t.clone();
+            .transaction_blocking("release a thread lease", false, move |tx| {
+                let (t, holder) = (t.clone(), holder.clone());
                 async move {
                     read_committed(tx).await?;
                     tx.execute(
                         "UPDATE sg_thread_leases SET expires_at = '-infinity' \
-                         WHERE thread = $1 AND token = $2",
-                        &[&t, &token],
+                         WHERE thread = $1 AND token = $2 AND holder = $3",
+                        &[&t, &token, &&*holder],
                     )
                     .await?;
                     Ok(())
@@ -660,12 +677,24 @@ impl Drop for PgLease {
 
 /// Renews the lease when `token` is still current; `LeaseLost` (and so a
 /// rolled-back transaction) when another writer took the thread over.
-async fn fence(tx: &Transaction<'_>, thread: &str, token: i64, ttl: Duration) -> TxResult<()> {
+///
+/// The holder is checked with the token because leases are taken and given
+/// back with `synchronous_commit = off` (they cost no WAL flush of their
+/// own): after a server crash a lost take-over could be redone by another
+/// host with the same token number, but never with the same holder, which
+/// is unique per process and store.
+async fn fence(
+    tx: &Transaction<'_>,
+    thread: &str,
+    token: i64,
+    holder: &str,
+    ttl: Duration,
+) -> TxResult<()> {
     let renewed = tx
         .execute(
             "UPDATE sg_thread_leases SET expires_at = now() + make_interval(secs => $3) \
-             WHERE thread = $1 AND token = $2",
-            &[&thread, &token, &ttl_secs(ttl)],
+             WHERE thread = $1 AND token = $2 AND holder = $4",
+            &[&thread, &token, &ttl_secs(ttl), &holder],
         )
         .await?;
     if renewed == 0 {

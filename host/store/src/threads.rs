@@ -23,7 +23,7 @@ use sandgraph_core::{
     ThreadState, new_checkpoint_id,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Map;
+use serde_json::{Map, Value};
 
 use crate::postgres::threads::{PgLease, PgThreads};
 use crate::{StoreError, schema};
@@ -207,6 +207,23 @@ struct CheckpointRowRef<'a> {
 }
 
 impl CheckpointRow {
+    /// The checkpoint `id` this row describes, with its `values` read back.
+    pub(crate) fn into_checkpoint(self, id: String, values: Map<String, Value>) -> Checkpoint {
+        Checkpoint {
+            id,
+            parent: self.parent,
+            source: self.source,
+            step: self.step,
+            created_at_ms: self.created_at_ms,
+            channel_versions: self.channel_versions,
+            versions_seen: self.versions_seen,
+            values,
+            pull: self.pull,
+            joins_seen: self.joins_seen,
+            sends: self.sends,
+        }
+    }
+
     /// The blob of each channel that has a value, with its version.
     pub(crate) fn refs(&self) -> BTreeMap<String, BlobRef> {
         self.values
@@ -350,19 +367,7 @@ fn rebuild(
         };
         values.insert(channel.clone(), decode("blobs", text.value())?);
     }
-    Ok(Checkpoint {
-        id: id.to_owned(),
-        parent: row.parent,
-        source: row.source,
-        step: row.step,
-        created_at_ms: row.created_at_ms,
-        channel_versions: row.channel_versions,
-        versions_seen: row.versions_seen,
-        values,
-        pull: row.pull,
-        joins_seen: row.joins_seen,
-        sends: row.sends,
-    })
+    Ok(row.into_checkpoint(id.to_owned(), values))
 }
 
 /// The task records saved against checkpoint `id`, in task order.

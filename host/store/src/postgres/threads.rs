@@ -205,33 +205,8 @@ impl PgThreads {
         ops: Arc<Vec<Op>>,
         synchronous: bool,
     ) -> Result<(), StoreError> {
-        let (t, g, token, ttl) = (
-            lease.thread.clone(),
-            graph.to_owned(),
-            lease.token,
-            lease.ttl,
-        );
-        let holder = lease.holder.clone();
         self.pg
-            .transaction("save a thread", synchronous, move |tx| {
-                let (t, g, ops, holder) = (t.clone(), g.clone(), ops.clone(), holder.clone());
-                async move {
-                    read_committed(tx).await?;
-                    fence(tx, &t, token, &holder, ttl).await?;
-                    for op in ops.iter() {
-                        match op {
-                            Op::Task {
-                                checkpoint_id,
-                                path,
-                                record,
-                            } => write_task(tx, &t, checkpoint_id, path, record).await?,
-                            Op::Checkpoint(p) => write_checkpoint(tx, &t, Some(&g), p).await?,
-                        }
-                    }
-                    Ok(())
-                }
-                .boxed()
-            })
+            .transaction("save a thread", synchronous, save(lease, graph, ops))
             .await
     }
 
@@ -243,33 +218,8 @@ impl PgThreads {
         ops: Arc<Vec<Op>>,
         synchronous: bool,
     ) -> Result<(), StoreError> {
-        let (t, g, token, ttl) = (
-            lease.thread.clone(),
-            graph.to_owned(),
-            lease.token,
-            lease.ttl,
-        );
-        let holder = lease.holder.clone();
         self.pg
-            .transaction_blocking("save a thread", synchronous, move |tx| {
-                let (t, g, ops, holder) = (t.clone(), g.clone(), ops.clone(), holder.clone());
-                async move {
-                    read_committed(tx).await?;
-                    fence(tx, &t, token, &holder, ttl).await?;
-                    for op in ops.iter() {
-                        match op {
-                            Op::Task {
-                                checkpoint_id,
-                                path,
-                                record,
-                            } => write_task(tx, &t, checkpoint_id, path, record).await?,
-                            Op::Checkpoint(p) => write_checkpoint(tx, &t, Some(&g), p).await?,
-                        }
-                    }
-                    Ok(())
-                }
-                .boxed()
-            })
+            .transaction_blocking("save a thread", synchronous, save(lease, graph, ops))
     }
 
     /// Whether checkpoint `id` of `thread` is stored.
@@ -675,6 +625,42 @@ impl Drop for PgLease {
     }
 }
 
+/// The body of a writer's commit: the fence, then `ops` in order.
+fn save(
+    lease: &PgLease,
+    graph: &str,
+    ops: Arc<Vec<Op>>,
+) -> impl for<'t> FnMut(&'t Transaction<'t>) -> futures::future::BoxFuture<'t, TxResult<()>>
++ Send
++ 'static {
+    let (t, g, token, ttl) = (
+        lease.thread.clone(),
+        graph.to_owned(),
+        lease.token,
+        lease.ttl,
+    );
+    let holder = lease.holder.clone();
+    move |tx| {
+        let (t, g, ops, holder) = (t.clone(), g.clone(), ops.clone(), holder.clone());
+        async move {
+            read_committed(tx).await?;
+            fence(tx, &t, token, &holder, ttl).await?;
+            for op in ops.iter() {
+                match op {
+                    Op::Task {
+                        checkpoint_id,
+                        path,
+                        record,
+                    } => write_task(tx, &t, checkpoint_id, path, record).await?,
+                    Op::Checkpoint(p) => write_checkpoint(tx, &t, Some(&g), p).await?,
+                }
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+}
+
 /// Renews the lease when `token` is still current; `LeaseLost` (and so a
 /// rolled-back transaction) when another writer took the thread over.
 ///
@@ -833,19 +819,7 @@ async fn rebuild_all(
             };
             values.insert(channel.clone(), decode::<Value>("blobs", text)?);
         }
-        out.push(Checkpoint {
-            id,
-            parent: row.parent,
-            source: row.source,
-            step: row.step,
-            created_at_ms: row.created_at_ms,
-            channel_versions: row.channel_versions,
-            versions_seen: row.versions_seen,
-            values,
-            pull: row.pull,
-            joins_seen: row.joins_seen,
-            sends: row.sends,
-        });
+        out.push(row.into_checkpoint(id, values));
     }
     Ok(out)
 }

@@ -113,8 +113,15 @@ fn killed_runs_resume_from_the_last_superstep_without_rerunning_saved_tasks() {
 
     let mut killed_mid_run = 0;
     const POINTS: u64 = 12;
-    let kill_points = (1..=POINTS).map(|k| run_ms * k / (POINTS + 1));
-    for (i, ms) in kill_points.enumerate() {
+    // Sweeps of kill points spread over the reference run's length: at
+    // least one sweep, and more (up to three) while fewer than half of the
+    // kills have landed inside a run (a busy machine makes the reference
+    // run slower than the attempts, which then finish before their kill).
+    let kill_points = (0..3 * POINTS).map(|i| (i, run_ms * (i % POINTS + 1) / (POINTS + 1)));
+    for (i, ms) in kill_points {
+        if i >= POINTS && killed_mid_run >= POINTS as usize / 2 {
+            break;
+        }
         let thread = format!("t{i}");
         let mut saved_so_far: HashSet<String> = HashSet::new();
         let first = attempt(db, &thread, Some(&input), Some(Duration::from_millis(ms)));

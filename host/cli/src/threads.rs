@@ -144,13 +144,17 @@ pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {
 /// keeps so far: a PostgreSQL URL is refused rather than served from a
 /// store that would forget them.
 pub(crate) fn open_agent_graphs(location: &Path) -> Result<Store, Failure> {
-    let store = open_data(location)?;
-    if !store.agent_graphs_supported() {
+    let store = if is_url(location) {
+        None
+    } else {
+        Some(open_data(location)?)
+    };
+    let Some(store) = store.filter(Store::agent_graphs_supported) else {
         return Err(invalid(
             "agent graphs are not kept in PostgreSQL yet (durable threads and journals are): \
              pass a redb --store path",
         ));
-    }
+    };
     Ok(store)
 }
 

@@ -327,11 +327,23 @@ async fn without_controller_the_tools_are_absent() {
     client.cancel().await.unwrap();
     assert!(!env.db().exists(), "no database without --controller");
 
-    // --db needs --controller.
-    let out = env.command(&["--db", "x.redb"]).output().await.unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // Agent graphs are not kept in PostgreSQL: a URL is refused up front,
+    // without connecting.
+    let out = env
+        .command(&[
+            "--controller",
+            "--store",
+            "postgres://nobody@127.0.0.1:1/none",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--controller"), "{err}");
+    assert!(
+        err.contains("agent graphs are not kept in PostgreSQL yet"),
+        "{err}"
+    );
 }
 
 /// `serve --controller --http 127.0.0.1:0` with the database from

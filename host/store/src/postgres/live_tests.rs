@@ -1,8 +1,8 @@
 //! The connection layer against a real PostgreSQL (the throwaway cluster of
 //! `tests/src/postgres.rs`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Barrier};
 
 use futures::FutureExt;
 
@@ -48,7 +48,9 @@ fn read_counter(pg: &Pg) -> i64 {
 fn conflicting_transactions_are_retried_until_both_commit() {
     let (_cluster, pg) = fresh("retry");
     counter(&pg);
-    let barrier = Arc::new(Barrier::new(2));
+    // An async barrier: transactions run as tasks on the store's one-thread
+    // runtime, where a blocking wait would stall the other transaction.
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
     let attempts = Arc::new(AtomicU32::new(0));
     let threads: Vec<_> = (0..2)
         .map(|_| {
@@ -63,7 +65,7 @@ fn conflicting_transactions_are_retried_until_both_commit() {
                     async move {
                         let n: i64 = tx.query_one("SELECT n FROM counter", &[]).await?.get(0);
                         if let Some(b) = wait {
-                            b.wait();
+                            b.wait().await;
                         }
                         tx.execute("UPDATE counter SET n = $1", &[&(n + 1)]).await?;
                         Ok::<_, PgTxError>(())

@@ -8,6 +8,14 @@
 //! the caller that creates a graph owns it (over HTTP its principal, see
 //! `sandgraph_mcp::Principal`). Without it they are not offered: `serve`
 //! is a pure graph-tool server.
+//!
+//! With a controller and a usable model, requested work runs in waves
+//! ([`Coordinator::run_wave`]): one starts when an update commits, and a
+//! work poller runs one for every open graph at start and then every
+//! second (`$SANDGRAPH_POLL_MS`). The poller is how several hosts on one
+//! PostgreSQL store share the work of a graph, however it was scheduled,
+//! and how the work of a dead host (its claims' leases expired) or of a
+//! crashed earlier run on redb is finished.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,7 +27,7 @@ use sandgraph_mcp::{
 };
 use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
-use sandgraph_store::Store;
+use sandgraph_store::{AgentGraphStore, ControlError, Store};
 
 use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
 
@@ -91,7 +99,7 @@ pub struct ServeArgs {
     /// On SIGINT/SIGTERM, how long running calls get to finish before they are cancelled
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     shutdown_grace_ms: u64,
-    /// Also offer the agent-graph tools (view_agent_graph, update_agent_graph, yield_agent_graph) over the data database; the caller that creates a graph owns it (over HTTP: its token's principal, or without tokens its session on its peer)
+    /// Also offer the agent-graph tools (view_agent_graph, update_agent_graph, yield_agent_graph) over the data database; the caller that creates a graph owns it (over HTTP: its token's principal, or without tokens its session on its peer). Requested work runs when an update commits, and a poller looks for pending work of every open graph at start and every $SANDGRAPH_POLL_MS (default 1000, at least 50), so hosts sharing a store share the work and finish what a dead host claimed
     #[arg(long)]
     controller: bool,
     /// Data store: a redb file or a postgres:// URL shared by several hosts; graph tool calls whose `_meta` names a `sandgraph/thread` run on durable threads in it, and --controller keeps its agent graphs there [default with --controller: $SANDGRAPH_STORE, else $SANDGRAPH_DB, else $XDG_DATA_HOME/sandgraph/threads.redb, else ~/.local/share/sandgraph/threads.redb; without: $SANDGRAPH_STORE if set]
@@ -161,6 +169,83 @@ fn coordinator(
     )))
 }
 
+/// How often the work poller looks when `$SANDGRAPH_POLL_MS` is unset.
+const DEFAULT_POLL: Duration = Duration::from_secs(1);
+/// The shortest poll interval `$SANDGRAPH_POLL_MS` may ask for.
+const MIN_POLL_MS: u64 = 50;
+
+/// `$SANDGRAPH_POLL_MS`: how often the work poller of `serve --controller`
+/// looks for pending work; [`DEFAULT_POLL`] when unset.
+fn poll_interval() -> Result<Duration, Failure> {
+    let Some(value) = std::env::var_os("SANDGRAPH_POLL_MS").filter(|v| !v.is_empty()) else {
+        return Ok(DEFAULT_POLL);
+    };
+    match value.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
+        Some(ms) if ms >= MIN_POLL_MS => Ok(Duration::from_millis(ms)),
+        _ => Err(invalid(format!(
+            "SANDGRAPH_POLL_MS={}: expected a number of milliseconds, at least {MIN_POLL_MS}",
+            value.to_string_lossy()
+        ))),
+    }
+}
+
+/// The running work poller; dropping it stops it.
+struct WorkPoller(tokio::task::JoinHandle<()>);
+
+impl Drop for WorkPoller {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts the work poller: at once and then every `every`, one wave
+/// ([`Coordinator::run_wave`]) of each open graph of `graphs`, one graph
+/// after the other; the next look waits for the last wave to settle. A
+/// wave runs the graph's work that has no record and no live claim: work
+/// scheduled through another host of the same store, or claimed by a host
+/// that died. Failures are logged and the next look tries again.
+fn poll_work(graphs: AgentGraphStore, coordinator: Coordinator, every: Duration) -> WorkPoller {
+    WorkPoller(tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let store = graphs.clone();
+            let open = match tokio::task::spawn_blocking(move || open_graphs(&store)).await {
+                Ok(Ok(open)) => open,
+                Ok(Err(e)) => {
+                    tracing::warn!("work poller: cannot list the agent graphs: {e}");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("work poller: the store task failed: {e}");
+                    continue;
+                }
+            };
+            for graph in open {
+                match coordinator.run_wave(&graph).await {
+                    Ok(report) if report.records.is_empty() => {}
+                    Ok(report) => {
+                        tracing::info!(graph, records = report.records.len(), "polled wave settled")
+                    }
+                    Err(e) => tracing::warn!(graph, "polled wave failed: {e}"),
+                }
+            }
+        }
+    }))
+}
+
+/// The ids of the graphs of `graphs` that are not finished.
+fn open_graphs(graphs: &AgentGraphStore) -> Result<Vec<String>, ControlError> {
+    let mut open = Vec::new();
+    for graph in graphs.list_graphs()? {
+        if !graphs.is_closed(&graph)? {
+            open.push(graph);
+        }
+    }
+    Ok(open)
+}
+
 fn invalid(message: String) -> Failure {
     RunError::new(ErrorCode::InvalidInput, message).into()
 }
@@ -199,6 +284,11 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     // at once. The store lives as long as the server (it shares the file).
     // With a store (--store/--db, $SANDGRAPH_STORE, or --controller's
     // default database) graph tool calls can run on durable threads.
+    let poll = if args.controller {
+        Some(poll_interval()?)
+    } else {
+        None
+    };
     let wants_store = args.controller
         || args.db.is_some()
         || std::env::var_os("SANDGRAPH_STORE").is_some_and(|v| !v.is_empty());
@@ -239,11 +329,17 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         // The work an update starts counts under the server's run limit.
         c.count_runs_under(server.run_slots());
     }
+    // Stopped (dropped) when the server stops, before its shutdown grace.
+    let poller = match (&store, coordinator, poll) {
+        (Some(store), Some(c), Some(every)) => Some(poll_work(store.agent_graphs(), c, every)),
+        _ => None,
+    };
     let grace = Duration::from_millis(args.shutdown_grace_ms);
     let Some(addr) = args.http else {
-        sandgraph_mcp::serve_stdio(server, sandgraph_mcp::shutdown_signal(), grace)
-            .await
-            .map_err(|e| Failure::internal(e.to_string()))?;
+        let served =
+            sandgraph_mcp::serve_stdio(server, sandgraph_mcp::shutdown_signal(), grace).await;
+        drop(poller);
+        served.map_err(|e| Failure::internal(e.to_string()))?;
         return Ok(ExitCode::SUCCESS);
     };
     let options = HttpOptions {
@@ -271,6 +367,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     eprintln!("sandgraph: serving MCP at {}", http.url());
     sandgraph_mcp::shutdown_signal().await;
     eprintln!("sandgraph: shutting down");
+    drop(poller);
     http.shutdown();
     http.wait()
         .await

@@ -591,3 +591,107 @@ async fn a_bad_controller_section_fails_before_serving() {
         "{err}"
     );
 }
+
+/// The work poller: work an earlier server left pending (it had no usable
+/// model, as a crashed one would have left it) is run by the next server
+/// on the same database at start, without any update to trigger a wave.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
+    use sandgraph_test_llm::{Reply, ScriptedLlm};
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    // No sandgraph.toml: the default model has no key, so work is recorded
+    // but not run.
+    let client = env.stdio(&[]).await;
+    let update = call(
+        &client,
+        "update_agent_graph",
+        json!({"graphId": "g1", "addWork": [
+            {"subagentId": "echo_graph", "instruction": "echo alpha"},
+            {"subagentId": "echo_graph", "instruction": "echo beta"}
+        ]}),
+    )
+    .await;
+    ok(&update);
+    client.cancel().await.unwrap();
+    {
+        let store = env.open_db().await;
+        assert_eq!(store.agent_graphs().list_records("g1").unwrap(), []);
+    }
+
+    let llm = ScriptedLlm::start([
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"alpha"}}"#),
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"beta"}}"#),
+    ])
+    .await;
+    std::fs::write(
+        env.dir.path().join("sandgraph.toml"),
+        format!(
+            "[llm]\nbase_url = \"{}\"\nmodel = \"worker\"\n",
+            llm.base_url()
+        ),
+    )
+    .unwrap();
+    let db = env.db();
+    let mut cmd = env.command(&["--controller", "--db", db.to_str().unwrap()]);
+    cmd.env("SANDGRAPH_LOG", "sandgraph::serve=info,warn")
+        .env("SANDGRAPH_POLL_MS", "100");
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let mut lines = BufReader::new(stderr.unwrap()).lines();
+    let mut seen = Vec::new();
+    tokio::time::timeout(SOON, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let settled = line.contains("polled wave settled") && line.contains("records=2");
+            seen.push(line);
+            if settled {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no polled wave settled: {seen:#?}"));
+    assert_eq!(llm.requests().len(), 2);
+    client.cancel().await.unwrap();
+
+    let store = env.open_db().await;
+    let mut summaries: Vec<String> = store
+        .agent_graphs()
+        .list_records("g1")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.summary)
+        .collect();
+    summaries.sort();
+    assert_eq!(
+        summaries,
+        [
+            r#"echo_graph returned {"topic":"alpha","log":["seen:alpha"]}"#,
+            r#"echo_graph returned {"topic":"beta","log":["seen:beta"]}"#
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_poll_interval_under_50_ms_is_refused_at_start() {
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let db = env.db();
+    let out = env
+        .command(&["--controller", "--db", db.to_str().unwrap()])
+        .env("SANDGRAPH_POLL_MS", "49")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "error[invalid_input]: SANDGRAPH_POLL_MS=49: expected a number of milliseconds, at least 50"
+        ),
+        "{err}"
+    );
+    assert!(!db.exists(), "refused before the database is opened");
+}

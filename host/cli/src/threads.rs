@@ -140,26 +140,15 @@ pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {
     Store::open(location).map_err(storage)
 }
 
-/// Opens the data store at `location` for agent graphs, which only redb
-/// keeps so far: a PostgreSQL URL is refused rather than served from a
-/// store that would forget them.
+/// Opens the data store at `location` for agent graphs: a redb path or a
+/// PostgreSQL URL, as [`open_data`].
 pub(crate) fn open_agent_graphs(location: &Path) -> Result<Store, Failure> {
-    let store = if is_url(location) {
-        None
-    } else {
-        Some(open_data(location)?)
-    };
-    let Some(store) = store.filter(Store::agent_graphs_supported) else {
-        return Err(invalid(
-            "agent graphs are not kept in PostgreSQL yet (durable threads and journals are): \
-             pass a redb --store path",
-        ));
-    };
-    Ok(store)
+    open_data(location)
 }
 
-/// `$SANDGRAPH_LEASE_MS`: how long a shared (PostgreSQL) thread held by a
-/// dead host stays busy before another host may take it over.
+/// `$SANDGRAPH_LEASE_MS`: how long a shared (PostgreSQL) thread, or a claim
+/// of agent-graph work, held by a dead host stays busy before another host
+/// may take it over.
 fn lease_ttl() -> Result<Option<std::time::Duration>, Failure> {
     let Some(value) = std::env::var_os("SANDGRAPH_LEASE_MS").filter(|v| !v.is_empty()) else {
         return Ok(None);

@@ -22,11 +22,11 @@ mod threads;
 
 pub use agent_graph::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptOutcome,
-    AttemptStatus, ClaimOutcome, CommitOutcome, ControlError, ControlErrorCode, GraphFinish,
-    GraphRecord, IntentClaim, IntentClaimRequest, Provision, ProvisionOutcome, ProvisionRequest,
-    RecordFacet, RecordOutcome, RecordSource, ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork,
-    SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
-    WakeStatus, WorkStop, WorkTarget,
+    AttemptStatus, ClaimLease, ClaimOutcome, CommitOutcome, ControlError, ControlErrorCode,
+    GraphFinish, GraphRecord, IntentClaim, IntentClaimRequest, LeaseOutcome, Provision,
+    ProvisionOutcome, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource, ScheduleUpdate,
+    ScheduleUpdateRequest, ScheduledWork, SelectedResultInput, SupervisorWake, TargetKind,
+    UpdateSource, WakeAttempt, WakeClaimOutcome, WakeStatus, WorkStop, WorkTarget,
 };
 pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
 pub use capability_log::CapabilityJournal;
@@ -56,6 +56,8 @@ pub struct Store {
     pg: Option<postgres::Pg>,
     /// How long a PostgreSQL thread lease lives without renewal.
     thread_lease: std::time::Duration,
+    /// Who this store is in claim leases of its agent graphs.
+    holder: Arc<str>,
 }
 
 impl std::fmt::Debug for Store {
@@ -106,6 +108,7 @@ impl Store {
             cache_key: Arc::new(cache::KeyFile::beside(path)),
             pg: None,
             thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
+            holder: postgres::threads::new_holder(),
         };
         store.init(path)?;
         Ok(store)
@@ -121,9 +124,8 @@ impl Store {
     /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL. The
     /// compile cache stays local to each host (callers open it as a redb
     /// store of its own): [`compile_cache`](Store::compile_cache) here is an
-    /// empty cache in memory that trusts no artifact. Agent graphs are not
-    /// kept in PostgreSQL yet: check
-    /// [`agent_graphs_supported`](Store::agent_graphs_supported).
+    /// empty cache in memory that trusts no artifact. Threads and
+    /// [`agent_graphs`](Store::agent_graphs) live there too.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
         let memory = Path::new("(memory)");
@@ -136,6 +138,7 @@ impl Store {
             cache_key: Arc::new(cache::KeyFile::disabled()),
             pg: Some(pg),
             thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
+            holder: postgres::threads::new_holder(),
         };
         store.init(memory)?;
         Ok(store)
@@ -154,14 +157,6 @@ impl Store {
     /// Whether this store is a PostgreSQL database ([`Store::connect`]).
     pub fn is_postgres(&self) -> bool {
         self.pg.is_some()
-    }
-
-    /// Whether [`agent_graphs`](Store::agent_graphs) is durable and shared
-    /// here: true for redb, false for PostgreSQL (agent graphs are not kept
-    /// there yet), where callers must refuse agent-graph work (e.g. the
-    /// CLI's `--controller`).
-    pub fn agent_graphs_supported(&self) -> bool {
-        self.pg.is_none()
     }
 
     fn init(&self, path: &Path) -> Result<(), StoreError> {
@@ -262,14 +257,17 @@ impl Store {
     }
 
     /// The agent-graph controller's durable state (schedule log, intent
-    /// claims, operators, records, supervisor wakes). Shares this store's
-    /// database; every mutation is one fsynced transaction. Not on
-    /// PostgreSQL yet: there ([`agent_graphs_supported`] is false) this is
-    /// an empty store in memory, neither durable nor shared.
-    ///
-    /// [`agent_graphs_supported`]: Store::agent_graphs_supported
+    /// claims and their leases, operators, records, supervisor wakes), in
+    /// this store's database: a redb file, or PostgreSQL shared with the
+    /// other hosts. Every mutation is one durable transaction. Claim leases
+    /// last as long as [thread leases](Store::with_thread_lease).
     pub fn agent_graphs(&self) -> AgentGraphStore {
-        AgentGraphStore::new(self.db.clone())
+        match &self.pg {
+            Some(pg) => {
+                AgentGraphStore::on_postgres(pg.clone(), self.holder.clone(), self.thread_lease)
+            }
+            None => AgentGraphStore::new(self.db.clone(), self.holder.clone(), self.thread_lease),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Intent claims (exactly once per intent) and their admission status.
 
-use redb::{ReadableTable, TableHandle, WriteTransaction};
+use redb::TableHandle;
+
+use super::kv::{Table, Tx};
 
 use super::schedule::graph_head;
 use super::{
@@ -11,8 +13,8 @@ use crate::schema;
 
 type ClaimKey = (&'static str, &'static str);
 
-fn read_claim(
-    claims: &impl ReadableTable<ClaimKey, &'static str>,
+pub(super) fn read_claim(
+    claims: &Table<'_, ClaimKey, &'static str>,
     graph: &str,
     intent: &str,
 ) -> Result<Option<IntentClaim>, ControlError> {
@@ -20,7 +22,7 @@ fn read_claim(
         return Ok(None);
     };
     let key = (graph, intent);
-    let claim: IntentClaim = decode(schema::AG_CLAIMS.name(), &key, value.value())?;
+    let claim: IntentClaim = decode(schema::AG_CLAIMS.name(), &key, &value)?;
     check_claim_key(&key, &claim)?;
     Ok(Some(claim))
 }
@@ -39,7 +41,7 @@ fn check_claim_key(key: &(&str, &str), claim: &IntentClaim) -> Result<(), Contro
     Ok(())
 }
 
-fn not_found(graph: &str, intent: &str) -> ControlError {
+pub(super) fn not_found(graph: &str, intent: &str) -> ControlError {
     ControlError::new(
         ControlErrorCode::IntentNotFound,
         format!("agent graph {graph}: intent {intent} has no durable claim"),
@@ -75,18 +77,18 @@ impl AgentGraphStore {
         req: IntentClaimRequest,
         expected_revision: u64,
     ) -> Result<ClaimOutcome, ControlError> {
-        self.write(|tx| self.claim_in(tx, req, Some(expected_revision)))
+        self.write(|tx| self.claim_in(tx, req.clone(), Some(expected_revision)))
     }
 
     /// [`Self::claim_intent_at_revision`] at the graph's current revision
     /// (read in the same transaction).
     pub fn claim_intent(&self, req: IntentClaimRequest) -> Result<ClaimOutcome, ControlError> {
-        self.write(|tx| self.claim_in(tx, req, None))
+        self.write(|tx| self.claim_in(tx, req.clone(), None))
     }
 
     fn claim_in(
         &self,
-        tx: &WriteTransaction,
+        tx: &Tx<'_>,
         req: IntentClaimRequest,
         expected_revision: Option<u64>,
     ) -> Result<(ClaimOutcome, bool), ControlError> {
@@ -137,7 +139,7 @@ impl AgentGraphStore {
         ];
         for (what, id, holder) in held {
             if let Some(holder) = holder {
-                let (hg, hi) = holder.value();
+                let (hg, hi) = holder;
                 return Err(claim_conflict(format!(
                     "agent graph {graph}: claim {} of intent {intent} reuses {what} {id} of session {session}, held by intent {hi} of agent graph {hg}",
                     req.claim_id
@@ -148,6 +150,7 @@ impl AgentGraphStore {
             claimed_at: self.now(),
             admission_status: AdmissionStatus::Claimed,
             cancellation_reason: None,
+            lease: None,
             request: req.clone(),
         };
         let text = encode(schema::AG_CLAIMS.name(), &claim)?;
@@ -169,24 +172,23 @@ impl AgentGraphStore {
         graph_id: &str,
         intent_id: &str,
     ) -> Result<Option<IntentClaim>, ControlError> {
-        let tx = self.read()?;
-        read_claim(&tx.open_table(schema::AG_CLAIMS)?, graph_id, intent_id)
+        self.read(|tx| read_claim(&tx.open_table(schema::AG_CLAIMS)?, graph_id, intent_id))
     }
 
     /// The graph's claims, by intent id (byte order).
     pub fn list_claims(&self, graph_id: &str) -> Result<Vec<IntentClaim>, ControlError> {
-        let tx = self.read()?;
-        let claims = tx.open_table(schema::AG_CLAIMS)?;
-        let end = successor(graph_id);
-        let mut out = Vec::new();
-        for entry in claims.range((graph_id, "")..(end.as_str(), ""))? {
-            let (key, value) = entry?;
-            let key = key.value();
-            let claim: IntentClaim = decode(schema::AG_CLAIMS.name(), &key, value.value())?;
-            check_claim_key(&key, &claim)?;
-            out.push(claim);
-        }
-        Ok(out)
+        self.read(|tx| {
+            let claims = tx.open_table(schema::AG_CLAIMS)?;
+            let end = successor(graph_id);
+            let mut out = Vec::new();
+            for ((g, i), value) in claims.between((graph_id, ""), (end.as_str(), ""))? {
+                let key = (g.as_str(), i.as_str());
+                let claim: IntentClaim = decode(schema::AG_CLAIMS.name(), &key, &value)?;
+                check_claim_key(&key, &claim)?;
+                out.push(claim);
+            }
+            Ok(out)
+        })
     }
 
     /// `claimed → executing` if the graph is still at `expected_revision`
@@ -263,7 +265,7 @@ impl AgentGraphStore {
 /// Moves a claim to the status `next` gives for its current one (with a
 /// cancellation reason), or leaves it when `next` gives `None`.
 fn transition(
-    tx: &WriteTransaction,
+    tx: &Tx<'_>,
     graph: &str,
     intent: &str,
     next: impl FnOnce(AdmissionStatus) -> Option<(AdmissionStatus, Option<String>)>,

@@ -30,6 +30,9 @@ pub enum ControlErrorCode {
     WakeConflict,
     /// A record id is reused with different content.
     RecordConflict,
+    /// The claim's lease is held by another holder now (this one's expired
+    /// and was taken over): its outcome is not recorded.
+    ClaimLeaseLost,
     /// A stored row does not decode, or an argument is out of range.
     MalformedState,
     /// The database failed.
@@ -52,6 +55,7 @@ impl ControlErrorCode {
             ControlErrorCode::WakeAlreadyDelivered => "wake-already-delivered",
             ControlErrorCode::WakeConflict => "wake-conflict",
             ControlErrorCode::RecordConflict => "record-conflict",
+            ControlErrorCode::ClaimLeaseLost => "claim-lease-lost",
             ControlErrorCode::MalformedState => "malformed-state",
             ControlErrorCode::Storage => "storage",
         }
@@ -112,5 +116,6 @@ from_redb!(
     redb::TableError,
     redb::StorageError,
     redb::CommitError,
-    redb::SetDurabilityError
+    redb::SetDurabilityError,
+    crate::StoreError
 );

@@ -1,19 +1,25 @@
 //! The durable store of the agent-graph controller (seed-contracts §2.3–2.4):
-//! the schedule log, intent claims, operator provisions, graph records and
-//! supervisor wakes, in the tables `agent_graph_*` of the sandgraph database.
+//! the schedule log, intent claims and their leases, operator provisions,
+//! graph records and supervisor wakes, in the tables `agent_graph_*` of the
+//! sandgraph database: a redb file, or PostgreSQL shared by several hosts.
 //!
-//! Every mutation is one redb write transaction committed with immediate
-//! durability: when a call returns `Ok`, its effect is on disk. redb
-//! serializes write transactions, which is the store's lock; reads use read
-//! transactions and see a consistent snapshot. A refused call writes
-//! nothing. Calls block (an fsync per mutation): async callers should use
-//! `spawn_blocking`.
+//! Every mutation is one durable write transaction: when a call returns
+//! `Ok`, its effect is on disk. On redb, write transactions run one at a
+//! time, which is the store's lock; on PostgreSQL they are `SERIALIZABLE`
+//! (one that lost a conflict runs again), which gives the same outcomes
+//! across hosts. The rules are written once over [`kv`]'s tables. Reads see
+//! one consistent snapshot. A refused call writes nothing. Calls block (an
+//! fsync, or round trips to the server, per mutation): async callers should
+//! use `spawn_blocking`.
 //!
-//! See `DESIGN.md` (section "Agent-graph control") for keys, rules and where
-//! this store deliberately differs from the original.
+//! See `DESIGN.md` (sections "Agent-graph control" and "PostgreSQL") for
+//! keys, rules, leases and where this store deliberately differs from the
+//! original.
 
 mod claims;
 mod error;
+mod kv;
+mod leases;
 mod provisions;
 mod records;
 mod schedule;
@@ -23,51 +29,97 @@ mod wakes;
 pub use error::{ControlError, ControlErrorCode};
 pub use types::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AttemptOutcome, AttemptStatus,
-    ClaimOutcome, CommitOutcome, GraphFinish, GraphRecord, IntentClaim, IntentClaimRequest,
-    Provision, ProvisionOutcome, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
-    ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork, SelectedResultInput, SupervisorWake,
-    TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome, WakeStatus, WorkStop, WorkTarget,
+    ClaimLease, ClaimOutcome, CommitOutcome, GraphFinish, GraphRecord, IntentClaim,
+    IntentClaimRequest, LeaseOutcome, Provision, ProvisionOutcome, ProvisionRequest, RecordFacet,
+    RecordOutcome, RecordSource, ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork,
+    SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
+    WakeStatus, WorkStop, WorkTarget,
 };
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
+use redb::{Database, ReadableDatabase};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::postgres::Pg;
+use kv::Tx;
+
 /// A source of Unix milliseconds.
 type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// Where the tables are.
+#[derive(Clone)]
+enum Backend {
+    Redb(Arc<Database>),
+    Postgres(Pg),
+}
 
 /// The agent-graph control store. Cheap to clone; clones share the
 /// database. Made by [`crate::Store::agent_graphs`].
 #[derive(Clone)]
 pub struct AgentGraphStore {
-    db: Arc<Database>,
+    backend: Backend,
     clock: Clock,
+    /// Who this store is in claim leases: `host/pid/random`.
+    holder: Arc<str>,
+    /// How long a claim lease lasts unless renewed.
+    lease_ttl: Duration,
 }
 
 impl fmt::Debug for AgentGraphStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AgentGraphStore").finish_non_exhaustive()
+        f.debug_struct("AgentGraphStore")
+            .field("holder", &self.holder)
+            .finish_non_exhaustive()
     }
 }
 
 impl AgentGraphStore {
-    pub(crate) fn new(db: Arc<Database>) -> Self {
+    pub(crate) fn new(db: Arc<Database>, holder: Arc<str>, lease_ttl: Duration) -> Self {
         AgentGraphStore {
-            db,
+            backend: Backend::Redb(db),
             clock: Arc::new(now_ms),
+            holder,
+            lease_ttl,
+        }
+    }
+
+    pub(crate) fn on_postgres(pg: Pg, holder: Arc<str>, lease_ttl: Duration) -> Self {
+        AgentGraphStore {
+            backend: Backend::Postgres(pg),
+            clock: Arc::new(now_ms),
+            holder,
+            lease_ttl,
         }
     }
 
     /// This store with another clock (Unix milliseconds) for the times it
     /// stamps (`committedAt`, `claimedAt`, `provisionedAt`, wake and attempt
-    /// times). For tests; the default is the system clock.
+    /// times, lease expiry). For tests; the default is the system clock.
     pub fn with_clock(mut self, clock: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
         self.clock = Arc::new(clock);
         self
+    }
+
+    /// This store as another holder of claim leases (see
+    /// [`Self::lease_intent`]), e.g. to play a second host in a test.
+    pub fn with_holder(mut self, holder: &str) -> Self {
+        self.holder = holder.into();
+        self
+    }
+
+    /// Who this store is in claim leases: `hostname/pid/random`, one per
+    /// [`crate::Store`].
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// How long a claim lease lasts unless renewed.
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
     }
 
     fn now(&self) -> u64 {
@@ -75,15 +127,25 @@ impl AgentGraphStore {
     }
 
     /// Runs `f` in one durable write transaction. `f` returns its result and
-    /// whether it wrote anything: the transaction is committed (fsynced)
-    /// only then, and aborted on an error or when nothing changed.
+    /// whether it wrote anything: on redb the transaction is committed
+    /// (fsynced) only then, and aborted on an error or when nothing changed.
+    /// On PostgreSQL it is a `SERIALIZABLE` transaction, and `f` runs again
+    /// when it lost a conflict with another host's.
     fn write<T>(
         &self,
-        f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), ControlError>,
+        mut f: impl FnMut(&Tx<'_>) -> Result<(T, bool), ControlError>,
     ) -> Result<T, ControlError> {
-        let mut tx = self.db.begin_write()?;
+        let db = match &self.backend {
+            Backend::Redb(db) => db,
+            Backend::Postgres(pg) => {
+                return pg.rows_transaction("cannot update the agent graphs", true, |rows| {
+                    f(&Tx::Pg(rows)).map(|(value, _)| value)
+                });
+            }
+        };
+        let mut tx = db.begin_write()?;
         tx.set_durability(redb::Durability::Immediate)?;
-        match f(&tx) {
+        match f(&Tx::RedbWrite(&tx)) {
             Ok((value, true)) => {
                 tx.commit()?;
                 Ok(value)
@@ -100,8 +162,32 @@ impl AgentGraphStore {
         }
     }
 
-    fn read(&self) -> Result<ReadTransaction, ControlError> {
-        Ok(self.db.begin_read()?)
+    /// Runs `f` on one consistent snapshot.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, ControlError>,
+    ) -> Result<T, ControlError> {
+        match &self.backend {
+            Backend::Redb(db) => f(&Tx::RedbRead(&db.begin_read()?)),
+            Backend::Postgres(pg) => {
+                let mut f = Some(f);
+                pg.rows_transaction("cannot read the agent graphs", false, |rows| {
+                    match f.take() {
+                        Some(f) => f(&Tx::Pg(rows)),
+                        None => Err(ControlError::storage(
+                            "a read-only snapshot lost a conflict",
+                        )),
+                    }
+                })
+            }
+        }
+    }
+
+    /// Whether a lease held by another holder may be taken over before it
+    /// expires: on redb, whose file only one process can open, any other
+    /// holder is a process that is gone.
+    fn holders_are_exclusive(&self) -> bool {
+        matches!(self.backend, Backend::Redb(_))
     }
 }
 

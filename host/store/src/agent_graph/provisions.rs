@@ -1,6 +1,8 @@
 //! Operator provisions: one operator per work item, adopted on retry.
 
-use redb::{ReadableTable, TableHandle};
+use redb::TableHandle;
+
+use super::kv::Table;
 
 use super::schedule::graph_head;
 use super::{
@@ -12,7 +14,7 @@ use crate::schema;
 type ProvisionKey = (&'static str, &'static str);
 
 fn read_provision(
-    provisions: &impl ReadableTable<ProvisionKey, &'static str>,
+    provisions: &Table<'_, ProvisionKey, &'static str>,
     graph: &str,
     provision_id: &str,
 ) -> Result<Option<Provision>, ControlError> {
@@ -20,7 +22,7 @@ fn read_provision(
         return Ok(None);
     };
     let key = (graph, provision_id);
-    let provision: Provision = decode(schema::AG_PROVISIONS.name(), &key, value.value())?;
+    let provision: Provision = decode(schema::AG_PROVISIONS.name(), &key, &value)?;
     check_provision_key(&key, &provision)?;
     Ok(Some(provision))
 }
@@ -87,16 +89,14 @@ impl AgentGraphStore {
             if let Some(other) = by_work.get((graph, req.work_id.as_str()))? {
                 return Err(conflict(format!(
                     "agent graph {graph}: work {} already provisioned as {}",
-                    req.work_id,
-                    other.value()
+                    req.work_id, other
                 )));
             }
             let mut by_operator = tx.open_table(schema::AG_PROVISION_OPERATORS)?;
             if let Some(other) = by_operator.get((graph, req.operator_id.as_str()))? {
                 return Err(conflict(format!(
                     "agent graph {graph}: operator {} already provisioned as {}",
-                    req.operator_id,
-                    other.value()
+                    req.operator_id, other
                 )));
             }
             if head.closed {
@@ -134,18 +134,18 @@ impl AgentGraphStore {
 
     /// The graph's operators, by provision id (byte order).
     pub fn list_provisions(&self, graph_id: &str) -> Result<Vec<Provision>, ControlError> {
-        let tx = self.read()?;
-        let provisions = tx.open_table(schema::AG_PROVISIONS)?;
-        let end = successor(graph_id);
-        let mut out = Vec::new();
-        for entry in provisions.range((graph_id, "")..(end.as_str(), ""))? {
-            let (key, value) = entry?;
-            let key = key.value();
-            let provision: Provision = decode(schema::AG_PROVISIONS.name(), &key, value.value())?;
-            check_provision_key(&key, &provision)?;
-            out.push(provision);
-        }
-        Ok(out)
+        self.read(|tx| {
+            let provisions = tx.open_table(schema::AG_PROVISIONS)?;
+            let end = successor(graph_id);
+            let mut out = Vec::new();
+            for ((g, p), value) in provisions.between((graph_id, ""), (end.as_str(), ""))? {
+                let key = (g.as_str(), p.as_str());
+                let provision: Provision = decode(schema::AG_PROVISIONS.name(), &key, &value)?;
+                check_provision_key(&key, &provision)?;
+                out.push(provision);
+            }
+            Ok(out)
+        })
     }
 
     /// The provision of an operator; `None` when the graph has none.
@@ -168,24 +168,24 @@ impl AgentGraphStore {
 
     fn read_provision_via(
         &self,
-        index: redb::TableDefinition<(&str, &str), &str>,
+        index: redb::TableDefinition<'static, (&'static str, &'static str), &'static str>,
         graph: &str,
         id: &str,
     ) -> Result<Option<Provision>, ControlError> {
-        let tx = self.read()?;
-        let index_table = tx.open_table(index)?;
-        let Some(provision_id) = index_table.get((graph, id))? else {
-            return Ok(None);
-        };
-        let provision_id = provision_id.value();
-        let provisions = tx.open_table(schema::AG_PROVISIONS)?;
-        match read_provision(&provisions, graph, provision_id)? {
-            Some(p) => Ok(Some(p)),
-            None => Err(malformed(
-                index.name(),
-                &(graph, id),
-                format!("provision {provision_id} is missing"),
-            )),
-        }
+        self.read(|tx| {
+            let index_table = tx.open_table(index)?;
+            let Some(provision_id) = index_table.get((graph, id))? else {
+                return Ok(None);
+            };
+            let provisions = tx.open_table(schema::AG_PROVISIONS)?;
+            match read_provision(&provisions, graph, &provision_id)? {
+                Some(p) => Ok(Some(p)),
+                None => Err(malformed(
+                    index.name(),
+                    &(graph, id),
+                    format!("provision {provision_id} is missing"),
+                )),
+            }
+        })
     }
 }

@@ -1,6 +1,8 @@
 //! Graph records: the outcomes of work, written once.
 
-use redb::{ReadableTable, TableHandle};
+use redb::TableHandle;
+
+use super::kv::{Table, Tx};
 
 use super::{
     AgentGraphStore, ControlError, ControlErrorCode, GraphRecord, decode, encode, malformed,
@@ -10,8 +12,8 @@ use crate::schema;
 
 type RecordKey = (&'static str, &'static str);
 
-fn read_record(
-    records: &impl ReadableTable<RecordKey, &'static str>,
+pub(super) fn read_record(
+    records: &Table<'_, RecordKey, &'static str>,
     graph: &str,
     record_id: &str,
 ) -> Result<Option<GraphRecord>, ControlError> {
@@ -19,7 +21,7 @@ fn read_record(
         return Ok(None);
     };
     let key = (graph, record_id);
-    let record: GraphRecord = decode(schema::AG_RECORDS.name(), &key, value.value())?;
+    let record: GraphRecord = decode(schema::AG_RECORDS.name(), &key, &value)?;
     check_record_key(&key, &record)?;
     Ok(Some(record))
 }
@@ -49,6 +51,27 @@ fn record_order(r: &GraphRecord) -> (u64, &str, &str, u64, &str) {
     )
 }
 
+/// [`AgentGraphStore::append_record`] inside `tx`.
+pub(super) fn append_in(tx: &Tx<'_>, record: &GraphRecord) -> Result<bool, ControlError> {
+    let graph = record.graph_id.as_str();
+    let id = record.record_id.as_str();
+    let mut records = tx.open_table(schema::AG_RECORDS)?;
+    if let Some(existing) = read_record(&records, graph, id)? {
+        if existing != *record {
+            return Err(ControlError::new(
+                ControlErrorCode::RecordConflict,
+                format!(
+                    "agent graph {graph}: record {id} was already appended with different content"
+                ),
+            ));
+        }
+        return Ok(false);
+    }
+    let text = encode(schema::AG_RECORDS.name(), record)?;
+    records.insert((graph, id), text.as_str())?;
+    Ok(true)
+}
+
 impl AgentGraphStore {
     /// Appends a record: `true` when it was written, `false` when the very
     /// same record (every field equal) was already there; the same record id
@@ -56,41 +79,24 @@ impl AgentGraphStore {
     /// are accepted: work that was executing when the graph finished still
     /// settles, and its outcome is kept.
     pub fn append_record(&self, record: GraphRecord) -> Result<bool, ControlError> {
-        let graph = record.graph_id.as_str();
-        let id = record.record_id.as_str();
-        self.write(|tx| {
-            let mut records = tx.open_table(schema::AG_RECORDS)?;
-            if let Some(existing) = read_record(&records, graph, id)? {
-                if existing != record {
-                    return Err(ControlError::new(
-                        ControlErrorCode::RecordConflict,
-                        format!(
-                            "agent graph {graph}: record {id} was already appended with different content"
-                        ),
-                    ));
-                }
-                return Ok((false, false));
-            }
-            let text = encode(schema::AG_RECORDS.name(), &record)?;
-            records.insert((graph, id), text.as_str())?;
-            Ok((true, true))
-        })
+        self.write(|tx| append_in(tx, &record).map(|created| (created, created)))
     }
 
     /// The graph's records, ordered by `emittedAt`, operator id, source run
     /// id, source seq, then record id.
     pub fn list_records(&self, graph_id: &str) -> Result<Vec<GraphRecord>, ControlError> {
-        let tx = self.read()?;
-        let records = tx.open_table(schema::AG_RECORDS)?;
-        let end = successor(graph_id);
-        let mut out = Vec::new();
-        for entry in records.range((graph_id, "")..(end.as_str(), ""))? {
-            let (key, value) = entry?;
-            let key = key.value();
-            let record: GraphRecord = decode(schema::AG_RECORDS.name(), &key, value.value())?;
-            check_record_key(&key, &record)?;
-            out.push(record);
-        }
+        let mut out = self.read(|tx| {
+            let records = tx.open_table(schema::AG_RECORDS)?;
+            let end = successor(graph_id);
+            let mut out = Vec::new();
+            for ((g, r), value) in records.between((graph_id, ""), (end.as_str(), ""))? {
+                let key = (g.as_str(), r.as_str());
+                let record: GraphRecord = decode(schema::AG_RECORDS.name(), &key, &value)?;
+                check_record_key(&key, &record)?;
+                out.push(record);
+            }
+            Ok(out)
+        })?;
         out.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
         Ok(out)
     }
@@ -101,7 +107,6 @@ impl AgentGraphStore {
         graph_id: &str,
         record_id: &str,
     ) -> Result<Option<GraphRecord>, ControlError> {
-        let tx = self.read()?;
-        read_record(&tx.open_table(schema::AG_RECORDS)?, graph_id, record_id)
+        self.read(|tx| read_record(&tx.open_table(schema::AG_RECORDS)?, graph_id, record_id))
     }
 }

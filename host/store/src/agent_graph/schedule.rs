@@ -2,10 +2,13 @@
 
 use std::collections::BTreeSet;
 
-use redb::{ReadableTable, TableHandle};
+use std::ops::Bound;
+
+use redb::TableHandle;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::kv::{Range, Table};
 use super::{
     AgentGraphStore, CommitOutcome, ControlError, ControlErrorCode, ScheduleUpdate,
     ScheduleUpdateRequest, decode, encode, malformed, successor,
@@ -35,18 +38,17 @@ struct HeadRow {
 /// after a finish, so the graph is closed exactly when its last update
 /// finishes it.
 pub(super) fn graph_head(
-    schedule: &impl ReadableTable<ScheduleKey, &'static str>,
+    schedule: &Table<'_, ScheduleKey, &'static str>,
     graph: &str,
 ) -> Result<GraphHead, ControlError> {
-    let Some(last) = schedule.range((graph, 0)..=(graph, u64::MAX))?.next_back() else {
+    let Some(((_, revision), value)) = schedule.last(revisions(graph))? else {
         return Ok(GraphHead {
             revision: 0,
             closed: false,
         });
     };
-    let (key, value) = last?;
-    let key = key.value();
-    let row: HeadRow = decode(schema::AG_SCHEDULE.name(), &key, value.value())?;
+    let key = (graph, revision);
+    let row: HeadRow = decode(schema::AG_SCHEDULE.name(), &key, &value)?;
     if row.revision != key.1 {
         return Err(malformed(
             schema::AG_SCHEDULE.name(),
@@ -60,8 +62,16 @@ pub(super) fn graph_head(
     })
 }
 
+/// Every revision of `graph`.
+fn revisions(graph: &str) -> Range<'_, ScheduleKey> {
+    (
+        Bound::Included((graph, 0)),
+        Bound::Included((graph, u64::MAX)),
+    )
+}
+
 fn read_update(
-    schedule: &impl ReadableTable<ScheduleKey, &'static str>,
+    schedule: &Table<'_, ScheduleKey, &'static str>,
     graph: &str,
     revision: u64,
 ) -> Result<Option<ScheduleUpdate>, ControlError> {
@@ -69,7 +79,7 @@ fn read_update(
         return Ok(None);
     };
     let key = (graph, revision);
-    let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, value.value())?;
+    let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, &value)?;
     check_update_key(&key, &update)?;
     Ok(Some(update))
 }
@@ -116,10 +126,7 @@ impl AgentGraphStore {
         self.write(|tx| {
             let mut ids = tx.open_table(schema::AG_UPDATE_IDS)?;
             let mut schedule = tx.open_table(schema::AG_SCHEDULE)?;
-            let known = ids.get(id)?.map(|v| {
-                let (g, rev) = v.value();
-                (g.to_owned(), rev)
-            });
+            let known = ids.get(id)?;
             if let Some((owner, revision)) = known {
                 if owner != graph {
                     return Err(conflict(format!(
@@ -160,8 +167,7 @@ impl AgentGraphStore {
                     "agent graph {graph}: source {}:{}:{} already committed update {}, not {id}",
                     src.session_id,
                     src.run_id,
-                    src.tool_call_id,
-                    other.value()
+                    src.tool_call_id, other
                 )));
             }
 
@@ -185,7 +191,7 @@ impl AgentGraphStore {
                 if let Some(rev) = work_ids.get((graph, w))? {
                     return Err(conflict(format!(
                         "agent graph {graph}: update {id} adds work {w}, which revision {} already added",
-                        rev.value()
+                        rev
                     )));
                 }
             }
@@ -218,17 +224,17 @@ impl AgentGraphStore {
         &self,
         graph_id: &str,
     ) -> Result<Vec<ScheduleUpdate>, ControlError> {
-        let tx = self.read()?;
-        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
-        let mut out = Vec::new();
-        for entry in schedule.range((graph_id, 0)..=(graph_id, u64::MAX))? {
-            let (key, value) = entry?;
-            let key = key.value();
-            let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, value.value())?;
-            check_update_key(&key, &update)?;
-            out.push(update);
-        }
-        Ok(out)
+        self.read(|tx| {
+            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let mut out = Vec::new();
+            for ((g, revision), value) in schedule.range(revisions(graph_id))? {
+                let key = (g.as_str(), revision);
+                let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, &value)?;
+                check_update_key(&key, &update)?;
+                out.push(update);
+            }
+            Ok(out)
+        })
     }
 
     /// One committed update of the graph; `None` when the graph has no
@@ -238,62 +244,58 @@ impl AgentGraphStore {
         graph_id: &str,
         update_id: &str,
     ) -> Result<Option<ScheduleUpdate>, ControlError> {
-        let tx = self.read()?;
-        let ids = tx.open_table(schema::AG_UPDATE_IDS)?;
-        let Some(found) = ids.get(update_id)? else {
-            return Ok(None);
-        };
-        let (owner, revision) = found.value();
-        if owner != graph_id {
-            return Ok(None);
-        }
-        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
-        match read_update(&schedule, graph_id, revision)? {
-            Some(update) => Ok(Some(update)),
-            None => Err(malformed(
-                schema::AG_UPDATE_IDS.name(),
-                &update_id,
-                format!("revision {revision} of agent graph {graph_id} is missing"),
-            )),
-        }
+        self.read(|tx| {
+            let ids = tx.open_table(schema::AG_UPDATE_IDS)?;
+            let Some((owner, revision)) = ids.get(update_id)? else {
+                return Ok(None);
+            };
+            if owner != graph_id {
+                return Ok(None);
+            }
+            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            match read_update(&schedule, graph_id, revision)? {
+                Some(update) => Ok(Some(update)),
+                None => Err(malformed(
+                    schema::AG_UPDATE_IDS.name(),
+                    &update_id,
+                    format!("revision {revision} of agent graph {graph_id} is missing"),
+                )),
+            }
+        })
     }
 
     /// The graph's current revision: that of its last update, 0 when none.
     pub fn current_revision(&self, graph_id: &str) -> Result<u64, ControlError> {
-        let tx = self.read()?;
-        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
-        let last = schedule
-            .range((graph_id, 0)..=(graph_id, u64::MAX))?
-            .next_back();
-        match last {
-            Some(entry) => Ok(entry?.0.value().1),
-            None => Ok(0),
-        }
+        self.read(|tx| {
+            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            Ok(schedule
+                .last(revisions(graph_id))?
+                .map_or(0, |((_, revision), _)| revision))
+        })
     }
 
     /// Whether a committed update of the graph has a `finish`.
     pub fn is_closed(&self, graph_id: &str) -> Result<bool, ControlError> {
-        let tx = self.read()?;
-        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
-        Ok(graph_head(&schedule, graph_id)?.closed)
+        self.read(|tx| Ok(graph_head(&tx.open_table(schema::AG_SCHEDULE)?, graph_id)?.closed))
     }
 
     /// The ids of the graphs with at least one committed update, in byte
     /// order.
     pub fn list_graphs(&self) -> Result<Vec<String>, ControlError> {
-        let tx = self.read()?;
-        let schedule = tx.open_table(schema::AG_SCHEDULE)?;
-        let mut out: Vec<String> = Vec::new();
-        // Skip from graph to graph: one range lookup per graph.
-        let mut from = String::new();
-        loop {
-            let next = schedule.range((from.as_str(), 0)..)?.next();
-            let Some(entry) = next else {
-                return Ok(out);
-            };
-            let graph = entry?.0.value().0.to_owned();
-            from = successor(&graph);
-            out.push(graph);
-        }
+        self.read(|tx| {
+            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let mut out: Vec<String> = Vec::new();
+            // Skip from graph to graph: one range lookup per graph.
+            let mut from = String::new();
+            loop {
+                let next =
+                    schedule.first((Bound::Included((from.as_str(), 0)), Bound::Unbounded))?;
+                let Some(((graph, _), _)) = next else {
+                    return Ok(out);
+                };
+                from = successor(&graph);
+                out.push(graph);
+            }
+        })
     }
 }

@@ -204,6 +204,39 @@ pub struct IntentClaim {
     /// Why it was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancellation_reason: Option<String>,
+    /// Who runs the work now, until when: set by
+    /// [`AgentGraphStore::lease_intent`](super::AgentGraphStore::lease_intent).
+    /// `None` on claims no host has leased (and on claims stored before
+    /// leases existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<ClaimLease>,
+}
+
+/// The lease of a claim: the one host that may run its work and record its
+/// outcome, until `expiresAt` unless it renews.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimLease {
+    /// `hostname/pid/random` of the holder's store.
+    pub holder: String,
+    /// The fencing token: 1 for the first lease, one more at each take-over.
+    pub token: u64,
+    /// Unix milliseconds after which another holder may take it over.
+    pub expires_at: u64,
+}
+
+/// What [`AgentGraphStore::lease_intent`](super::AgentGraphStore::lease_intent) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseOutcome {
+    /// The caller holds the lease now: run the work, renew the lease, and
+    /// record the outcome with its token.
+    Acquired(ClaimLease),
+    /// Another holder's lease is live: leave the work to it.
+    Held(ClaimLease),
+    /// The work's record is written: nothing to run.
+    Recorded,
+    /// The claim is cancelled: nothing to run.
+    Cancelled,
 }
 
 /// What claiming did.

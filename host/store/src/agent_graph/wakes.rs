@@ -2,8 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use redb::{ReadableTable, TableHandle};
+use redb::TableHandle;
 
+use super::kv::Table;
 use super::{
     AgentGraphStore, AttemptOutcome, AttemptStatus, ControlError, ControlErrorCode, SupervisorWake,
     WakeAttempt, WakeClaimOutcome, WakeStatus, decode, encode, malformed, successor,
@@ -17,14 +18,14 @@ type AttemptKey = (&'static str, &'static str, &'static str);
 const MAX_EXHAUST_REASON: usize = 4000;
 
 fn read_wake(
-    wakes: &impl ReadableTable<WakeKey, &'static str>,
+    wakes: &Table<'_, WakeKey, &'static str>,
     graph: &str,
     wake_id: &str,
 ) -> Result<Option<SupervisorWake>, ControlError> {
     let Some(value) = wakes.get((graph, wake_id))? else {
         return Ok(None);
     };
-    decode_wake(&(graph, wake_id), value.value()).map(Some)
+    decode_wake(&(graph, wake_id), &value).map(Some)
 }
 
 fn decode_wake(key: &(&str, &str), text: &str) -> Result<SupervisorWake, ControlError> {
@@ -43,7 +44,7 @@ fn decode_wake(key: &(&str, &str), text: &str) -> Result<SupervisorWake, Control
 }
 
 fn read_attempt(
-    attempts: &impl ReadableTable<AttemptKey, &'static str>,
+    attempts: &Table<'_, AttemptKey, &'static str>,
     graph: &str,
     wake_id: &str,
     attempt_id: &str,
@@ -51,7 +52,7 @@ fn read_attempt(
     let Some(value) = attempts.get((graph, wake_id, attempt_id))? else {
         return Ok(None);
     };
-    decode_attempt(&(graph, wake_id, attempt_id), value.value()).map(Some)
+    decode_attempt(&(graph, wake_id, attempt_id), &value).map(Some)
 }
 
 fn decode_attempt(key: &(&str, &str, &str), text: &str) -> Result<WakeAttempt, ControlError> {
@@ -352,16 +353,14 @@ impl AgentGraphStore {
                         let graphs: BTreeSet<&str> = graphs.iter().copied().collect();
                         for graph in graphs {
                             let end = successor(graph);
-                            for entry in wakes.range((graph, "")..(end.as_str(), ""))? {
-                                let (key, value) = entry?;
-                                consider(key.value(), value.value())?;
+                            for ((g, w), value) in wakes.between((graph, ""), (end.as_str(), ""))? {
+                                consider((g.as_str(), w.as_str()), &value)?;
                             }
                         }
                     }
                     None => {
-                        for entry in wakes.iter()? {
-                            let (key, value) = entry?;
-                            consider(key.value(), value.value())?;
+                        for ((g, w), value) in wakes.all()? {
+                            consider((g.as_str(), w.as_str()), &value)?;
                         }
                     }
                 }
@@ -431,8 +430,7 @@ impl AgentGraphStore {
         graph_id: &str,
         wake_id: &str,
     ) -> Result<Option<SupervisorWake>, ControlError> {
-        let tx = self.read()?;
-        read_wake(&tx.open_table(schema::AG_WAKES)?, graph_id, wake_id)
+        self.read(|tx| read_wake(&tx.open_table(schema::AG_WAKES)?, graph_id, wake_id))
     }
 
     /// The graph's wakes, by `createdAt` then wake id.
@@ -458,19 +456,19 @@ impl AgentGraphStore {
         graph_id: Option<&str>,
         keep: impl Fn(&SupervisorWake) -> bool,
     ) -> Result<Vec<SupervisorWake>, ControlError> {
-        let tx = self.read()?;
-        let wakes = tx.open_table(schema::AG_WAKES)?;
-        let mut out = Vec::new();
-        let rows = match graph_id {
-            Some(graph) => {
-                let end = successor(graph);
-                wakes.range((graph, "")..(end.as_str(), ""))?
+        let rows = self.read(|tx| {
+            let wakes = tx.open_table(schema::AG_WAKES)?;
+            match graph_id {
+                Some(graph) => {
+                    let end = successor(graph);
+                    wakes.between((graph, ""), (end.as_str(), ""))
+                }
+                None => wakes.all(),
             }
-            None => wakes.iter()?,
-        };
-        for entry in rows {
-            let (key, value) = entry?;
-            let wake = decode_wake(&key.value(), value.value())?;
+        })?;
+        let mut out = Vec::new();
+        for ((g, w), value) in rows {
+            let wake = decode_wake(&(g.as_str(), w.as_str()), &value)?;
             if keep(&wake) {
                 out.push(wake);
             }
@@ -485,13 +483,17 @@ impl AgentGraphStore {
         graph_id: &str,
         wake_id: &str,
     ) -> Result<Vec<WakeAttempt>, ControlError> {
-        let tx = self.read()?;
-        let attempts = tx.open_table(schema::AG_WAKE_ATTEMPTS)?;
         let end = successor(wake_id);
+        let rows = self.read(|tx| {
+            tx.open_table(schema::AG_WAKE_ATTEMPTS)?
+                .between((graph_id, wake_id, ""), (graph_id, end.as_str(), ""))
+        })?;
         let mut out = Vec::new();
-        for entry in attempts.range((graph_id, wake_id, "")..(graph_id, end.as_str(), ""))? {
-            let (key, value) = entry?;
-            out.push(decode_attempt(&key.value(), value.value())?);
+        for ((g, w, a), value) in rows {
+            out.push(decode_attempt(
+                &(g.as_str(), w.as_str(), a.as_str()),
+                &value,
+            )?);
         }
         out.sort_by(|a, b| (a.started_at, &a.attempt_id).cmp(&(b.started_at, &b.attempt_id)));
         Ok(out)

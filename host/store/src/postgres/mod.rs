@@ -53,6 +53,7 @@
 //! may or may not have committed, and only the caller knows whether running
 //! it again is safe.
 
+pub(crate) mod agent_graph;
 pub(crate) mod journal;
 pub(crate) mod schema;
 pub(crate) mod supervisor;

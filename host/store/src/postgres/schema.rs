@@ -19,7 +19,7 @@ use super::{Pg, PgTxError};
 use crate::StoreError;
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i64 = 1;
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 /// The advisory lock key migrations hold ("sandgrap" in ASCII).
 const MIGRATION_LOCK: i64 = 0x7361_6e64_6772_6170;
@@ -31,8 +31,8 @@ const META: &str = "CREATE TABLE IF NOT EXISTS sandgraph_meta (
 
 /// Migration `n` (1-based) brings a database from schema `n - 1` to `n`.
 pub(crate) const MIGRATIONS: &[&str] = &[
-    // 1: every durable role but the agent-graph control tables (redb only
-    // for now) and the compile cache (local to each host).
+    // 1: every durable role but the agent-graph control tables and the
+    // compile cache (local to each host).
     r#"
     -- Durable threads. `sg_threads` is the redb `threads` row as columns.
     CREATE TABLE sg_threads (
@@ -87,6 +87,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE TABLE sg_supervisor_runs (
         graph_id text COLLATE "C" PRIMARY KEY,
         run text NOT NULL
+    );
+    "#,
+    // 2: the agent-graph control tables. Each redb table of
+    // `src/schema.rs` (`agent_graph_*`, named in `tbl`) is a set of rows
+    // whose key and value are in the order-preserving byte encoding of
+    // `agent_graph::kv`: bytewise order of `key` is the redb key order.
+    r#"
+    CREATE TABLE sg_agent_graph_rows (
+        tbl text COLLATE "C" NOT NULL,
+        key bytea NOT NULL,
+        value bytea NOT NULL,
+        PRIMARY KEY (tbl, key)
     );
     "#,
 ];

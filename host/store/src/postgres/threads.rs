@@ -73,6 +73,15 @@ fn ttl_secs(ttl: Duration) -> f64 {
 
 /// A number that differs between the stores of one process (and, with
 /// the hash keys std draws at random, between processes).
+/// A new lease holder name: `hostname/pid/random`, so that an operator
+/// reading a lease sees which host and process holds it.
+pub(crate) fn new_holder() -> Arc<str> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".to_owned());
+    format!("{host}/{}/{:08x}", std::process::id(), unique()).into()
+}
+
 fn unique() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -100,12 +109,9 @@ fn unms(v: i64) -> u64 {
 
 impl PgThreads {
     pub(crate) fn new(pg: Pg, ttl: Duration) -> Self {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_else(|_| "host".to_owned());
         PgThreads {
             pg,
-            holder: format!("{host}/{}/{:08x}", std::process::id(), unique()).into(),
+            holder: new_holder(),
             ttl,
         }
     }

@@ -17,8 +17,8 @@ use sandgraph_llm::Provider;
 use sandgraph_registry::Registry;
 use sandgraph_store::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlErrorCode, GraphRecord,
-    IntentClaimRequest, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource, TargetKind,
-    WorkTarget,
+    IntentClaimRequest, LeaseOutcome, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
+    TargetKind, WorkTarget,
 };
 use serde_json::json;
 
@@ -99,6 +99,15 @@ fn bounded(text: &str) -> String {
     s
 }
 
+/// Aborts a task when dropped (also when its owner returns early).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Who runs a work item.
 struct Operator {
     id: String,
@@ -141,8 +150,13 @@ impl Coordinator {
 
     /// Runs every requested work item of `graph_id` that has no record yet
     /// (at most `max_new_activations` at once) and returns when all have
-    /// settled. Work claimed by an earlier process that never recorded an
-    /// outcome (it crashed) runs again; work with a record never does.
+    /// settled. Each item runs under the lease of its claim
+    /// ([`AgentGraphStore::lease_intent`]): work another host's live lease
+    /// holds is left to it, and the outcome is recorded only while this
+    /// host still holds the lease, so with several hosts on one store each
+    /// item runs to exactly one record. Work whose holder died without a
+    /// record (a crash) runs again once its lease has expired (on redb, at
+    /// once); work with a record never does.
     ///
     /// # Errors
     ///
@@ -153,12 +167,17 @@ impl Coordinator {
         if projection.closed() {
             return Ok(WaveReport::default());
         }
+        let (me, now) = (self.inner.graphs.holder().to_owned(), now_ms());
         let pending: Vec<WorkEntry> = projection
             .requested()
             .filter(|w| {
-                projection
-                    .claim_of(w.work_id())
-                    .is_none_or(|c| c.admission_status != AdmissionStatus::Cancelled)
+                projection.claim_of(w.work_id()).is_none_or(|c| {
+                    c.admission_status != AdmissionStatus::Cancelled
+                        && !c
+                            .lease
+                            .as_ref()
+                            .is_some_and(|l| l.holder != me && l.expires_at > now)
+                })
             })
             .cloned()
             .collect();
@@ -341,6 +360,18 @@ impl Coordinator {
                 Err(e) => return Err(format!("[{}] {}", e.code.as_str(), e.message)),
             }
         }
+        let record_id = graph_record_id(graph_id, &operator_id, &session, &run_id, "terminal");
+        let (g, i, r) = (graph_id.to_owned(), intent_id.clone(), record_id.clone());
+        let lease = match self
+            .blocking(move |s| s.lease_intent(&g, &i, &r))
+            .await?
+            .map_err(|e| format!("[{}] {}", e.code.as_str(), e.message))?
+        {
+            LeaseOutcome::Acquired(lease) => lease,
+            LeaseOutcome::Held(_) | LeaseOutcome::Recorded | LeaseOutcome::Cancelled => {
+                return Ok(None);
+            }
+        };
         let (g, i) = (graph_id.to_owned(), intent_id.clone());
         let change = self
             .blocking(move |s| s.begin_intent_execution(&g, &i))
@@ -349,12 +380,14 @@ impl Coordinator {
         if change.state == AdmissionStatus::Cancelled {
             return Ok(None);
         }
+        let renewal = AbortOnDrop(self.renew_while_running(graph_id, &intent_id, lease.token));
         let (outcome, summary, evidence) = match operator {
             Err(reason) => (RecordOutcome::Failed, format!("failed: {reason}"), vec![]),
             Ok(op) => self.execute(graph_id, work, &op).await?,
         };
+        drop(renewal);
         let record = GraphRecord {
-            record_id: graph_record_id(graph_id, &operator_id, &session, &run_id, "terminal"),
+            record_id,
             graph_id: graph_id.to_owned(),
             operator_id,
             work_id: Some(work.work_id().to_owned()),
@@ -371,11 +404,54 @@ impl Coordinator {
             evidence_refs: evidence,
             emitted_at: now_ms(),
         };
-        let r = record.clone();
-        self.blocking(move |s| s.append_record(r))
+        let (r, i) = (record.clone(), intent_id.clone());
+        match self
+            .blocking(move |s| s.append_record_leased(r, &i, lease.token))
             .await?
-            .map_err(|e| format!("[{}] {}", e.code.as_str(), e.message))?;
-        Ok(Some(record))
+        {
+            Ok(_) => Ok(Some(record)),
+            Err(e) if e.code == ControlErrorCode::ClaimLeaseLost => {
+                tracing::warn!(
+                    graph = graph_id,
+                    work = work.work_id(),
+                    "outcome not recorded: {}",
+                    e.message
+                );
+                Ok(None)
+            }
+            Err(e) => Err(format!("[{}] {}", e.code.as_str(), e.message)),
+        }
+    }
+
+    /// Renews the claim's lease every third of its lifetime until aborted
+    /// (or until the lease is lost: then the outcome will not be recorded).
+    fn renew_while_running(
+        &self,
+        graph_id: &str,
+        intent_id: &str,
+        token: u64,
+    ) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        let (graph, intent) = (graph_id.to_owned(), intent_id.to_owned());
+        let every = (self.inner.graphs.lease_ttl() / 3).max(std::time::Duration::from_millis(30));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let (g, i) = (graph.clone(), intent.clone());
+                match this
+                    .blocking(move |s| s.renew_intent_lease(&g, &i, token))
+                    .await
+                {
+                    Ok(Ok(true)) => {}
+                    Ok(Ok(false)) => {
+                        tracing::warn!(graph, intent, "claim lease lost to another host");
+                        return;
+                    }
+                    Ok(Err(e)) => tracing::warn!(graph, intent, "claim lease not renewed: {e}"),
+                    Err(e) => tracing::warn!(graph, intent, "claim lease not renewed: {e}"),
+                }
+            }
+        })
     }
 
     async fn current_revision(&self, graph_id: &str) -> Result<u64, String> {

@@ -4,8 +4,9 @@
 //! supervisor wakes). No wasm
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
-//! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): the
-//! journals and supervised runs today (see `DESIGN.md`, "PostgreSQL").
+//! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
+//! journals, supervised runs and agent graphs; the compile cache stays local
+//! (see `DESIGN.md`, "PostgreSQL").
 //!
 //! See `DESIGN.md` at the crate root for keys, encodings and invariants.
 

@@ -13,12 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
-use sandgraph_store::agent_graph::{ClaimLease, LeaseOutcome};
 use sandgraph_store::{
-    AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptStatus, ControlError,
-    ControlErrorCode, GraphFinish, GraphRecord, IntentClaimRequest, ProvisionRequest, RecordFacet,
-    RecordOutcome, RecordSource, ScheduleUpdateRequest, ScheduledWork, Store, TargetKind,
-    UpdateSource, WakeStatus, WorkStop, WorkTarget,
+    AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptStatus, ClaimLease, ControlError,
+    ControlErrorCode, GraphFinish, GraphRecord, IntentClaimRequest, LeaseOutcome, ProvisionRequest,
+    RecordFacet, RecordOutcome, RecordSource, ScheduleUpdateRequest, ScheduledWork, Store,
+    TargetKind, UpdateSource, WakeStatus, WorkStop, WorkTarget,
 };
 
 #[allow(dead_code)]

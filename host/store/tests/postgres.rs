@@ -306,15 +306,15 @@ fn connect_migrates_and_a_reconnect_sees_the_same_version() {
     let url = cluster.fresh_db("migrate");
     let db = url.rsplit('/').next().unwrap().to_owned();
     let store = Store::connect(&url).unwrap();
-    assert!(store.is_postgres() && !store.agent_graphs_supported());
+    assert!(store.is_postgres());
     assert_eq!(store.schema_version().unwrap(), PG_SCHEMA_VERSION as u64);
     let tables = cluster
         .psql(&db, "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'")
         .unwrap();
     assert_eq!(
         tables,
-        "sandgraph_meta,sg_blobs,sg_capability_calls,sg_checkpoints,sg_journal,\
-         sg_supervisor_runs,sg_thread_leases,sg_threads,sg_writes"
+        "sandgraph_meta,sg_agent_graph_rows,sg_blobs,sg_capability_calls,sg_checkpoints,\
+         sg_journal,sg_supervisor_runs,sg_thread_leases,sg_threads,sg_writes"
     );
     drop(store);
     let again = Store::open_location(&url).unwrap();
@@ -322,7 +322,7 @@ fn connect_migrates_and_a_reconnect_sees_the_same_version() {
     // A redb path still opens a file.
     let dir = tempfile::tempdir().unwrap();
     let file = Store::open_location(dir.path().join("x.redb").to_str().unwrap()).unwrap();
-    assert!(!file.is_postgres() && file.agent_graphs_supported());
+    assert!(!file.is_postgres());
 }
 
 #[test]

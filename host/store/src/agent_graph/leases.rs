@@ -30,7 +30,10 @@ impl AgentGraphStore {
     /// expired → [`LeaseOutcome::Held`] (on redb, whose file one process
     /// opens at a time, another holder is a process that is gone, and its
     /// lease is taken at once). Otherwise the lease is the caller's, with
-    /// the next fencing token (1 for the first).
+    /// the next fencing token (1 for the first). The same holder leasing
+    /// again also gets a new token, fencing off its own earlier run: one
+    /// holder (one `Store`) must run a work item once at a time, as the
+    /// coordinator's one-wave-at-a-time lock does.
     pub fn lease_intent(
         &self,
         graph_id: &str,
@@ -68,7 +71,8 @@ impl AgentGraphStore {
     /// Extends this holder's lease of the claim by [`lease_ttl`](Self::lease_ttl)
     /// from now. `false` when the lease is not this holder's with `token`
     /// any more (it expired and another holder took it): stop and record
-    /// nothing.
+    /// nothing. A lease that expired but that nobody took is still this
+    /// holder's, and renewing it succeeds.
     pub fn renew_intent_lease(
         &self,
         graph_id: &str,

@@ -82,6 +82,9 @@ impl Server {
             .env("SANDGRAPH_TEST_TOKEN", token)
             .env("SANDGRAPH_LOG", "sandgraph_mcp=info,warn")
             .env("SANDGRAPH_CACHE", dir.path().join("cache.redb"))
+            // A config may name a loopback model server: a real key in the
+            // environment must never be sent there.
+            .env_remove("DEEPSEEK_API_KEY")
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -749,5 +752,235 @@ async fn three_hosts_share_durable_threads_through_postgres_and_survive_a_killed
          {} on loop threads, {held_busy} on the held thread",
         (per_host(0), per_host(1), per_host(2)),
         busy.load(Ordering::SeqCst)
+    );
+}
+
+/// The pid in a claim lease's holder, `hostname/pid/random`.
+fn holder_pid(lease: &sandgraph_store::ClaimLease) -> u32 {
+    lease
+        .holder
+        .split('/')
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in the holder {:?}", lease.holder))
+}
+
+/// The claims and then the records of agent graph `graph` (claims first:
+/// a claim seen without a record may have its record a moment later, never
+/// the other way round).
+async fn claims_and_records(
+    graphs: &sandgraph_store::AgentGraphStore,
+    graph: &str,
+) -> (
+    Vec<sandgraph_store::IntentClaim>,
+    Vec<sandgraph_store::GraphRecord>,
+) {
+    let (graphs, graph) = (graphs.clone(), graph.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let claims = graphs.list_claims(&graph).unwrap();
+        (claims, graphs.list_records(&graph).unwrap())
+    })
+    .await
+    .unwrap()
+}
+
+/// The intents of `records`' work items.
+fn recorded_intents(graph: &str, records: &[sandgraph_store::GraphRecord]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| r.work_id.as_deref())
+        .map(|w| sandgraph_controller::ids::scheduled_work_intent_id(graph, w))
+        .collect()
+}
+
+/// Issue 16, agent graphs: three `serve --controller` hosts on one
+/// PostgreSQL share the 50 work items one supervisor schedules through
+/// host 0 (each host's work poller picks up what no live lease holds). Host
+/// 1 is SIGKILLed while it runs work: once its claims' leases expire, hosts
+/// 0 and 2 take that work over, and every work item ends with exactly one
+/// record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_hosts_share_agent_graph_work_through_postgres_and_take_over_a_killed_hosts_claims() {
+    use sandgraph_test_llm::{Reply, ScriptedLlm};
+    const GRAPH: &str = "wave";
+    const WORK: usize = 50;
+    let pg = sandgraph_tests::postgres::TestPostgres::shared();
+    let url = pg.fresh_db("agent_graph_wave");
+    // Every work item is one model call (fill echo_graph's input), slow
+    // enough that a host is always in the middle of some.
+    let llm = ScriptedLlm::start((0..3 * WORK).map(|_| {
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"alpha"}}"#)
+            .delay(Duration::from_millis(500))
+    }))
+    .await;
+    let config = format!(
+        "[llm]\nbase_url = \"{}\"\nmodel = \"worker\"\n[controller]\nmax_new_activations = 2\n",
+        llm.base_url()
+    );
+    let graphs = &[("echo.wasm", sandgraph_tests::ECHO)];
+    let mut hosts = Vec::new();
+    for _ in 0..3 {
+        let envs = [
+            ("SANDGRAPH_LEASE_MS", TEST_LEASE_MS),
+            ("SANDGRAPH_POLL_MS", "200"),
+            (
+                "SANDGRAPH_LOG",
+                "sandgraph_mcp=info,sandgraph::serve=info,sandgraph_supervisor=info,warn",
+            ),
+        ];
+        let extra = ["--controller", "--store", &url];
+        hosts.push(Server::start_env(graphs, &config, &extra, "t", &envs).await);
+    }
+    let pids: Vec<u32> = hosts.iter().map(|h| h.child.id().unwrap()).collect();
+    let dump = |hosts: &[Server]| {
+        for (i, h) in hosts.iter().enumerate() {
+            let log = h.stderr.lock().unwrap();
+            eprintln!(
+                "--- host {i} (pid {}), last lines:\n{}",
+                pids[i],
+                log[log.len().saturating_sub(40)..].join("\n")
+            );
+        }
+    };
+
+    let supervisor = client(&hosts[0]).await;
+    for (key, items) in [("k1", 0..WORK / 2), ("k2", WORK / 2..WORK)] {
+        let work: Vec<_> = items
+            .map(|i| json!({"subagentId": "echo_graph", "instruction": format!("echo alpha {i}")}))
+            .collect();
+        let mut params = CallToolRequestParams::new("update_agent_graph");
+        params.arguments = json!({"graphId": GRAPH, "addWork": work, "idempotencyKey": key})
+            .as_object()
+            .cloned();
+        let r = supervisor.call_tool(params).await.unwrap();
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+    }
+
+    let store = sandgraph_store::Store::connect(&url)
+        .unwrap()
+        .agent_graphs();
+    // Host 1 runs work it was never asked for: wait until it has recorded
+    // some and holds a claim whose work has no record yet, then kill it.
+    let deadline = Instant::now() + SOON;
+    loop {
+        let (claims, records) = claims_and_records(&store, GRAPH).await;
+        let recorded = recorded_intents(GRAPH, &records);
+        let (done, running) = claims
+            .iter()
+            .filter(|c| c.lease.as_ref().is_some_and(|l| holder_pid(l) == pids[1]))
+            .partition::<Vec<_>, _>(|c| recorded.contains(&c.request.intent_id));
+        if !done.is_empty() && !running.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline || records.len() == WORK {
+            dump(&hosts);
+            panic!("host 1 never held recorded and unrecorded work at once: {claims:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SIGKILL: no lease given back, no record written.
+    hosts[1].child.start_kill().unwrap();
+    tokio::time::timeout(SOON, hosts[1].child.wait())
+        .await
+        .expect("the killed host exits")
+        .unwrap();
+    let (claims, records) = claims_and_records(&store, GRAPH).await;
+    let recorded_at_kill = recorded_intents(GRAPH, &records);
+    let orphans: Vec<String> = claims
+        .iter()
+        .filter(|c| {
+            c.lease.as_ref().is_some_and(|l| holder_pid(l) == pids[1])
+                && !recorded_at_kill.contains(&c.request.intent_id)
+        })
+        .map(|c| c.request.intent_id.clone())
+        .collect();
+    assert!(
+        !orphans.is_empty(),
+        "host 1 recorded all its work in the moment before it was killed: rerun"
+    );
+
+    // The other hosts finish everything, the orphans after their leases
+    // expire.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let (claims, records) = loop {
+        let (claims, records) = claims_and_records(&store, GRAPH).await;
+        if records.len() >= WORK {
+            break (claims, records);
+        }
+        if Instant::now() >= deadline {
+            dump(&hosts);
+            panic!(
+                "{} of {WORK} work items recorded after 90 s; orphans of host 1: {orphans:?}",
+                records.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    // Exactly one record per work item.
+    let mut per_work = std::collections::BTreeMap::new();
+    for r in &records {
+        let work = r.work_id.clone().expect("a work record");
+        *per_work.entry(work).or_insert(0) += 1;
+    }
+    assert_eq!(records.len(), WORK, "{per_work:?}");
+    assert_eq!(per_work.len(), WORK, "{per_work:?}");
+    assert!(per_work.values().all(|n| *n == 1), "{per_work:?}");
+    // Every work item's claim is leased to one of the three hosts; host 1
+    // holds only the ones it recorded before it died.
+    assert_eq!(claims.len(), WORK);
+    let recorded = recorded_intents(GRAPH, &records);
+    for c in &claims {
+        let intent = &c.request.intent_id;
+        assert!(
+            recorded.contains(intent),
+            "claim of {intent} without a record"
+        );
+        let lease = c
+            .lease
+            .as_ref()
+            .unwrap_or_else(|| panic!("{c:?} has no lease"));
+        let pid = holder_pid(lease);
+        assert!(pids.contains(&pid), "{lease:?} is no host's");
+        if pid == pids[1] {
+            assert!(
+                recorded_at_kill.contains(intent),
+                "{intent} is still leased to the killed host but was recorded after it died"
+            );
+        }
+        // The killed host's unfinished work was taken over.
+        if orphans.contains(intent) {
+            assert!(lease.token >= 2, "{intent} was not taken over: {lease:?}");
+            assert!(pid == pids[0] || pid == pids[2], "{lease:?}");
+        }
+    }
+    let held_by = |h: usize| {
+        claims
+            .iter()
+            .filter(|c| c.lease.as_ref().is_some_and(|l| holder_pid(l) == pids[h]))
+            .count()
+    };
+    // All three hosts ran work, host 1 until it died.
+    assert!(
+        held_by(0) > 0 && held_by(1) > 0 && held_by(2) > 0,
+        "{claims:#?}"
+    );
+    assert!(llm.requests().len() >= WORK);
+
+    // The supervisor's view: every work item completed.
+    let mut params = CallToolRequestParams::new("view_agent_graph");
+    params.arguments = json!({"graphId": GRAPH}).as_object().cloned();
+    let view = supervisor.call_tool(params).await.unwrap();
+    assert_eq!(view.is_error, Some(false), "{view:?}");
+    let view = view.structured_content.unwrap();
+    let work = view["work"].as_array().unwrap();
+    assert_eq!(work.len(), WORK, "{view}");
+    assert!(work.iter().all(|w| w["status"] == "completed"), "{view}");
+    eprintln!(
+        "agent-graph wave on three hosts: final holders {:?}, {} of host 1's claims taken over, \
+         {} model calls",
+        (held_by(0), held_by(1), held_by(2)),
+        orphans.len(),
+        llm.requests().len()
     );
 }

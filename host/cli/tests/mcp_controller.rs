@@ -326,24 +326,40 @@ async fn without_controller_the_tools_are_absent() {
     );
     client.cancel().await.unwrap();
     assert!(!env.db().exists(), "no database without --controller");
+}
 
-    // Agent graphs are not kept in PostgreSQL: a URL is refused up front,
-    // without connecting.
-    let out = env
-        .command(&[
-            "--controller",
-            "--store",
-            "postgres://nobody@127.0.0.1:1/none",
-        ])
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("agent graphs are not kept in PostgreSQL yet"),
-        "{err}"
+/// `serve --controller --store postgres://...`: the agent graphs are kept
+/// in a PostgreSQL store shared by hosts.
+#[tokio::test]
+async fn over_postgres_the_controller_offers_the_tools_and_keeps_graphs_there() {
+    let pg = sandgraph_tests::postgres::TestPostgres::shared();
+    let url = pg.fresh_db("controller_tools");
+    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let (transport, _) =
+        TokioChildProcess::builder(env.command(&["--controller", "--store", &url]))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(
+        names(&tools),
+        [
+            "echo_graph",
+            "view_agent_graph",
+            "update_agent_graph",
+            "yield_agent_graph"
+        ]
     );
+    let r = call(&client, "update_agent_graph", add_work("g1", "k1")).await;
+    assert_eq!(ok(&r)["update"]["revision"], 1);
+    client.cancel().await.unwrap();
+    assert!(!env.db().exists(), "no redb file beside the URL");
+
+    let graphs = Store::connect(&url).unwrap().agent_graphs();
+    assert_eq!(graphs.list_graphs().unwrap(), ["g1"]);
+    let rows = graphs.list_schedule_updates("g1").unwrap();
+    assert_eq!(rows[0].request.add_work[0].work_id, "w1");
 }
 
 /// `serve --controller --http 127.0.0.1:0` with the database from

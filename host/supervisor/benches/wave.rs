@@ -56,22 +56,26 @@ fn provider(server: &ScriptedLlm) -> Arc<dyn Provider> {
     )
 }
 
-/// Commits `items` echo work items to `graph` through the controller.
+/// Commits `items` echo work items to `graph` through the controller, in
+/// updates of at most 32 (the controller's limit).
 fn schedule(store: &Store, graph: &str, items: usize) {
+    let tools = AgentGraphTools::new(store.agent_graphs(), "root");
     let work: Vec<_> = (0..items)
         .map(|i| serde_json::json!({"subagentId": "echo_graph", "instruction": format!("echo w{i}")}))
         .collect();
-    AgentGraphTools::new(store.agent_graphs(), "root")
-        .call(
-            "update_agent_graph",
-            serde_json::json!({"graphId": graph, "addWork": work}),
-            &CallIdentity {
-                session_id: "root".into(),
-                last_turn: 1,
-                tool_call_id: format!("{graph}-c1"),
-            },
-        )
-        .expect("the update commits");
+    for (n, chunk) in work.chunks(32).enumerate() {
+        tools
+            .call(
+                "update_agent_graph",
+                serde_json::json!({"graphId": graph, "addWork": chunk}),
+                &CallIdentity {
+                    session_id: "root".into(),
+                    last_turn: n as u64 + 1,
+                    tool_call_id: format!("{graph}-c{n}"),
+                },
+            )
+            .expect("the update commits");
+    }
 }
 
 /// Runs one wave of `items` items over `hosts` stores at once; returns

@@ -114,7 +114,10 @@ async fn wave(
         recorded += report.expect("the wave runs").records.len();
     }
     let elapsed = start.elapsed();
-    let stored = hosts[0].agent_graphs().list_records(graph).expect("records");
+    let stored = hosts[0]
+        .agent_graphs()
+        .list_records(graph)
+        .expect("records");
     assert_eq!(stored.len(), items, "every item has one record");
     assert_eq!(recorded, items, "each record was written by one host");
     items as f64 / elapsed.as_secs_f64()
@@ -156,7 +159,10 @@ async fn main() {
         let base = figures[0].1;
         println!("model latency {} ms:", latency.as_millis());
         for (name, rate) in figures {
-            println!("  {name:<18} {rate:8.1} items/s  ({:.2}x redb)", rate / base);
+            println!(
+                "  {name:<18} {rate:8.1} items/s  ({:.2}x redb)",
+                rate / base
+            );
         }
     }
 }

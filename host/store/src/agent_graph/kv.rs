@@ -206,18 +206,12 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
     }
 
     /// The last row of `range`.
-    pub(super) fn last<'k>(
-        &self,
-        range: Range<'k, K>,
-    ) -> Result<Option<Row<K, V>>, ControlError> {
+    pub(super) fn last<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, ControlError> {
         Ok(self.scan(range, Scan::Last)?.pop())
     }
 
     /// The first row of `range`.
-    pub(super) fn first<'k>(
-        &self,
-        range: Range<'k, K>,
-    ) -> Result<Option<Row<K, V>>, ControlError> {
+    pub(super) fn first<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, ControlError> {
         Ok(self.scan(range, Scan::First)?.pop())
     }
 

@@ -7,7 +7,7 @@ use super::kv::{Table, Tx};
 use super::schedule::graph_head;
 use super::{
     AdmissionChange, AdmissionStatus, AgentGraphStore, ClaimOutcome, ControlError,
-    ControlErrorCode, IntentClaim, IntentClaimRequest, decode, encode, malformed, successor,
+    ControlErrorCode, IntentClaim, IntentClaimRequest, decode, encode, malformed,
 };
 use crate::schema;
 
@@ -177,18 +177,7 @@ impl AgentGraphStore {
 
     /// The graph's claims, by intent id (byte order).
     pub fn list_claims(&self, graph_id: &str) -> Result<Vec<IntentClaim>, ControlError> {
-        self.read(|tx| {
-            let claims = tx.open_table(schema::AG_CLAIMS)?;
-            let end = successor(graph_id);
-            let mut out = Vec::new();
-            for ((g, i), value) in claims.between((graph_id, ""), (end.as_str(), ""))? {
-                let key = (g.as_str(), i.as_str());
-                let claim: IntentClaim = decode(schema::AG_CLAIMS.name(), &key, &value)?;
-                check_claim_key(&key, &claim)?;
-                out.push(claim);
-            }
-            Ok(out)
-        })
+        self.graph_rows(schema::AG_CLAIMS, graph_id, check_claim_key)
     }
 
     /// `claimed → executing` if the graph is still at `expected_revision`

@@ -49,14 +49,12 @@ impl AgentGraphStore {
             if claim.admission_status == AdmissionStatus::Cancelled {
                 return Ok((LeaseOutcome::Cancelled, false));
             }
-            let now = self.now();
-            if let Some(lease) = &claim.lease
-                && *lease.holder != *self.holder
-                && lease.expires_at > now
-                && !self.holders_are_exclusive()
+            if self.held_elsewhere(&claim)
+                && let Some(lease) = &claim.lease
             {
                 return Ok((LeaseOutcome::Held(lease.clone()), false));
             }
+            let now = self.now();
             let lease = ClaimLease {
                 holder: self.holder.to_string(),
                 token: claim.lease.as_ref().map_or(1, |l| l.token + 1),
@@ -125,6 +123,18 @@ impl AgentGraphStore {
                 ));
             }
             append_in(tx, &record).map(|created| (created, created))
+        })
+    }
+
+    /// Whether `claim`'s work is another holder's to run now: its lease is
+    /// another holder's and live (never on redb, where another holder is a
+    /// process that is gone). The same test [`Self::lease_intent`] makes,
+    /// for callers that pick work from a snapshot.
+    pub fn held_elsewhere(&self, claim: &IntentClaim) -> bool {
+        claim.lease.as_ref().is_some_and(|lease| {
+            *lease.holder != *self.holder
+                && lease.expires_at > self.now()
+                && !self.holders_are_exclusive()
         })
     }
 

@@ -183,6 +183,31 @@ impl AgentGraphStore {
         }
     }
 
+    /// Every row of `table` whose key starts with `graph_id`, decoded and
+    /// checked against its key by `check`, in key order.
+    fn graph_rows<T: DeserializeOwned>(
+        &self,
+        table: redb::TableDefinition<'static, (&'static str, &'static str), &'static str>,
+        graph_id: &str,
+        check: fn(&(&str, &str), &T) -> Result<(), ControlError>,
+    ) -> Result<Vec<T>, ControlError> {
+        let name = redb::TableHandle::name(&table).to_owned();
+        self.read(|tx| {
+            let end = successor(graph_id);
+            let rows = tx
+                .open_table(table)?
+                .between((graph_id, ""), (end.as_str(), ""))?;
+            let mut out = Vec::with_capacity(rows.len());
+            for ((g, id), value) in rows {
+                let key = (g.as_str(), id.as_str());
+                let row: T = decode(&name, &key, &value)?;
+                check(&key, &row)?;
+                out.push(row);
+            }
+            Ok(out)
+        })
+    }
+
     /// Whether a lease held by another holder may be taken over before it
     /// expires: on redb, whose file only one process can open, any other
     /// holder is a process that is gone.

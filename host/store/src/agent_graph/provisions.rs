@@ -7,7 +7,7 @@ use super::kv::Table;
 use super::schedule::graph_head;
 use super::{
     AgentGraphStore, ControlError, ControlErrorCode, Provision, ProvisionOutcome, ProvisionRequest,
-    decode, encode, malformed, successor,
+    decode, encode, malformed,
 };
 use crate::schema;
 
@@ -134,18 +134,7 @@ impl AgentGraphStore {
 
     /// The graph's operators, by provision id (byte order).
     pub fn list_provisions(&self, graph_id: &str) -> Result<Vec<Provision>, ControlError> {
-        self.read(|tx| {
-            let provisions = tx.open_table(schema::AG_PROVISIONS)?;
-            let end = successor(graph_id);
-            let mut out = Vec::new();
-            for ((g, p), value) in provisions.between((graph_id, ""), (end.as_str(), ""))? {
-                let key = (g.as_str(), p.as_str());
-                let provision: Provision = decode(schema::AG_PROVISIONS.name(), &key, &value)?;
-                check_provision_key(&key, &provision)?;
-                out.push(provision);
-            }
-            Ok(out)
-        })
+        self.graph_rows(schema::AG_PROVISIONS, graph_id, check_provision_key)
     }
 
     /// The provision of an operator; `None` when the graph has none.

@@ -6,7 +6,6 @@ use super::kv::{Table, Tx};
 
 use super::{
     AgentGraphStore, ControlError, ControlErrorCode, GraphRecord, decode, encode, malformed,
-    successor,
 };
 use crate::schema;
 
@@ -85,18 +84,8 @@ impl AgentGraphStore {
     /// The graph's records, ordered by `emittedAt`, operator id, source run
     /// id, source seq, then record id.
     pub fn list_records(&self, graph_id: &str) -> Result<Vec<GraphRecord>, ControlError> {
-        let mut out = self.read(|tx| {
-            let records = tx.open_table(schema::AG_RECORDS)?;
-            let end = successor(graph_id);
-            let mut out = Vec::new();
-            for ((g, r), value) in records.between((graph_id, ""), (end.as_str(), ""))? {
-                let key = (g.as_str(), r.as_str());
-                let record: GraphRecord = decode(schema::AG_RECORDS.name(), &key, &value)?;
-                check_record_key(&key, &record)?;
-                out.push(record);
-            }
-            Ok(out)
-        })?;
+        let mut out: Vec<GraphRecord> =
+            self.graph_rows(schema::AG_RECORDS, graph_id, check_record_key)?;
         out.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
         Ok(out)
     }

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sandgraph_controller::AgentGraphTools;
 use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
@@ -260,8 +259,7 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
         RunError::new(ErrorCode::Storage, e.message).into()
     };
     let run = store.supervisor_runs().get(graph_id).map_err(storage)?;
-    let projection = AgentGraphTools::new(graphs.clone(), "agent-graph-show")
-        .snapshot(graph_id)
+    let projection = sandgraph_controller::Projection::load(&graphs, graph_id)
         .map_err(|e| RunError::new(ErrorCode::Storage, e.to_string()))?;
     if run.is_none() && projection.revision() == 0 {
         return Err(RunError::new(

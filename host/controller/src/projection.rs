@@ -5,8 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use sandgraph_store::agent_graph::{
-    AdmissionStatus, GraphRecord, IntentClaim, RecordFacet, RecordOutcome, ScheduleUpdate,
-    ScheduledWork,
+    AdmissionStatus, AgentGraphStore, GraphRecord, IntentClaim, RecordFacet, RecordOutcome,
+    ScheduleUpdate, ScheduledWork,
 };
 
 use crate::error::ToolFailure;
@@ -137,6 +137,20 @@ pub struct Projection {
 }
 
 impl Projection {
+    /// Reads a graph's schedule log, claims and records from `store` and
+    /// folds them: the read-only view of a graph for callers that are not
+    /// its root session (the coordinator, `agent-graph show`).
+    ///
+    /// # Errors
+    ///
+    /// Store errors, and those of [`Projection::fold`].
+    pub fn load(store: &AgentGraphStore, graph_id: &str) -> Result<Self, ToolFailure> {
+        let updates = store.list_schedule_updates(graph_id)?;
+        let claims = store.list_claims(graph_id)?;
+        let records = store.list_records(graph_id)?;
+        Projection::fold(graph_id, updates, claims, records)
+    }
+
     /// Folds a graph's schedule log, claims and records (records in the
     /// store's order: emittedAt, operatorId, runId, seq, recordId).
     ///

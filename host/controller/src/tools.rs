@@ -362,10 +362,7 @@ impl Controller {
     }
 
     fn load(&self, graph_id: &str) -> Result<Projection, ToolFailure> {
-        let updates = self.store.list_schedule_updates(graph_id)?;
-        let claims = self.store.list_claims(graph_id)?;
-        let records = self.store.list_records(graph_id)?;
-        Projection::fold(graph_id, updates, claims, records)
+        Projection::load(&self.store, graph_id)
     }
 
     fn view(&self, args: ViewArgs, call: &CallIdentity) -> Result<ToolResult, ToolFailure> {

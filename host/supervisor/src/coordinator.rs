@@ -12,13 +12,13 @@ use sandgraph_controller::ids::{
     graph_claim_id, graph_operator_id, graph_provision_id, graph_record_id, stable_hash,
     stable_hash32,
 };
-use sandgraph_controller::{AgentGraphTools, Projection, WorkEntry};
+use sandgraph_controller::{Projection, ToolFailure, WorkEntry};
 use sandgraph_llm::Provider;
 use sandgraph_registry::Registry;
 use sandgraph_store::{
-    AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlErrorCode, GraphRecord,
-    IntentClaimRequest, LeaseOutcome, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
-    TargetKind, WorkTarget,
+    AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlError, ControlErrorCode,
+    GraphRecord, IntentClaimRequest, LeaseOutcome, ProvisionRequest, RecordFacet, RecordOutcome,
+    RecordSource, TargetKind, WorkTarget,
 };
 use serde_json::json;
 
@@ -50,8 +50,46 @@ pub struct CoordinatorOptions {
 pub struct WaveReport {
     /// The records written, in completion order.
     pub records: Vec<GraphRecord>,
-    /// Work ids skipped because their claim was cancelled or conflicted.
+    /// Work ids not run by this wave: cancelled, claimed by another
+    /// activation, leased by another host, recorded meanwhile, or their
+    /// lease was lost before the record.
     pub skipped: Vec<String>,
+}
+
+/// Why a wave stopped before all its work settled.
+#[derive(Debug, thiserror::Error)]
+pub enum WaveError {
+    /// The store refused or failed an operation the wave needed.
+    #[error("[{}] {}", .0.code, .0.message)]
+    Store(#[from] ControlError),
+    /// The graph's stored state does not fold into a projection.
+    #[error("{0}")]
+    Projection(#[from] ToolFailure),
+    /// A blocking store task panicked or was cancelled.
+    #[error("store task failed: {0}")]
+    Task(String),
+    /// The host's run slots are closed: it is shutting down.
+    #[error("the host's run slots are closed")]
+    SlotsClosed,
+}
+
+impl WaveError {
+    /// The store's code, when the store refused.
+    fn code(&self) -> Option<ControlErrorCode> {
+        match self {
+            WaveError::Store(e) => Some(e.code),
+            _ => None,
+        }
+    }
+}
+
+/// How one work item of a wave ended.
+enum WorkOutcome {
+    /// Its record was written.
+    Recorded(Box<GraphRecord>),
+    /// Not run here: cancelled, finished graph, claimed differently, leased
+    /// by another host, already recorded, or its lease was lost.
+    Skipped,
 }
 
 /// Runs the requested work of agent graphs. Cheap to clone.
@@ -108,6 +146,96 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The operator of a work item, or the unknown one it names.
+enum Worker {
+    Known(Operator),
+    /// An `operatorId` target with no provision: the work fails.
+    Unknown(String),
+}
+
+/// The provision of the operator `work` creates (`new_agent`/`new_preset`).
+fn provision_request(graph_id: &str, work: &WorkEntry, revision: u64) -> ProvisionRequest {
+    let target = &work.work().target;
+    let operator_id = graph_operator_id(graph_id, work.work_id());
+    let session = format!(
+        "operator_session_{}",
+        stable_hash32(&json!({"graphId": graph_id, "operatorId": operator_id}))
+    );
+    ProvisionRequest {
+        provision_id: graph_provision_id(graph_id, work.work_id()),
+        graph_id: graph_id.to_owned(),
+        work_id: work.work_id().to_owned(),
+        operator_id: operator_id.clone(),
+        target: target.clone(),
+        target_session_id: session,
+        initial_turn_id: "operator_turn_1".to_owned(),
+        initial_run_id: "operator_run_1".to_owned(),
+        provision_fingerprint: stable_hash(&json!({
+            "workId": work.work_id(),
+            "operatorId": operator_id,
+            "target": {"kind": target.kind.as_str(), "id": target.id},
+        })),
+        expected_schedule_revision: revision,
+    }
+}
+
+/// The claim of `work` by `worker`: the run and turn ids are hashes of
+/// the graph and intent, so a retry claims the same activation.
+fn claim_request(graph_id: &str, work: &WorkEntry, worker: &Worker) -> IntentClaimRequest {
+    let intent_id = work.intent_id().to_owned();
+    let run_id = format!(
+        "operator_run_{}",
+        stable_hash32(&json!({"graphId": graph_id, "intentId": intent_id}))
+    );
+    let (operator_id, session) = match worker {
+        Worker::Known(op) => (op.id.clone(), op.session.clone()),
+        // A work item naming an unknown operator still gets a claim and a
+        // failed record, so it ends.
+        Worker::Unknown(_) => (work.work().target.id.clone(), format!("unknown_{run_id}")),
+    };
+    IntentClaimRequest {
+        schema_version: AGENT_GRAPH_SCHEMA_VERSION,
+        claim_id: graph_claim_id(graph_id, &intent_id),
+        graph_id: graph_id.to_owned(),
+        intent_id,
+        intent_fingerprint: stable_hash(&serde_json::to_value(work.work()).unwrap_or_default()),
+        readiness_context_fingerprint: stable_hash(&json!({"inputIds": work.work().input_ids})),
+        target_operator_id: operator_id,
+        target_session_id: session,
+        target_turn_id: run_id.replace("operator_run_", "operator_turn_"),
+        target_run_id: run_id,
+    }
+}
+
+/// The terminal record of a claimed work item.
+fn terminal_record(
+    record_id: String,
+    claim: &IntentClaimRequest,
+    work: &WorkEntry,
+    outcome: RecordOutcome,
+    summary: &str,
+    evidence: Vec<String>,
+) -> GraphRecord {
+    GraphRecord {
+        record_id,
+        graph_id: claim.graph_id.clone(),
+        operator_id: claim.target_operator_id.clone(),
+        work_id: Some(work.work_id().to_owned()),
+        source: RecordSource {
+            session_id: claim.target_session_id.clone(),
+            run_id: claim.target_run_id.clone(),
+            turn_id: Some(claim.target_turn_id.clone()),
+            runtime_event_id: Some("terminal".to_owned()),
+            seq: 0,
+        },
+        summary: bounded(summary),
+        facets: vec![RecordFacet::Terminal],
+        outcome: Some(outcome),
+        evidence_refs: evidence,
+        emitted_at: now_ms(),
+    }
+}
+
 /// Who runs a work item.
 struct Operator {
     id: String,
@@ -160,266 +288,240 @@ impl Coordinator {
     ///
     /// # Errors
     ///
-    /// Store errors, as text.
-    pub async fn run_wave(&self, graph_id: &str) -> Result<WaveReport, String> {
+    /// Store errors (a refused work item is skipped, not an error), and
+    /// closed run slots.
+    pub async fn run_wave(&self, graph_id: &str) -> Result<WaveReport, WaveError> {
         let _wave = self.inner.wave.lock().await;
         let projection = self.snapshot(graph_id).await?;
         if projection.closed() {
             return Ok(WaveReport::default());
         }
-        let (me, now) = (self.inner.graphs.holder().to_owned(), now_ms());
+        let graphs = &self.inner.graphs;
         let pending: Vec<WorkEntry> = projection
             .requested()
             .filter(|w| {
                 projection.claim_of(w.work_id()).is_none_or(|c| {
-                    c.admission_status != AdmissionStatus::Cancelled
-                        && !c
-                            .lease
-                            .as_ref()
-                            .is_some_and(|l| l.holder != me && l.expires_at > now)
+                    c.admission_status != AdmissionStatus::Cancelled && !graphs.held_elsewhere(c)
                 })
             })
             .cloned()
             .collect();
         let revision = projection.revision();
         let limit = self.inner.options.max_new_activations.max(1);
-        let results: Vec<Result<Option<GraphRecord>, String>> =
+        let results: Vec<(String, Result<WorkOutcome, WaveError>)> =
             futures::stream::iter(pending.into_iter().map(|work| {
                 let this = self.clone();
                 let graph = graph_id.to_owned();
                 async move {
-                    let _slot = match this.inner.run_slots.get() {
-                        Some(slots) => Some(
-                            slots
-                                .clone()
-                                .acquire_owned()
-                                .await
-                                .map_err(|_| "the host's run slots are closed".to_owned())?,
-                        ),
-                        None => None,
-                    };
-                    this.run_work(&graph, &work, revision).await
+                    let outcome = this.run_in_slot(&graph, &work, revision).await;
+                    (work.work_id().to_owned(), outcome)
                 }
             }))
             .buffer_unordered(limit)
             .collect()
             .await;
         let mut report = WaveReport::default();
-        for r in results {
-            if let Some(record) = r? {
-                report.records.push(record);
+        for (work_id, outcome) in results {
+            match outcome? {
+                WorkOutcome::Recorded(record) => report.records.push(*record),
+                WorkOutcome::Skipped => report.skipped.push(work_id),
             }
         }
         Ok(report)
     }
 
-    async fn snapshot(&self, graph_id: &str) -> Result<Projection, String> {
-        let graphs = self.inner.graphs.clone();
-        let graph = graph_id.to_owned();
-        tokio::task::spawn_blocking(move || {
-            AgentGraphTools::new(graphs, "coordinator")
-                .snapshot(&graph)
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| format!("snapshot task failed: {e}"))?
+    /// [`Self::run_work`] once one of the host's run slots is free (when
+    /// work counts under them).
+    async fn run_in_slot(
+        &self,
+        graph_id: &str,
+        work: &WorkEntry,
+        revision: u64,
+    ) -> Result<WorkOutcome, WaveError> {
+        let _slot = match self.inner.run_slots.get() {
+            Some(slots) => Some(
+                slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| WaveError::SlotsClosed)?,
+            ),
+            None => None,
+        };
+        self.run_work(graph_id, work, revision).await
     }
 
-    /// Blocking store work off the async threads (every write fsyncs).
-    async fn blocking<T: Send + 'static>(
+    async fn snapshot(&self, graph_id: &str) -> Result<Projection, WaveError> {
+        let graphs = self.inner.graphs.clone();
+        let graph = graph_id.to_owned();
+        tokio::task::spawn_blocking(move || Projection::load(&graphs, &graph))
+            .await
+            .map_err(|e| WaveError::Task(e.to_string()))?
+            .map_err(WaveError::from)
+    }
+
+    /// A store call off the async threads (every write is durable, and
+    /// blocks).
+    async fn store<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&AgentGraphStore) -> T + Send + 'static,
-    ) -> Result<T, String> {
+        f: impl FnOnce(&AgentGraphStore) -> Result<T, ControlError> + Send + 'static,
+    ) -> Result<T, WaveError> {
         let graphs = self.inner.graphs.clone();
         tokio::task::spawn_blocking(move || f(&graphs))
             .await
-            .map_err(|e| format!("store task failed: {e}"))
+            .map_err(|e| WaveError::Task(e.to_string()))?
+            .map_err(WaveError::from)
     }
 
+    /// Who runs `work`: the stored operator it names, or the one it
+    /// provisions (adopted on retry).
     async fn operator(
         &self,
         graph_id: &str,
         work: &WorkEntry,
         revision: u64,
-    ) -> Result<Result<Operator, String>, String> {
+    ) -> Result<Worker, WaveError> {
         let target = work.work().target.clone();
         if target.kind == TargetKind::Operator {
             let (g, op) = (graph_id.to_owned(), target.id.clone());
             let found = self
-                .blocking(move |s| s.read_provision_by_operator(&g, &op))
-                .await?
-                .map_err(|e| e.to_string())?;
+                .store(move |s| s.read_provision_by_operator(&g, &op))
+                .await?;
             return Ok(match found {
-                Some(p) => Ok(Operator {
+                Some(p) => Worker::Known(Operator {
                     id: p.operator_id,
                     session: p.target_session_id,
                     target: p.target,
                 }),
-                None => Err(format!("unknown operator {}", target.id)),
+                None => Worker::Unknown(target.id),
             });
         }
-        let operator_id = graph_operator_id(graph_id, work.work_id());
-        let session = format!(
-            "operator_session_{}",
-            stable_hash32(&json!({"graphId": graph_id, "operatorId": operator_id}))
-        );
-        let request = ProvisionRequest {
-            provision_id: graph_provision_id(graph_id, work.work_id()),
-            graph_id: graph_id.to_owned(),
-            work_id: work.work_id().to_owned(),
-            operator_id: operator_id.clone(),
-            target: target.clone(),
-            target_session_id: session.clone(),
-            initial_turn_id: "operator_turn_1".to_owned(),
-            initial_run_id: "operator_run_1".to_owned(),
-            provision_fingerprint: stable_hash(&json!({
-                "workId": work.work_id(),
-                "operatorId": operator_id,
-                "target": {"kind": target.kind.as_str(), "id": target.id},
-            })),
-            expected_schedule_revision: revision,
-        };
-        let outcome = self
-            .blocking(move |s| s.provision_operator(request))
-            .await?;
-        match outcome {
-            Ok(p) => Ok(Ok(Operator {
-                id: p.provision.operator_id,
-                session: p.provision.target_session_id,
-                target: p.provision.target,
-            })),
-            Err(e) => Err(format!("[{}] {}", e.code.as_str(), e.message)),
-        }
+        let request = provision_request(graph_id, work, revision);
+        let p = self.store(move |s| s.provision_operator(request)).await?;
+        Ok(Worker::Known(Operator {
+            id: p.provision.operator_id,
+            session: p.provision.target_session_id,
+            target: p.provision.target,
+        }))
     }
 
-    /// Claims, runs and records one work item. `None` when it was skipped.
+    /// Claims, leases, runs and records one work item.
     async fn run_work(
         &self,
         graph_id: &str,
         work: &WorkEntry,
-        mut revision: u64,
-    ) -> Result<Option<GraphRecord>, String> {
-        let operator = match self.operator(graph_id, work, revision).await {
-            Ok(op) => op,
-            Err(e) if e.starts_with("[schedule-revision-conflict]") => {
-                revision = self.current_revision(graph_id).await?;
-                self.operator(graph_id, work, revision).await?
+        revision: u64,
+    ) -> Result<WorkOutcome, WaveError> {
+        let (worker, revision) = match self.operator(graph_id, work, revision).await {
+            Ok(w) => (w, revision),
+            Err(e) if e.code() == Some(ControlErrorCode::ScheduleRevisionConflict) => {
+                let revision = self.current_revision(graph_id).await?;
+                (self.operator(graph_id, work, revision).await?, revision)
             }
-            Err(e) if e.starts_with("[schedule-closed]") => return Ok(None),
+            Err(e) if e.code() == Some(ControlErrorCode::ScheduleClosed) => {
+                return Ok(WorkOutcome::Skipped);
+            }
             Err(e) => return Err(e),
         };
-        let intent_id = work.intent_id().to_owned();
-        let run_id = format!(
-            "operator_run_{}",
-            stable_hash32(&json!({"graphId": graph_id, "intentId": intent_id}))
+        let claim = claim_request(graph_id, work, &worker);
+        if !self.claim(claim.clone(), revision, work).await? {
+            return Ok(WorkOutcome::Skipped);
+        }
+        let record_id = graph_record_id(
+            graph_id,
+            &claim.target_operator_id,
+            &claim.target_session_id,
+            &claim.target_run_id,
+            "terminal",
         );
-        let (operator_id, session) = match &operator {
-            Ok(op) => (op.id.clone(), op.session.clone()),
-            // A work item naming an unknown operator still gets a claim and
-            // a failed record, so it ends.
-            Err(_) => (work.work().target.id.clone(), format!("unknown_{run_id}")),
+        let (g, i, r) = (
+            graph_id.to_owned(),
+            claim.intent_id.clone(),
+            record_id.clone(),
+        );
+        let LeaseOutcome::Acquired(lease) = self.store(move |s| s.lease_intent(&g, &i, &r)).await?
+        else {
+            return Ok(WorkOutcome::Skipped);
         };
-        let claim = IntentClaimRequest {
-            schema_version: AGENT_GRAPH_SCHEMA_VERSION,
-            claim_id: graph_claim_id(graph_id, &intent_id),
-            graph_id: graph_id.to_owned(),
-            intent_id: intent_id.clone(),
-            intent_fingerprint: stable_hash(&serde_json::to_value(work.work()).unwrap_or_default()),
-            readiness_context_fingerprint: stable_hash(&json!({"inputIds": work.work().input_ids})),
-            target_operator_id: operator_id.clone(),
-            target_session_id: session.clone(),
-            target_turn_id: run_id.replace("operator_run_", "operator_turn_"),
-            target_run_id: run_id.clone(),
+        let (g, i) = (graph_id.to_owned(), claim.intent_id.clone());
+        let change = self
+            .store(move |s| s.begin_intent_execution(&g, &i))
+            .await?;
+        if change.state == AdmissionStatus::Cancelled {
+            return Ok(WorkOutcome::Skipped);
+        }
+        let renewal =
+            AbortOnDrop(self.renew_while_running(graph_id, &claim.intent_id, lease.token));
+        let (outcome, summary, evidence) = match worker {
+            Worker::Unknown(id) => (
+                RecordOutcome::Failed,
+                format!("failed: unknown operator {id}"),
+                vec![],
+            ),
+            Worker::Known(op) => self.execute(graph_id, work, &op).await?,
         };
+        drop(renewal);
+        let record = terminal_record(record_id, &claim, work, outcome, &summary, evidence);
+        let (r, i) = (record.clone(), claim.intent_id.clone());
+        match self
+            .store(move |s| s.append_record_leased(r, &i, lease.token))
+            .await
+        {
+            Ok(_) => Ok(WorkOutcome::Recorded(Box::new(record))),
+            Err(e) if e.code() == Some(ControlErrorCode::ClaimLeaseLost) => {
+                tracing::warn!(
+                    graph = graph_id,
+                    work = work.work_id(),
+                    "outcome not recorded: {e}"
+                );
+                Ok(WorkOutcome::Skipped)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Claims the intent at `revision`, retrying on revision conflicts.
+    /// `false` when the graph is finished or the intent or its activation
+    /// is claimed differently (the work is skipped).
+    async fn claim(
+        &self,
+        claim: IntentClaimRequest,
+        mut revision: u64,
+        work: &WorkEntry,
+    ) -> Result<bool, WaveError> {
         let mut attempt = 0;
         loop {
             let (c, rev) = (claim.clone(), revision);
             match self
-                .blocking(move |s| s.claim_intent_at_revision(c, rev))
-                .await?
+                .store(move |s| s.claim_intent_at_revision(c, rev))
+                .await
             {
-                Ok(_) => break,
-                Err(e) if e.code == ControlErrorCode::ScheduleRevisionConflict && attempt < 8 => {
+                Ok(_) => return Ok(true),
+                Err(e)
+                    if e.code() == Some(ControlErrorCode::ScheduleRevisionConflict)
+                        && attempt < 8 =>
+                {
                     attempt += 1;
-                    revision = self.current_revision(graph_id).await?;
+                    revision = self.current_revision(&claim.graph_id).await?;
                 }
                 Err(e)
                     if matches!(
-                        e.code,
-                        ControlErrorCode::ScheduleClosed | ControlErrorCode::IntentClaimConflict
+                        e.code(),
+                        Some(
+                            ControlErrorCode::ScheduleClosed
+                                | ControlErrorCode::IntentClaimConflict
+                        )
                     ) =>
                 {
                     tracing::warn!(
-                        graph = graph_id,
+                        graph = claim.graph_id,
                         work = work.work_id(),
-                        "work not claimed: {}",
-                        e.message
+                        "work not claimed: {e}"
                     );
-                    return Ok(None);
+                    return Ok(false);
                 }
-                Err(e) => return Err(format!("[{}] {}", e.code.as_str(), e.message)),
+                Err(e) => return Err(e),
             }
-        }
-        let record_id = graph_record_id(graph_id, &operator_id, &session, &run_id, "terminal");
-        let (g, i, r) = (graph_id.to_owned(), intent_id.clone(), record_id.clone());
-        let lease = match self
-            .blocking(move |s| s.lease_intent(&g, &i, &r))
-            .await?
-            .map_err(|e| format!("[{}] {}", e.code.as_str(), e.message))?
-        {
-            LeaseOutcome::Acquired(lease) => lease,
-            LeaseOutcome::Held(_) | LeaseOutcome::Recorded | LeaseOutcome::Cancelled => {
-                return Ok(None);
-            }
-        };
-        let (g, i) = (graph_id.to_owned(), intent_id.clone());
-        let change = self
-            .blocking(move |s| s.begin_intent_execution(&g, &i))
-            .await?
-            .map_err(|e| e.message)?;
-        if change.state == AdmissionStatus::Cancelled {
-            return Ok(None);
-        }
-        let renewal = AbortOnDrop(self.renew_while_running(graph_id, &intent_id, lease.token));
-        let (outcome, summary, evidence) = match operator {
-            Err(reason) => (RecordOutcome::Failed, format!("failed: {reason}"), vec![]),
-            Ok(op) => self.execute(graph_id, work, &op).await?,
-        };
-        drop(renewal);
-        let record = GraphRecord {
-            record_id,
-            graph_id: graph_id.to_owned(),
-            operator_id,
-            work_id: Some(work.work_id().to_owned()),
-            source: RecordSource {
-                session_id: session,
-                run_id,
-                turn_id: Some(claim.target_turn_id.clone()),
-                runtime_event_id: Some("terminal".to_owned()),
-                seq: 0,
-            },
-            summary: bounded(&summary),
-            facets: vec![RecordFacet::Terminal],
-            outcome: Some(outcome),
-            evidence_refs: evidence,
-            emitted_at: now_ms(),
-        };
-        let (r, i) = (record.clone(), intent_id.clone());
-        match self
-            .blocking(move |s| s.append_record_leased(r, &i, lease.token))
-            .await?
-        {
-            Ok(_) => Ok(Some(record)),
-            Err(e) if e.code == ControlErrorCode::ClaimLeaseLost => {
-                tracing::warn!(
-                    graph = graph_id,
-                    work = work.work_id(),
-                    "outcome not recorded: {}",
-                    e.message
-                );
-                Ok(None)
-            }
-            Err(e) => Err(format!("[{}] {}", e.code.as_str(), e.message)),
         }
     }
 
@@ -439,26 +541,23 @@ impl Coordinator {
                 tokio::time::sleep(every).await;
                 let (g, i) = (graph.clone(), intent.clone());
                 match this
-                    .blocking(move |s| s.renew_intent_lease(&g, &i, token))
+                    .store(move |s| s.renew_intent_lease(&g, &i, token))
                     .await
                 {
-                    Ok(Ok(true)) => {}
-                    Ok(Ok(false)) => {
+                    Ok(true) => {}
+                    Ok(false) => {
                         tracing::warn!(graph, intent, "claim lease lost to another host");
                         return;
                     }
-                    Ok(Err(e)) => tracing::warn!(graph, intent, "claim lease not renewed: {e}"),
                     Err(e) => tracing::warn!(graph, intent, "claim lease not renewed: {e}"),
                 }
             }
         })
     }
 
-    async fn current_revision(&self, graph_id: &str) -> Result<u64, String> {
+    async fn current_revision(&self, graph_id: &str) -> Result<u64, WaveError> {
         let g = graph_id.to_owned();
-        self.blocking(move |s| s.current_revision(&g))
-            .await?
-            .map_err(|e| e.message)
+        self.store(move |s| s.current_revision(&g)).await
     }
 
     /// Runs the work on its operator: a routing agent (agent profile), or
@@ -469,7 +568,7 @@ impl Coordinator {
         graph_id: &str,
         work: &WorkEntry,
         op: &Operator,
-    ) -> Result<(RecordOutcome, String, Vec<String>), String> {
+    ) -> Result<(RecordOutcome, String, Vec<String>), WaveError> {
         let options = match self.router_options(&op.target) {
             Ok(o) => o,
             Err(reason) => return Ok((RecordOutcome::Failed, format!("failed: {reason}"), vec![])),
@@ -477,10 +576,7 @@ impl Coordinator {
         let mut context = String::new();
         for input in &work.work().input_ids {
             let (g, r) = (graph_id.to_owned(), input.clone());
-            let record = self
-                .blocking(move |s| s.read_record(&g, &r))
-                .await?
-                .map_err(|e| e.message)?;
+            let record = self.store(move |s| s.read_record(&g, &r)).await?;
             if let Some(rec) = record {
                 context.push_str(&format!("Input {}: {}\n", rec.record_id, rec.summary));
             }

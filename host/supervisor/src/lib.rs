@@ -12,7 +12,9 @@
 mod coordinator;
 mod supervisor;
 
-pub use coordinator::{Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveReport};
+pub use coordinator::{
+    Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveError, WaveReport,
+};
 pub use supervisor::{
     Event, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions, first_message,
     wake_message,

@@ -121,7 +121,7 @@ pub enum SuperviseError {
     Stalled(String),
     /// Running work failed in the host.
     #[error("coordinator: {0}")]
-    Coordinator(String),
+    Coordinator(#[from] crate::WaveError),
 }
 
 impl SuperviseError {

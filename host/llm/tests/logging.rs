@@ -2,6 +2,8 @@
 //! interest process-wide, and a test on another thread hitting the same
 //! callsite without a subscriber can race with `set_default`.
 
+// Shares `all/common` with the `all` binary.
+#[path = "all/common/mod.rs"]
 mod common;
 
 use common::{ask, client};

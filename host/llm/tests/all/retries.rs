@@ -1,11 +1,9 @@
 //! Retries: 429 and 5xx, Retry-After, backoff, timeouts, connect failures,
 //! and what is left when attempts run out.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{ask, client, config};
+use crate::common::{self, ask, client, config};
 use sandgraph_llm::{ClientConfig, LlmError, OpenAiClient, Provider};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 

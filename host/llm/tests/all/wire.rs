@@ -1,8 +1,6 @@
 //! What the client sends: the OpenAI wire form, the key header, the path.
 
-mod common;
-
-use common::{KEY, KEY_VAR, UNSET_VAR, ask, client, config};
+use crate::common::{self, KEY, KEY_VAR, UNSET_VAR, ask, client, config};
 use sandgraph_llm::{ChatRequest, Message, OpenAiClient, Provider, ToolCall, ToolSpec};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 use serde_json::json;

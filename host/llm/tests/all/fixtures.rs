@@ -1,9 +1,7 @@
 //! Documented DeepSeek and OpenAI response bodies (see fixtures/README.md),
 //! served over real HTTP and parsed.
 
-mod common;
-
-use common::{KEY_VAR, ask, client};
+use crate::common::{self, KEY_VAR, ask, client};
 use sandgraph_llm::{ChatResponse, LlmError, Provider, ToolCall, Usage};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 
@@ -32,7 +30,7 @@ fn usage(prompt_tokens: u64, completion_tokens: u64) -> Option<Usage> {
 
 #[tokio::test]
 async fn deepseek_text_with_reasoning_content() {
-    let response = served(Reply::raw(include_str!("fixtures/deepseek_text.json")))
+    let response = served(Reply::raw(include_str!("../fixtures/deepseek_text.json")))
         .await
         .unwrap();
     assert_eq!(
@@ -48,9 +46,11 @@ async fn deepseek_text_with_reasoning_content() {
 
 #[tokio::test]
 async fn deepseek_tool_call() {
-    let response = served(Reply::raw(include_str!("fixtures/deepseek_tool_call.json")))
-        .await
-        .unwrap();
+    let response = served(Reply::raw(include_str!(
+        "../fixtures/deepseek_tool_call.json"
+    )))
+    .await
+    .unwrap();
     assert_eq!(
         response,
         ChatResponse {
@@ -68,7 +68,7 @@ async fn deepseek_tool_call() {
 
 #[tokio::test]
 async fn openai_text() {
-    let response = served(Reply::raw(include_str!("fixtures/openai_text.json")))
+    let response = served(Reply::raw(include_str!("../fixtures/openai_text.json")))
         .await
         .unwrap();
     assert_eq!(
@@ -84,9 +84,11 @@ async fn openai_text() {
 
 #[tokio::test]
 async fn openai_tool_call_keeps_raw_arguments() {
-    let response = served(Reply::raw(include_str!("fixtures/openai_tool_call.json")))
-        .await
-        .unwrap();
+    let response = served(Reply::raw(include_str!(
+        "../fixtures/openai_tool_call.json"
+    )))
+    .await
+    .unwrap();
     assert_eq!(
         response,
         ChatResponse {
@@ -105,7 +107,7 @@ async fn openai_tool_call_keeps_raw_arguments() {
 #[tokio::test]
 async fn openai_parallel_tool_calls_in_order() {
     let response = served(Reply::raw(include_str!(
-        "fixtures/openai_parallel_tool_calls.json"
+        "../fixtures/openai_parallel_tool_calls.json"
     )))
     .await
     .unwrap();
@@ -138,7 +140,7 @@ async fn openai_parallel_tool_calls_in_order() {
 async fn openai_401_is_auth_error_naming_the_variable() {
     let error = served(Reply::status(
         401,
-        include_str!("fixtures/openai_error_401.json"),
+        include_str!("../fixtures/openai_error_401.json"),
     ))
     .await
     .unwrap_err();
@@ -168,7 +170,7 @@ async fn openai_401_is_auth_error_naming_the_variable() {
 async fn deepseek_402_is_status_error_with_server_message() {
     let error = served(Reply::status(
         402,
-        include_str!("fixtures/deepseek_error_402.json"),
+        include_str!("../fixtures/deepseek_error_402.json"),
     ))
     .await
     .unwrap_err();

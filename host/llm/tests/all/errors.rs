@@ -1,11 +1,9 @@
 //! Failure classification: auth, statuses, size limits, malformed bodies,
 //! missing keys and bad configuration — and the key never leaking.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{KEY, KEY_VAR, UNSET_VAR, ask, client, config};
+use crate::common::{self, KEY, KEY_VAR, UNSET_VAR, ask, client, config};
 use sandgraph_llm::{ClientConfig, LlmError, OpenAiClient, Provider};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 

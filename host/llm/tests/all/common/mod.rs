@@ -1,7 +1,7 @@
 //! Shared helpers: the test key's environment variables and configs that
 //! point at a scripted server.
 
-#![allow(dead_code)] // each test binary uses a different subset
+#![allow(dead_code)] // `all` and `logging` each use a different subset
 
 use std::sync::Once;
 use std::time::Duration;

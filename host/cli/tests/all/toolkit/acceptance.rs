@@ -14,8 +14,8 @@ use rmcp::transport::TokioChildProcess;
 use sandgraph_tests::oci_registry::{self, Auth};
 use serde_json::{Value, json};
 
-use crate::check::{Env, stderr, stdout};
-use crate::new::{assert_ok, new_crate, run_in, sandgraph_in, sha256_hex, shared_target};
+use super::check::{Env, stderr, stdout};
+use super::new::{assert_ok, new_crate, run_in, sandgraph_in, sha256_hex, shared_target};
 
 /// Reads a JUnit file with junitparser: (tests, failures + errors).
 fn junit_counts(path: &Path) -> (u64, u64) {

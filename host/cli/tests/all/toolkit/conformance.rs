@@ -15,8 +15,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::check::{stderr, stdout};
-use crate::new::{assert_ok, repo, sha256_hex, shared_target};
+use super::check::{stderr, stdout};
+use super::new::{assert_ok, repo, sha256_hex, shared_target};
 
 /// The examples every language ships, by folder name.
 const EXAMPLES: [&str; 4] = ["echo", "greet", "map-reduce", "approval"];

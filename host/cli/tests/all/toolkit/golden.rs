@@ -5,7 +5,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::check::{Env, stderr, stdout};
+use super::check::{Env, stderr, stdout};
 
 /// A folder with `graph.wasm` (a copy of `component`) and the case files
 /// `tests/<name>` beside it.

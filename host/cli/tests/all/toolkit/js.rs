@@ -8,9 +8,9 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::check::{Env, stderr, stdout};
-use crate::conformance::Lang;
-use crate::new::{assert_ok, repo};
+use super::check::{Env, stderr, stdout};
+use super::conformance::Lang;
+use super::new::{assert_ok, repo};
 
 /// What CI runs to install jco and the examples' links.
 const INSTALL: &str = "npm ci --prefix example-graphs/js";
@@ -51,10 +51,10 @@ fn the_sdk_and_example_unit_tests_pass_under_node() {
 }
 
 /// The Js example `name`, built once per change of its inputs (see
-/// [`crate::conformance::built`]).
+/// [`super::conformance::built`]).
 fn built(name: &str) -> PathBuf {
     jco();
-    crate::conformance::built(Lang::Js, name)
+    super::conformance::built(Lang::Js, name)
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::check::{Env, stderr, stdout};
+use super::check::{Env, stderr, stdout};
 
 /// The repository root (host/cli/../..).
 pub(crate) fn repo() -> PathBuf {

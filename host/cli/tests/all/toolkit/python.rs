@@ -8,9 +8,9 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::check::{Env, stderr, stdout};
-use crate::conformance::Lang;
-use crate::new::{assert_ok, repo};
+use super::check::{Env, stderr, stdout};
+use super::conformance::Lang;
+use super::new::{assert_ok, repo};
 
 /// What CI runs to install componentize-py.
 const INSTALL: &str = "python3 -m pip install -r example-graphs/python/requirements.txt";
@@ -77,10 +77,10 @@ fn the_sdk_and_example_unit_tests_pass_natively() {
 }
 
 /// The Python example `name`, built once per change of its inputs (see
-/// [`crate::conformance::built`]).
+/// [`super::conformance::built`]).
 fn built(name: &str) -> PathBuf {
     componentize_py();
-    crate::conformance::built(Lang::Python, name)
+    super::conformance::built(Lang::Python, name)
 }
 
 /// `sandgraph ARGS` in `env` with a compile cache shared by this module's

@@ -5,7 +5,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::check::{Env, stderr, stdout};
+use super::check::{Env, stderr, stdout};
 
 /// A folder `graphs/` holding echo and greet, in a fresh working folder.
 fn graphs() -> Env {

@@ -1,0 +1,16 @@
+//! The `sandgraph` command line's integration tests, one test binary (one
+//! link of wasmtime instead of one per file, as wasmtime's `tests/all`):
+//! each former `tests/<name>.rs` is a module here, so a test is named
+//! `<module>::<test>`, e.g. `cargo test -p sandgraph-cli --test all threads::`.
+
+mod cli;
+mod crash;
+mod mcp_controller;
+mod mcp_http;
+mod mcp_stdio;
+mod mcp_ts_e2e;
+mod route;
+mod supervise;
+mod threads;
+mod toolkit;
+mod tools;

@@ -111,7 +111,7 @@
 //!   arbitrary text as a node's update. Only the host's hostile-guest tests
 //!   need it.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 // The bindings' default module path (`default_bindings_module`) starts with
 // `::sandgraph_sdk`, as seen from an author's crate; this makes the same

@@ -16,6 +16,8 @@
 //! // ... one function per graph, or the build fails naming the missing one.
 //! ```
 
+#![deny(missing_docs)]
+
 include!(concat!(env!("OUT_DIR"), "/graphs.rs"));
 
 use std::collections::HashMap;

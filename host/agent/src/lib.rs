@@ -13,7 +13,7 @@
 //!                 rejection: reason back to the model (at most max_retries times)
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod config;
 mod hooks;

@@ -14,7 +14,7 @@
 //! an OCI registry): each is read with a named size bound and parsed
 //! without panicking; errors are lowercase sentences that name the file.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

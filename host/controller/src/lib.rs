@@ -30,7 +30,7 @@
 //!   session may call this tool`): the original handed the root's session
 //!   id to any caller, which let it send requests as the root.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod error;
 pub mod ids;

@@ -6,7 +6,7 @@
 //! hands out [`Worker`]s (one sandboxed instance each in production, a fake in
 //! tests) that run node bodies, routers and custom reducers.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod audit;
 mod backend;

@@ -90,9 +90,13 @@ pub fn check_digest(digest: &str, what: &str) -> Result<(), Error> {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptor {
+    /// The blob's media type.
     pub media_type: String,
+    /// `sha256:<hex>` of the blob.
     pub digest: String,
+    /// The blob's size in bytes.
     pub size: u64,
+    /// OCI annotations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<BTreeMap<String, String>>,
 }
@@ -101,11 +105,16 @@ pub struct Descriptor {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
+    /// Always 2.
     pub schema_version: u32,
+    /// The manifest's media type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_type: Option<String>,
+    /// The config blob.
     pub config: Descriptor,
+    /// The layers: one component layer.
     pub layers: Vec<Descriptor>,
+    /// OCI annotations (the signature travels in one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<BTreeMap<String, String>>,
 }
@@ -113,7 +122,9 @@ pub struct Manifest {
 /// The `component` field of the config.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ComponentInfo {
+    /// The interfaces the component exports.
     pub exports: Vec<String>,
+    /// The interfaces it imports.
     pub imports: Vec<String>,
 }
 
@@ -121,12 +132,18 @@ pub struct ComponentInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WasmConfig {
+    /// RFC 3339 time of the build.
     pub created: String,
+    /// Who made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
+    /// Always `wasm`.
     pub architecture: String,
+    /// `wasip2`.
     pub os: String,
+    /// The digests of the layers, in order.
     pub layer_digests: Vec<String>,
+    /// What the component exports and imports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component: Option<ComponentInfo>,
 }
@@ -152,10 +169,15 @@ pub struct Artifact {
 /// The blobs and manifest of an artifact, serialized, with their digests.
 #[derive(Debug, Clone)]
 pub struct Built {
+    /// The config blob.
     pub config: Vec<u8>,
+    /// Its digest.
     pub config_digest: String,
+    /// The component layer's digest.
     pub layer_digest: String,
+    /// The manifest.
     pub manifest: Vec<u8>,
+    /// Its digest: what a pull by digest names.
     pub manifest_digest: String,
 }
 
@@ -252,7 +274,9 @@ pub fn build(artifact: &Artifact) -> Result<Built, Error> {
 /// The layer and config of a manifest that passed [`check_manifest`].
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// The config blob's descriptor.
     pub config: Descriptor,
+    /// The component layer's descriptor.
     pub layer: Descriptor,
     /// The decoded signature annotation, if any.
     pub signature: Option<Vec<u8>>,

@@ -24,6 +24,8 @@
 //! downloads. Only the manifest is fetched by this crate's own bounded
 //! request, because `oci_client` reads a manifest whole, however large.
 
+#![deny(missing_docs)]
+
 pub mod auth;
 pub mod layout;
 mod remote;

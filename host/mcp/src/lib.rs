@@ -38,7 +38,7 @@
 //!
 //! [`serve_stdio`] and [`HttpServer`] are the two transports.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod agent_graph;
 mod conn;

@@ -37,7 +37,7 @@
 //! in the cache with its error, and skipped at once by later starts until
 //! its bytes change.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod admission;
 mod compile;

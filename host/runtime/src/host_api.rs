@@ -22,10 +22,15 @@ pub trait LogSink: Send + Sync + 'static {
 /// A guest log level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuestLogLevel {
+    /// Finest detail.
     Trace,
+    /// Debugging detail.
     Debug,
+    /// Normal progress.
     Info,
+    /// Something unexpected the graph handled.
     Warn,
+    /// A failure the graph reports.
     Error,
 }
 

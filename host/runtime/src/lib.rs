@@ -6,6 +6,8 @@
 //! once (compiles it and builds its typed `*Pre`), then [`Runtime::run`] as
 //! often as you like: every run gets fresh instances in fresh stores.
 
+#![deny(missing_docs)]
+
 mod bindings;
 pub mod caps;
 mod host_api;

@@ -59,7 +59,7 @@
 //! `must be a lossless JSON value`. See [`ParameterSchema::validate`] for how
 //! violations are ordered and deduplicated.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod compile;
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //!
 //! See `DESIGN.md` at the crate root for keys, encodings and invariants.
 
+#![deny(missing_docs)]
+
 pub mod agent_graph;
 mod cache;
 mod capability_log;

@@ -7,7 +7,7 @@
 //! [`Supervisor::resume`] continues after a crash without running finished
 //! work again.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod coordinator;
 mod supervisor;

@@ -1,9 +1,7 @@
 //! The public surface: tool definitions, the prompt section, availability,
 //! argument validation, the caller checks and how failures display.
 
-mod common;
-
-use common::{Fixture, GRAPH, ROOT, err};
+use crate::common::{Fixture, GRAPH, ROOT, err};
 use serde_json::json;
 
 use sandgraph_controller::{

@@ -1,12 +1,10 @@
 //! `update_agent_graph`: bounds, rules, preprocessors, live checks,
 //! idempotency and the fixes over the original.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{Fixture, GRAPH, ROOT, assert_invalid, err, items, work_ids};
+use crate::common::{self, Fixture, GRAPH, ROOT, assert_invalid, err, items, work_ids};
 use serde_json::{Value, json};
 
 use sandgraph_controller::ids::{deterministic_work_id, graph_update_id};

@@ -1,9 +1,7 @@
 //! `view_agent_graph`: the empty snapshot, paging, the terminal tail,
 //! truncation, terminal work states and the text rendering.
 
-mod common;
-
-use common::{Fixture, GRAPH, assert_invalid, items, work_ids};
+use crate::common::{Fixture, GRAPH, assert_invalid, items, work_ids};
 use serde_json::{Value, json};
 
 use sandgraph_store::agent_graph::RecordOutcome;

@@ -1,9 +1,7 @@
 //! `yield_agent_graph`: closed and empty graphs, the idempotent wake and
 //! the pending count.
 
-mod common;
-
-use common::{Fixture, GRAPH, ROOT};
+use crate::common::{Fixture, GRAPH, ROOT};
 use serde_json::json;
 
 use sandgraph_controller::ids::{graph_wake_id, stable_hash};

@@ -1,0 +1,10 @@
+//! The controller's integration tests, one test binary (one link instead
+//! of one per file, as wasmtime's `tests/all`): each former
+//! `tests/<name>.rs` is a module here, so a test is named `<module>::<test>`.
+
+mod common;
+
+mod surface;
+mod update;
+mod view;
+mod yield_;

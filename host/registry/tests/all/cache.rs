@@ -2,13 +2,11 @@
 //! recompiled, concurrent first calls load a graph once, and a graph that
 //! failed to load is skipped at once until its file changes.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{at, folder, fresh_runtime, options};
+use crate::common::{at, folder, fresh_runtime, options};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use sandgraph_registry::{CallOptions, MountErrorKind, MountReport, Registry, RegistryOptions};
 use sandgraph_runtime::{CancellationToken, Limits, RunOptions, Runtime, RuntimeConfig};

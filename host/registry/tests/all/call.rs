@@ -2,11 +2,9 @@
 //! fallback `input`, pass-through of the call context and cancellation,
 //! and the result rendering.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{folder, open};
+use crate::common::{self, folder, open};
 use sandgraph_registry::{CallOptions, Registry};
 use sandgraph_runtime::{CancellationToken, ErrorCode};
 use sandgraph_tests::{

@@ -2,12 +2,10 @@
 //! ordering, declarations, operator overrides, and the imperative API
 //! (scopes, register, create, unregister).
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{at, config, folder, open, options, runtime};
+use crate::common::{self, at, config, folder, open, options, runtime};
 use sandgraph_registry::{
     CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryError, RegistryEvent,
     RegistryOptions, ToolSource,

@@ -2,12 +2,10 @@
 //! mounted, remounted and unmounted, with events; half-written files are
 //! not mounted; failures are retried on change.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 
-use common::{at, events_within, folder, next_event, open};
+use crate::common::{self, at, events_within, folder, next_event, open};
 use sandgraph_registry::{CallOptions, DEBOUNCE, RegistryEvent};
 use sandgraph_tests::{ECHO, GREET};
 use serde_json::json;

@@ -2,11 +2,9 @@
 //! process (one local session) and over Streamable HTTP (one root session
 //! per MCP session).
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;

@@ -3,11 +3,9 @@
 //! limits on every door (header-read timeout, connection, session and
 //! per-principal caps), and the graceful shutdown.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;

@@ -1,9 +1,7 @@
 //! The MCP server driven by rmcp's client in process (a duplex pipe): tools,
 //! errors, progress, cancellation, resources, list changes, concurrency.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use sandgraph_mcp::ServerOptions;
 use sandgraph_tests::{ECHO, FANOUT, GREET, HOSTILE_INFINITE_LOOP, HOSTILE_PANIC, LOOP_GRAPH};

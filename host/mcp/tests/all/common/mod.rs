@@ -61,7 +61,7 @@ impl Folder {
     }
 }
 
-/// One compile cache per test binary, so each graph compiles once.
+/// One compile cache for the test binary, so each graph compiles once.
 fn cache() -> Store {
     static CACHE: OnceLock<(tempfile::TempDir, Store)> = OnceLock::new();
     CACHE

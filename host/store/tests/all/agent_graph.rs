@@ -20,9 +20,7 @@ use sandgraph_store::{
     TargetKind, UpdateSource, WakeStatus, WorkStop, WorkTarget,
 };
 
-#[allow(dead_code)]
-#[path = "../../../tests/src/postgres.rs"]
-mod fixture;
+use crate::fixture;
 
 const G: &str = "graph_a";
 const ROOT: &str = "root-1";

@@ -8,11 +8,7 @@ use sandgraph_core::audit::CapabilityCall;
 use sandgraph_store::{JournalEntry, PG_SCHEMA_VERSION, Store, SupervisorRun};
 use serde_json::json;
 
-#[allow(dead_code)]
-#[path = "../../../tests/src/postgres.rs"]
-mod fixture;
-
-use fixture::TestPostgres;
+use crate::fixture::TestPostgres;
 
 /// The store under test.
 struct Backend {

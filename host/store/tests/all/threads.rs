@@ -953,9 +953,7 @@ async fn a_sync_writer_accepts_nothing_after_a_failed_commit(store: Store) {
 // ---------------------------------------------------------------------------
 // Conformance: the tests above that take a `Store` run on both backends.
 
-#[allow(dead_code)]
-#[path = "../../../tests/src/postgres.rs"]
-mod fixture;
+use crate::fixture;
 
 /// A fresh PostgreSQL database (on the test binary's one cluster) for
 /// `test`, with a short lease so take-over tests stay quick.

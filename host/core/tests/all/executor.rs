@@ -1,16 +1,14 @@
 //! LangGraph conformance of the Pregel executor, driven by a fake backend.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::{Call, Fake, FakeBackend, command, graph, object, send, to, update};
 use sandgraph_core::{
     CompiledGraph, ErrorCode, GraphSpec, NodeContext, NodeOutput, Reducer, RouteTarget, RunConfig,
     RunError, RunOutcome, StepEvent, TaskUpdate, run,
 };
 use serde_json::{Map, Value, json};
-use support::{Call, Fake, FakeBackend, command, graph, object, send, to, update};
 use tokio::sync::Barrier;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,11 +1,10 @@
 //! Durable threads through an in-memory checkpointer: checkpoints per
 //! superstep, task records, interrupts and resume, continuing after a failure.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::{Fake, FakeBackend, graph, update};
 use futures::future::BoxFuture;
 use sandgraph_core::{
     Checkpoint, CheckpointSource, Checkpointer, CompiledGraph, ErrorCode, GraphSpec, NodeOutput,
@@ -13,7 +12,6 @@ use sandgraph_core::{
     run_thread,
 };
 use serde_json::{Value, json};
-use support::{Fake, FakeBackend, graph, update};
 
 /// Keeps everything in memory, like a store would on disk.
 #[derive(Default)]

@@ -1,4 +1,4 @@
-//! Documented DeepSeek and OpenAI response bodies (see fixtures/README.md),
+//! Documented DeepSeek and OpenAI response bodies (see ../fixtures/README.md),
 //! served over real HTTP and parsed.
 
 use crate::common::{self, KEY_VAR, ask, client};

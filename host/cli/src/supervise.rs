@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
-use sandgraph_store::Store;
+use sandgraph_store::{Store, SupervisorWake, WakeAttempt};
 use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions};
 use serde_json::json;
 
@@ -253,7 +253,25 @@ pub async fn agent_graph(cmd: AgentGraphCommand) -> Result<ExitCode, Failure> {
     }
 }
 
+/// What `agent-graph show` prints: the graph's run, projection and wakes.
+struct Shown {
+    graph_id: String,
+    run: Option<sandgraph_store::SupervisorRun>,
+    projection: sandgraph_controller::Projection,
+    wakes: Vec<(SupervisorWake, Vec<WakeAttempt>)>,
+}
+
 fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failure> {
+    let shown = load_shown(store, graph_id)?;
+    if as_json {
+        outln!("{}", show::json(&shown_json(&shown)?));
+    } else {
+        print!("{}", shown_text(&shown));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_shown(store: &Store, graph_id: &str) -> Result<Shown, Failure> {
     let graphs = store.agent_graphs();
     let ctl = |e: sandgraph_store::ControlError| -> Failure {
         RunError::new(ErrorCode::Storage, e.message).into()
@@ -268,141 +286,137 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
         )
         .into());
     }
-    let wakes = graphs.list_supervisor_wakes(graph_id).map_err(ctl)?;
-    let mut wake_rows = Vec::new();
-    for w in &wakes {
+    let mut wakes = Vec::new();
+    for w in graphs.list_supervisor_wakes(graph_id).map_err(ctl)? {
         let attempts = graphs
             .list_supervisor_wake_attempts(graph_id, &w.wake_id)
             .map_err(ctl)?;
-        wake_rows.push((w.clone(), attempts));
+        wakes.push((w, attempts));
     }
-    if as_json {
-        let value = json!({
-            "graph_id": graph_id,
-            "goal": run.as_ref().map(|r| r.goal.clone()),
-            "turns": run.as_ref().map(|r| r.turns),
-            "closed": projection.closed(),
-            "revision": projection.revision(),
-            "work": projection.work().iter().map(|w| json!({
-                "work": w.work(),
-                "status": w.status().as_str(),
-                "revision": w.revision(),
-                "claim": projection.claim_of(w.work_id()),
-            })).collect::<Vec<_>>(),
-            "records": projection.records(),
-            "finish": projection.finish().map(|f| json!({"result_ids": f.result_ids, "reason": f.reason})),
-            "wakes": wake_rows.iter().map(|(w, a)| json!({"wake": w, "attempts": a})).collect::<Vec<_>>(),
-        });
-        outln!(
-            "{}",
-            show::json(
-                &serde_json::to_string_pretty(&value)
-                    .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
-            )
-        );
-        return Ok(ExitCode::SUCCESS);
+    Ok(Shown {
+        graph_id: graph_id.to_owned(),
+        run,
+        projection,
+        wakes,
+    })
+}
+
+fn shown_json(shown: &Shown) -> Result<String, Failure> {
+    let (run, projection) = (&shown.run, &shown.projection);
+    let value = json!({
+        "graph_id": shown.graph_id,
+        "goal": run.as_ref().map(|r| r.goal.clone()),
+        "turns": run.as_ref().map(|r| r.turns),
+        "closed": projection.closed(),
+        "revision": projection.revision(),
+        "work": projection.work().iter().map(|w| json!({
+            "work": w.work(),
+            "status": w.status().as_str(),
+            "revision": w.revision(),
+            "claim": projection.claim_of(w.work_id()),
+        })).collect::<Vec<_>>(),
+        "records": projection.records(),
+        "finish": projection.finish().map(|f| json!({"result_ids": f.result_ids, "reason": f.reason})),
+        "wakes": shown.wakes.iter().map(|(w, a)| json!({"wake": w, "attempts": a})).collect::<Vec<_>>(),
+    });
+    serde_json::to_string_pretty(&value)
+        .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))
+}
+
+/// The snake_case word serde writes for a unit enum value.
+fn word(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// `heading:` and its lines, or `  none`.
+fn section(out: &mut String, heading: &str, lines: Vec<String>) {
+    out.push_str(&format!("\n{heading}:\n"));
+    if lines.is_empty() {
+        out.push_str("  none\n");
     }
-    let mut out = String::new();
-    out.push_str(&format!(
-        "agent graph {} ({}, revision {}, {} updates)\n",
-        show::folded(graph_id, 80),
-        if projection.closed() {
-            "finished"
-        } else {
-            "open"
-        },
-        projection.revision(),
-        projection.update_count()
-    ));
-    if let Some(run) = &run {
+    for line in lines {
+        out.push_str(&line);
+    }
+}
+
+fn shown_text(shown: &Shown) -> String {
+    let p = &shown.projection;
+    let state = if p.closed() { "finished" } else { "open" };
+    let mut out = format!(
+        "agent graph {} ({state}, revision {}, {} updates)\n",
+        show::folded(&shown.graph_id, 80),
+        p.revision(),
+        p.update_count()
+    );
+    if let Some(run) = &shown.run {
         out.push_str(&format!(
             "goal: {}\nsupervisor turns: {}\n",
             show::folded(&run.goal, 4096),
             run.turns
         ));
     }
-    out.push_str("\nwork:\n");
-    if projection.work().is_empty() {
-        out.push_str("  none\n");
-    }
-    for w in projection.work() {
-        let claim = projection
+    let work = p.work().iter().map(|w| {
+        let claim = p
             .claim_of(w.work_id())
-            .map(|c| {
-                format!(
-                    " claim {}",
-                    serde_json::to_value(c.admission_status)
-                        .unwrap_or_default()
-                        .as_str()
-                        .unwrap_or("")
-                )
-            })
+            .map(|c| format!(" claim {}", word(c.admission_status)))
             .unwrap_or_default();
-        out.push_str(&format!(
-            "  {} {} {}:{}{} — {}\n",
+        format!(
+            "  {} {} {}:{}{claim} — {}\n",
             w.status().as_str(),
             show::folded(w.work_id(), 80),
             w.work().target.kind.as_str(),
             show::folded(&w.work().target.id, 80),
-            claim,
             show::folded(&w.work().instruction, 4096)
-        ));
-    }
-    out.push_str("\nrecords:\n");
-    if projection.records().is_empty() {
-        out.push_str("  none\n");
-    }
-    for r in projection.records() {
-        out.push_str(&format!(
+        )
+    });
+    section(&mut out, "work", work.collect());
+    let records = p.records().iter().map(|r| {
+        format!(
             "  {} (work {}, {}): {}\n",
             show::folded(&r.record_id, 80),
             show::folded(r.work_id.as_deref().unwrap_or("-"), 80),
-            r.outcome
-                .map(|o| serde_json::to_value(o)
-                    .unwrap_or_default()
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned())
-                .unwrap_or_else(|| "record".to_owned()),
+            r.outcome.map_or_else(|| "record".to_owned(), word),
             show::folded(&r.summary, 4096)
-        ));
-    }
-    out.push_str("\nwakes:\n");
-    if wake_rows.is_empty() {
-        out.push_str("  none\n");
-    }
-    for (w, attempts) in &wake_rows {
-        out.push_str(&format!(
-            "  {} {} ({} attempts)\n",
-            serde_json::to_value(w.status)
-                .unwrap_or_default()
-                .as_str()
-                .unwrap_or(""),
-            show::folded(&w.wake_id, 80),
-            w.attempt_count
-        ));
-        for a in attempts {
-            out.push_str(&format!(
-                "    attempt {} {}{}\n",
-                show::folded(&a.attempt_id, 80),
-                serde_json::to_value(a.status)
-                    .unwrap_or_default()
-                    .as_str()
-                    .unwrap_or(""),
-                a.failure_reason
-                    .as_deref()
-                    .map(|r| format!(": {}", show::folded(r, 4096)))
-                    .unwrap_or_default()
-            ));
-        }
-    }
-    if let Some(f) = projection.finish() {
+        )
+    });
+    section(&mut out, "records", records.collect());
+    section(
+        &mut out,
+        "wakes",
+        shown.wakes.iter().map(wake_lines).collect(),
+    );
+    if let Some(f) = p.finish() {
         out.push_str(&format!(
             "\nfinished: {} — {}\n",
             show::folded(&f.result_ids.join(", "), 4096),
             show::folded(&f.reason, 4096)
         ));
     }
-    print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    out
+}
+
+/// A wake's line and one line per attempt.
+fn wake_lines((w, attempts): &(SupervisorWake, Vec<WakeAttempt>)) -> String {
+    let mut out = format!(
+        "  {} {} ({} attempts)\n",
+        word(w.status),
+        show::folded(&w.wake_id, 80),
+        w.attempt_count
+    );
+    for a in attempts {
+        let reason = a
+            .failure_reason
+            .as_deref()
+            .map(|r| format!(": {}", show::folded(r, 4096)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "    attempt {} {}{reason}\n",
+            show::folded(&a.attempt_id, 80),
+            word(a.status)
+        ));
+    }
+    out
 }

@@ -262,6 +262,47 @@ fn token(var: &str) -> Result<String, Failure> {
     }
 }
 
+/// The data store of `serve`, when it has one: `--store`/`--db`,
+/// `$SANDGRAPH_STORE`, or `--controller`'s default database.
+fn open_store(args: &ServeArgs) -> Result<Option<Store>, Failure> {
+    let wants_store = args.controller
+        || args.db.is_some()
+        || std::env::var_os("SANDGRAPH_STORE").is_some_and(|v| !v.is_empty());
+    if !wants_store {
+        return Ok(None);
+    }
+    let path = db_path(args.db.as_deref())?;
+    Ok(Some(crate::threads::open_data(&path)?))
+}
+
+/// The Streamable HTTP options of `serve --http addr`.
+fn http_options(
+    args: &ServeArgs,
+    addr: SocketAddr,
+    token: Option<String>,
+    tokens: Option<Tokens>,
+    grace: Duration,
+) -> HttpOptions {
+    HttpOptions {
+        allow_remote: args.allow_remote,
+        allowed_hosts: args.allow_host.clone(),
+        allowed_origins: args.allow_origin.clone(),
+        token,
+        tokens,
+        conn: ConnLimits {
+            max_connections: args.max_connections as usize,
+            header_read_timeout: Duration::from_millis(args.header_timeout_ms),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        },
+        max_sessions: args.max_sessions as usize,
+        max_sessions_per_principal: args.max_sessions_per_principal as usize,
+        session_idle: Duration::from_millis(args.session_idle_ms),
+        max_body_bytes: args.max_body_bytes,
+        shutdown_grace: grace,
+        ..HttpOptions::new(addr)
+    }
+}
+
 /// `sandgraph serve`.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     let token = args.token_env.as_deref().map(token).transpose()?;
@@ -289,19 +330,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     } else {
         None
     };
-    let wants_store = args.controller
-        || args.db.is_some()
-        || std::env::var_os("SANDGRAPH_STORE").is_some_and(|v| !v.is_empty());
-    let store = if wants_store {
-        let path = db_path(args.db.as_deref())?;
-        Some(if args.controller {
-            crate::threads::open_agent_graphs(&path)?
-        } else {
-            crate::threads::open_data(&path)?
-        })
-    } else {
-        None
-    };
+    let store = open_store(&args)?;
     let log = tools::capability_log(store.as_ref(), args.db.as_deref());
     let (registry, _) = tools::open(&args.mount, LimitOverrides::default(), log).await?;
     let _watching = if args.watch {
@@ -342,24 +371,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         served.map_err(|e| Failure::internal(e.to_string()))?;
         return Ok(ExitCode::SUCCESS);
     };
-    let options = HttpOptions {
-        allow_remote: args.allow_remote,
-        allowed_hosts: args.allow_host,
-        allowed_origins: args.allow_origin,
-        token,
-        tokens,
-        conn: ConnLimits {
-            max_connections: args.max_connections as usize,
-            header_read_timeout: Duration::from_millis(args.header_timeout_ms),
-            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
-        },
-        max_sessions: args.max_sessions as usize,
-        max_sessions_per_principal: args.max_sessions_per_principal as usize,
-        session_idle: Duration::from_millis(args.session_idle_ms),
-        max_body_bytes: args.max_body_bytes,
-        shutdown_grace: grace,
-        ..HttpOptions::new(addr)
-    };
+    let options = http_options(&args, addr, token, tokens, grace);
     let http = HttpServer::bind(server, options)
         .await
         .map_err(|e| invalid(e.to_string()))?;

@@ -167,7 +167,7 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
         model.clone_from(m);
     }
     let path = db_path(args.db.as_deref())?;
-    let store = crate::threads::open_agent_graphs(&path)?;
+    let store = crate::threads::open_data(&path)?;
     let log = crate::tools::capability_log(Some(&store), None);
     let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default(), log).await?;
     let mut options = SupervisorOptions::new(model);
@@ -223,7 +223,7 @@ fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
         )
         .into());
     }
-    crate::threads::open_agent_graphs(&path)
+    crate::threads::open_data(&path)
 }
 
 /// `sandgraph agent-graph ...`.

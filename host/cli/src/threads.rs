@@ -140,12 +140,6 @@ pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {
     Store::open(location).map_err(storage)
 }
 
-/// Opens the data store at `location` for agent graphs: a redb path or a
-/// PostgreSQL URL, as [`open_data`].
-pub(crate) fn open_agent_graphs(location: &Path) -> Result<Store, Failure> {
-    open_data(location)
-}
-
 /// `$SANDGRAPH_LEASE_MS`: how long a shared (PostgreSQL) thread, or a claim
 /// of agent-graph work, held by a dead host stays busy before another host
 /// may take it over.

@@ -13,9 +13,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use sandgraph_core::RunError;
 use sandgraph_registry::ToolOutput;
-use sandgraph_runtime::{CancellationToken, RunError};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 /// What a listener may fail with; it reaches the caller unchanged.
 pub type HookError = Box<dyn std::error::Error + Send + Sync>;

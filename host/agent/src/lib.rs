@@ -17,6 +17,7 @@
 
 mod config;
 mod hooks;
+mod journal;
 mod policy;
 mod router;
 
@@ -24,9 +25,9 @@ pub use config::{AgentConfig, AgentProfile, ConfigError, RoutingConfig};
 pub use hooks::{
     Execution, HookError, Hooks, PostDecision, PostNext, PreDecision, PreNext, Settled,
 };
+pub use journal::{MAX_JOURNAL_OUTCOME_BYTES, MAX_JOURNAL_REASON_BYTES};
 pub use policy::{ArgLimit, PolicyConfig};
 pub use router::{
     DEFAULT_MAX_RETRIES, DEFAULT_SYSTEM_PROMPT, FALLBACK_TOOL, Fallback, GraphRoutingAgent,
-    MAX_JOURNAL_OUTCOME_BYTES, MAX_JOURNAL_REASON_BYTES, RouteError, RouteOptions, RouteOutcome,
-    RouterOptions, ToolFilter, feedback,
+    RouteError, RouteOptions, RouteOutcome, RouterOptions, ToolFilter, feedback,
 };

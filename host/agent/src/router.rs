@@ -7,14 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use sandgraph_core::text::{MAX_GUEST_NAME_BYTES, guest_message, guest_name, guest_text};
-use sandgraph_llm::{ChatRequest, LlmError, Message, Provider, ToolCall, ToolSpec};
+use sandgraph_core::text::{guest_message, guest_name};
+use sandgraph_core::{ErrorCode, RunError};
+use sandgraph_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::{CallOptions, GraphTool, Registry};
-use sandgraph_runtime::{CancellationToken, ErrorCode, RunError};
-use sandgraph_store::{Journal, JournalEntry};
+use sandgraph_store::Journal;
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 
-use crate::hooks::{Execution, Hooks, PostDecision, PreDecision, Settled};
+use crate::hooks::{Execution, HookError, Hooks, PostDecision, PreDecision, Settled};
+use crate::journal::{AttemptAt, Decision, Stage, Tried, error_value, journal_value};
 
 /// The name of the built-in fallback: no parameters, returns `{}`, does
 /// nothing.
@@ -22,19 +24,6 @@ pub const FALLBACK_TOOL: &str = "graph_routing_fallback";
 
 /// Re-asks after a rejected choice when nothing else is configured.
 pub const DEFAULT_MAX_RETRIES: u32 = 3;
-
-/// The largest outcome the journal keeps whole, in bytes of JSON text. A
-/// final state may be up to 16 MiB; the journal is an audit trail, not a
-/// second copy of every result, so bigger outcomes are kept as their first
-/// bytes plus their size.
-pub const MAX_JOURNAL_OUTCOME_BYTES: usize = 64 * 1024;
-
-/// The longest `reason` the journal keeps, in bytes of input text. A reason
-/// quotes a graph's error or `validate` reason (capped by the runtime at
-/// 4 KiB) or a model's plain-text answer (unbounded); 16 KiB keeps the
-/// host's prefix and the quoted text whole while a flood cannot fill the
-/// journal. The kept text is escaped: one inert line.
-pub const MAX_JOURNAL_REASON_BYTES: usize = 16 * 1024;
 
 /// The system prompt when none is configured.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You route a user's request to a tool. Call exactly one of the tools, the one that fits the request, with arguments that satisfy its parameters. If no tool fits the request, answer in plain text without calling a tool.";
@@ -226,23 +215,46 @@ impl std::fmt::Debug for GraphRoutingAgent {
 /// One checked choice, or the reason it was rejected.
 enum Check {
     Chosen { tool: Arc<GraphTool>, args: Value },
-    Rejected { stage: &'static str, reason: String },
+    Rejected { stage: Stage, reason: String },
 }
 
-/// What one attempt ended with, for the journal.
-#[derive(Default)]
-struct AttemptRecord {
-    tool: Option<String>,
-    args: Option<Value>,
-    decision: &'static str,
-    stage: Option<&'static str>,
-    reason: Option<String>,
-    outcome: Option<Value>,
-    model_ms: u64,
-    check_ms: u64,
-    run_ms: Option<u64>,
-    /// The sha256 of the component that ran, when one ran.
-    graph_digest: Option<String>,
+/// A rejected choice: the step that rejected it and why (the reason goes
+/// back to the model), and what was tried, for the journal.
+struct Rejection {
+    stage: Stage,
+    reason: String,
+    tried: Tried,
+}
+
+/// How one attempt with a tool call ended.
+enum Attempted {
+    /// The chosen graph ran and its outcome stands.
+    Ran(RouteOutcome),
+    /// The model is asked again.
+    Rejected(Rejection),
+}
+
+/// What stays the same for every attempt of one routed request.
+struct Round<'a> {
+    request: &'a str,
+    opts: &'a RouteOptions,
+    route_id: String,
+    candidates: Vec<Arc<GraphTool>>,
+    fallback: Option<Arc<GraphTool>>,
+    /// The options of every call; the chosen tool's run adds its thread.
+    call_opts: CallOptions,
+}
+
+impl Round<'_> {
+    /// Attempt `attempt`, beginning now.
+    fn at(&self, attempt: u32) -> AttemptAt<'_> {
+        AttemptAt {
+            route_id: &self.route_id,
+            request: self.request,
+            attempt,
+            started: now_ms(),
+        }
+    }
 }
 
 fn now_ms() -> u64 {
@@ -261,29 +273,12 @@ fn new_route_id() -> String {
     format!("route-{}-{}-{n}", now_ms(), std::process::id())
 }
 
-/// The journal's copy of an outcome, bounded by
-/// [`MAX_JOURNAL_OUTCOME_BYTES`].
-fn journal_value(value: &Value) -> Value {
-    let text = value.to_string();
-    if text.len() <= MAX_JOURNAL_OUTCOME_BYTES {
-        return value.clone();
+/// A listener's error in `phase` (`pre-execute` or `post-execute`).
+fn hook_error(phase: &'static str) -> impl FnOnce(HookError) -> RouteError {
+    move |e| RouteError::Hook {
+        phase,
+        message: e.to_string(),
     }
-    let mut end = MAX_JOURNAL_OUTCOME_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    json!({"truncated": true, "bytes": text.len(), "head": &text[..end]})
-}
-
-fn error_value(e: &RunError) -> Value {
-    json!({"error": {"code": e.code.as_str(), "message": journal_text(&e.message)}})
-}
-
-/// Text the journal keeps: capped at [`MAX_JOURNAL_REASON_BYTES`] (the cut
-/// marked) with every control character escaped, so a graph or a model can
-/// neither flood the journal nor forge a line of `sandgraph journal`.
-fn journal_text(text: &str) -> String {
-    guest_text(text, MAX_JOURNAL_REASON_BYTES)
 }
 
 impl GraphRoutingAgent {
@@ -440,10 +435,62 @@ impl GraphRoutingAgent {
         request: &str,
         opts: RouteOptions,
     ) -> Result<RouteOutcome, RouteError> {
-        let candidates = self.candidates()?;
-        let fallback = self.fallback_tool()?;
-        let route_id = new_route_id();
-        let tools: Vec<ToolSpec> = candidates
+        let round = self.round(request, &opts)?;
+        let mut chat = self.first_chat(&round);
+        let mut last_reason = String::new();
+        for attempt in 1..=self.options.max_retries.saturating_add(1) {
+            let at = round.at(attempt);
+            let (response, model_ms) = self.ask(&chat, &opts.cancel, at).await?;
+            // The first tool call is the model's choice; later ones in the
+            // same answer are ignored (and not echoed back).
+            let Some(call) = response.tool_calls.first().cloned() else {
+                return self
+                    .run_fallback(&round, at, response.content, model_ms)
+                    .await;
+            };
+            let Rejection {
+                stage,
+                reason,
+                tried,
+            } = match self.attempt(&round, at, &call, model_ms).await? {
+                Attempted::Ran(outcome) => return Ok(outcome),
+                Attempted::Rejected(rejection) => rejection,
+            };
+            self.journal(at, Decision::Rejected(stage), Some(&reason), tried);
+            push_feedback(&mut chat.messages, response.content, call, &reason);
+            last_reason = reason;
+        }
+        Err(RouteError::Exhausted {
+            attempts: self.options.max_retries.saturating_add(1),
+            reason: last_reason,
+        })
+    }
+
+    /// The parts of a routed request every attempt shares; the candidates
+    /// and the fallback are checked again here.
+    fn round<'a>(&self, request: &'a str, opts: &'a RouteOptions) -> Result<Round<'a>, RouteError> {
+        Ok(Round {
+            request,
+            opts,
+            route_id: new_route_id(),
+            candidates: self.candidates()?,
+            fallback: self.fallback_tool()?,
+            call_opts: CallOptions {
+                cancel: opts.cancel.clone(),
+                thread_id: opts.thread_id.clone(),
+                configurable: opts.configurable.clone(),
+                request: Some(request.to_owned()),
+                threads: None,
+                sub_run_of: None,
+            },
+        })
+    }
+
+    /// The first model request: the system prompt, the request (and its
+    /// context) and the candidates as tools.
+    fn first_chat(&self, round: &Round<'_>) -> ChatRequest {
+        let tools: Vec<ToolSpec> = round
+            .candidates
             .iter()
             .map(|t| ToolSpec {
                 name: t.name().to_owned(),
@@ -451,252 +498,183 @@ impl GraphRoutingAgent {
                 parameters: t.input_schema().clone(),
             })
             .collect();
-        let mut user = request.to_owned();
-        if let Some(context) = &opts.context {
+        let mut user = round.request.to_owned();
+        if let Some(context) = &round.opts.context {
             user.push_str("\n\n");
             user.push_str(context);
         }
-        let mut messages = vec![
-            Message::System {
-                content: self
-                    .options
-                    .system_prompt
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned()),
-            },
-            Message::User { content: user },
-        ];
-        let call_opts = CallOptions {
-            cancel: opts.cancel.clone(),
-            thread_id: opts.thread_id.clone(),
-            configurable: opts.configurable.clone(),
-            request: Some(request.to_owned()),
-            threads: None,
-            sub_run_of: None,
+        let system = self
+            .options
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
+        ChatRequest {
+            model: self.options.model.clone(),
+            messages: vec![
+                Message::System { content: system },
+                Message::User { content: user },
+            ],
+            tools,
+            temperature: None,
+            max_tokens: None,
+        }
+    }
+
+    /// Asks the model; its answer and how long it took. A failed call is
+    /// journalled.
+    async fn ask(
+        &self,
+        chat: &ChatRequest,
+        cancel: &CancellationToken,
+        at: AttemptAt<'_>,
+    ) -> Result<(ChatResponse, u64), RouteError> {
+        let model_start = Instant::now();
+        let response = tokio::select! {
+            r = self.provider.chat(chat) => r,
+            () = cancel.cancelled() => return Err(RouteError::Cancelled),
         };
-        let mut last_reason = String::new();
-        for attempt in 1..=self.options.max_retries.saturating_add(1) {
-            let started = now_ms();
-            let model_start = Instant::now();
-            let chat = ChatRequest {
-                model: self.options.model.clone(),
-                messages: messages.clone(),
-                tools: tools.clone(),
-                temperature: None,
-                max_tokens: None,
-            };
-            let response = tokio::select! {
-                r = self.provider.chat(&chat) => r,
-                () = opts.cancel.cancelled() => return Err(RouteError::Cancelled),
-            };
-            let model_ms = ms(model_start);
-            let response = match response {
-                Ok(r) => r,
-                Err(e) => {
-                    self.journal(
-                        &route_id,
-                        attempt,
-                        started,
-                        request,
-                        AttemptRecord {
-                            decision: "error",
-                            stage: Some("model"),
-                            reason: Some(e.to_string()),
-                            model_ms,
-                            ..AttemptRecord::default()
-                        },
-                    );
-                    return Err(RouteError::Llm(e));
-                }
-            };
-            // The first tool call is the model's choice; later ones in the
-            // same answer are ignored (and not echoed back).
-            let Some(call) = response.tool_calls.first().cloned() else {
-                // The fallback graph runs on its thread like a chosen one: a
-                // thread id without its store would be reported and lost.
-                let fallback_opts = match &fallback {
-                    Some(t) => opts.for_tool(&call_opts, t.name()),
-                    None => call_opts.clone(),
+        let model_ms = ms(model_start);
+        match response {
+            Ok(response) => Ok((response, model_ms)),
+            Err(e) => {
+                let tried = Tried {
+                    model_ms,
+                    ..Tried::default()
                 };
-                return self
-                    .run_fallback(
-                        fallback.as_ref(),
-                        response.content,
-                        attempt,
-                        &route_id,
-                        started,
-                        request,
-                        model_ms,
-                        &fallback_opts,
-                    )
-                    .await;
-            };
-            let check_start = Instant::now();
-            let (tool, args) = match self.check(&candidates, &call, &call_opts).await? {
-                Check::Chosen { tool, args } => (tool, args),
-                Check::Rejected { stage, reason } => {
-                    self.journal(
-                        &route_id,
-                        attempt,
-                        started,
-                        request,
-                        AttemptRecord {
-                            tool: Some(call.name.clone()),
-                            args: Some(raw_args(&call)),
-                            decision: "rejected",
-                            stage: Some(stage),
-                            reason: Some(reason.clone()),
-                            model_ms,
-                            check_ms: ms(check_start),
-                            ..AttemptRecord::default()
-                        },
-                    );
-                    push_feedback(&mut messages, response.content, call, &reason);
-                    last_reason = reason;
-                    continue;
-                }
-            };
-            let exec = Arc::new(Execution {
-                tool: tool.name().to_owned(),
-                args: args.clone(),
-                request: request.to_owned(),
-                cancel: opts.cancel.clone(),
-                attempt,
-            });
-            let pre = self
-                .hooks
-                .pre_execute(exec.clone())
-                .await
-                .map_err(|e| RouteError::Hook {
-                    phase: "pre-execute",
-                    message: e.to_string(),
-                })?;
-            if let PreDecision::Deny { reason } = pre {
-                self.journal(
-                    &route_id,
-                    attempt,
-                    started,
-                    request,
-                    AttemptRecord {
-                        tool: Some(call.name.clone()),
-                        args: Some(args),
-                        decision: "rejected",
-                        stage: Some("pre_execute"),
-                        reason: Some(reason.clone()),
-                        model_ms,
-                        check_ms: ms(check_start),
-                        ..AttemptRecord::default()
-                    },
-                );
-                push_feedback(&mut messages, response.content, call, &reason);
-                last_reason = reason;
-                continue;
+                self.journal(at, Decision::ModelFailed, Some(&e.to_string()), tried);
+                Err(RouteError::Llm(e))
             }
-            let check_ms = ms(check_start);
-            let run_start = Instant::now();
-            let run_opts = opts.for_tool(&call_opts, tool.name());
-            let settled: Settled = tool.execute(args.clone(), run_opts).await;
-            let run_ms = ms(run_start);
-            let settled = Arc::new(settled);
-            let post = self
-                .hooks
-                .post_execute(exec, settled.clone())
-                .await
-                .map_err(|e| RouteError::Hook {
-                    phase: "post-execute",
-                    message: e.to_string(),
-                })?;
-            let original = match settled.as_ref() {
-                Ok(out) => journal_value(&out.value),
-                Err(e) => error_value(e),
-            };
-            let record = |decision, stage, reason: Option<String>, outcome| AttemptRecord {
-                tool: Some(tool.name().to_owned()),
-                args: Some(args.clone()),
-                decision,
-                stage,
+        }
+    }
+
+    /// One tool call of the model: checked, gated by `pre-execute`, run,
+    /// and judged by `post-execute`.
+    async fn attempt(
+        &self,
+        round: &Round<'_>,
+        at: AttemptAt<'_>,
+        call: &ToolCall,
+        model_ms: u64,
+    ) -> Result<Attempted, RouteError> {
+        let check_start = Instant::now();
+        let (tool, args) = match self
+            .check(&round.candidates, call, &round.call_opts)
+            .await?
+        {
+            Check::Chosen { tool, args } => (tool, args),
+            Check::Rejected { stage, reason } => {
+                let tried = Tried {
+                    tool: Some(call.name.clone()),
+                    args: Some(raw_args(call)),
+                    model_ms,
+                    check_ms: ms(check_start),
+                    ..Tried::default()
+                };
+                return Ok(Attempted::Rejected(Rejection {
+                    stage,
+                    reason,
+                    tried,
+                }));
+            }
+        };
+        let exec = Arc::new(Execution {
+            tool: tool.name().to_owned(),
+            args,
+            request: round.request.to_owned(),
+            cancel: round.opts.cancel.clone(),
+            attempt: at.attempt,
+        });
+        let pre = self
+            .hooks
+            .pre_execute(exec.clone())
+            .await
+            .map_err(hook_error("pre-execute"))?;
+        let tried = Tried {
+            tool: Some(tool.name().to_owned()),
+            args: Some(exec.args.clone()),
+            model_ms,
+            check_ms: ms(check_start),
+            ..Tried::default()
+        };
+        if let PreDecision::Deny { reason } = pre {
+            return Ok(Attempted::Rejected(Rejection {
+                stage: Stage::PreExecute,
                 reason,
-                outcome: Some(outcome),
-                model_ms,
-                check_ms,
-                run_ms: Some(run_ms),
-                graph_digest: tool.digest().map(str::to_owned),
-            };
-            let result = match post {
-                PostDecision::Block { reason } => {
-                    self.journal(
-                        &route_id,
-                        attempt,
-                        started,
-                        request,
-                        record(
-                            "rejected",
-                            Some("post_execute"),
-                            Some(reason.clone()),
-                            original,
-                        ),
-                    );
-                    push_feedback(&mut messages, response.content, call, &reason);
-                    last_reason = reason;
-                    continue;
-                }
+                tried,
+            }));
+        }
+        self.run_chosen(round, at, &tool, exec, tried).await
+    }
+
+    /// Runs the checked and allowed choice; `post-execute` listeners may
+    /// block or replace its outcome. `tried` has the timings so far.
+    async fn run_chosen(
+        &self,
+        round: &Round<'_>,
+        at: AttemptAt<'_>,
+        tool: &GraphTool,
+        exec: Arc<Execution>,
+        tried: Tried,
+    ) -> Result<Attempted, RouteError> {
+        let run_start = Instant::now();
+        let run_opts = round.opts.for_tool(&round.call_opts, tool.name());
+        let settled: Settled = tool.execute(exec.args.clone(), run_opts).await;
+        let run_ms = ms(run_start);
+        let settled = Arc::new(settled);
+        let post = self
+            .hooks
+            .post_execute(exec.clone(), settled.clone())
+            .await
+            .map_err(hook_error("post-execute"))?;
+        let original = match settled.as_ref() {
+            Ok(out) => journal_value(&out.value),
+            Err(e) => error_value(e),
+        };
+        let tried = |outcome| Tried {
+            outcome: Some(outcome),
+            run_ms: Some(run_ms),
+            graph_digest: tool.digest().map(str::to_owned),
+            ..tried.clone()
+        };
+        let result = match (post, settled.as_ref()) {
+            (PostDecision::Block { reason }, _) => {
+                return Ok(Attempted::Rejected(Rejection {
+                    stage: Stage::PostExecute,
+                    reason,
+                    tried: tried(original),
+                }));
+            }
+            (
                 PostDecision::Accept {
                     result: Some(replacement),
-                } => {
-                    self.journal(
-                        &route_id,
-                        attempt,
-                        started,
-                        request,
-                        record(
-                            "accepted",
-                            None,
-                            None,
-                            json!({"original": original, "replaced_by": journal_value(&replacement)}),
-                        ),
-                    );
-                    replacement
-                }
-                PostDecision::Accept { result: None } | PostDecision::Pass => {
-                    match settled.as_ref() {
-                        Ok(out) => {
-                            self.journal(
-                                &route_id,
-                                attempt,
-                                started,
-                                request,
-                                record("accepted", None, None, original),
-                            );
-                            out.value.clone()
-                        }
-                        Err(e) => {
-                            self.journal(
-                                &route_id,
-                                attempt,
-                                started,
-                                request,
-                                record("failed", None, Some(e.to_string()), original),
-                            );
-                            return Err(RouteError::Graph(e.clone()));
-                        }
-                    }
-                }
-            };
-            return Ok(RouteOutcome {
-                tool: tool.name().to_owned(),
-                args,
-                result,
-                attempts: attempt,
-                fallback: false,
-                interrupted: settled.as_ref().as_ref().is_ok_and(|o| o.interrupted),
-                text: None,
-                route_id,
-            });
-        }
-        Err(RouteError::Exhausted {
-            attempts: self.options.max_retries.saturating_add(1),
-            reason: last_reason,
-        })
+                },
+                _,
+            ) => {
+                let outcome =
+                    json!({"original": original, "replaced_by": journal_value(&replacement)});
+                self.journal(at, Decision::Accepted, None, tried(outcome));
+                replacement
+            }
+            (PostDecision::Accept { result: None } | PostDecision::Pass, Ok(out)) => {
+                self.journal(at, Decision::Accepted, None, tried(original));
+                out.value.clone()
+            }
+            (PostDecision::Accept { result: None } | PostDecision::Pass, Err(e)) => {
+                let reason = e.to_string();
+                self.journal(at, Decision::Failed, Some(&reason), tried(original));
+                return Err(RouteError::Graph(e.clone()));
+            }
+        };
+        Ok(Attempted::Ran(RouteOutcome {
+            tool: tool.name().to_owned(),
+            args: exec.args.clone(),
+            result,
+            attempts: at.attempt,
+            fallback: false,
+            interrupted: settled.as_ref().as_ref().is_ok_and(|o| o.interrupted),
+            text: None,
+            route_id: round.route_id.clone(),
+        }))
     }
 
     /// The validation chain; the first failure wins.
@@ -709,7 +687,7 @@ impl GraphRoutingAgent {
         let Some(tool) = candidates.iter().find(|t| t.name() == call.name) else {
             let names: Vec<&str> = candidates.iter().map(|t| t.name()).collect();
             return Ok(Check::Rejected {
-                stage: "unknown_tool",
+                stage: Stage::UnknownTool,
                 reason: format!(
                     "unknown tool {}; choose one of: {}",
                     guest_name(&call.name),
@@ -726,7 +704,7 @@ impl GraphRoutingAgent {
             Ok(v) => v,
             Err(e) => {
                 return Ok(Check::Rejected {
-                    stage: "invalid_json",
+                    stage: Stage::InvalidJson,
                     reason: format!(
                         "the arguments of {} are not valid JSON: {}",
                         guest_name(&call.name),
@@ -741,11 +719,11 @@ impl GraphRoutingAgent {
                 args,
             }),
             Err(e) if e.code == ErrorCode::InvalidArgs => Ok(Check::Rejected {
-                stage: "invalid_args",
+                stage: Stage::InvalidArgs,
                 reason: guest_message(&e.message),
             }),
             Err(e) if e.code == ErrorCode::Validation => Ok(Check::Rejected {
-                stage: "validate",
+                stage: Stage::Validate,
                 reason: format!(
                     "graph \"{}\" refused the request: {}",
                     call.name,
@@ -758,90 +736,57 @@ impl GraphRoutingAgent {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The model answered in plain text: the fallback runs with `{}` and
+    /// no hooks, on its durable thread like a chosen graph (a thread id
+    /// without its store would be reported and lost).
     async fn run_fallback(
         &self,
-        tool: Option<&Arc<GraphTool>>,
+        round: &Round<'_>,
+        at: AttemptAt<'_>,
         text: Option<String>,
-        attempt: u32,
-        route_id: &str,
-        started: u64,
-        request: &str,
         model_ms: u64,
-        opts: &CallOptions,
     ) -> Result<RouteOutcome, RouteError> {
         let run_start = Instant::now();
-        let (name, result, interrupted) = match tool {
+        let (name, result, interrupted) = match &round.fallback {
             None => (FALLBACK_TOOL.to_owned(), Ok(json!({})), false),
-            Some(t) => match t.call(json!({}), opts.clone()).await {
-                Ok(o) => (t.name().to_owned(), Ok(o.value), o.interrupted),
-                Err(e) => (t.name().to_owned(), Err(e), false),
-            },
+            Some(t) => {
+                let opts = round.opts.for_tool(&round.call_opts, t.name());
+                match t.call(json!({}), opts).await {
+                    Ok(o) => (t.name().to_owned(), Ok(o.value), o.interrupted),
+                    Err(e) => (t.name().to_owned(), Err(e), false),
+                }
+            }
         };
         let outcome = match &result {
             Ok(v) => journal_value(v),
             Err(e) => error_value(e),
         };
-        self.journal(
-            route_id,
-            attempt,
-            started,
-            request,
-            AttemptRecord {
-                tool: Some(name.clone()),
-                args: Some(json!({})),
-                decision: "fallback",
-                stage: None,
-                reason: text.clone(),
-                outcome: Some(outcome),
-                model_ms,
-                check_ms: 0,
-                run_ms: Some(ms(run_start)),
-                graph_digest: None,
-            },
-        );
+        let tried = Tried {
+            tool: Some(name.clone()),
+            args: Some(json!({})),
+            outcome: Some(outcome),
+            model_ms,
+            check_ms: 0,
+            run_ms: Some(ms(run_start)),
+            graph_digest: None,
+        };
+        self.journal(at, Decision::Fallback, text.as_deref(), tried);
         Ok(RouteOutcome {
             tool: name,
             args: json!({}),
             result: result.map_err(RouteError::Graph)?,
-            attempts: attempt,
+            attempts: at.attempt,
             fallback: true,
             interrupted,
             text,
-            route_id: route_id.to_owned(),
+            route_id: round.route_id.clone(),
         })
     }
 
-    fn journal(&self, route_id: &str, attempt: u32, at_ms: u64, request: &str, r: AttemptRecord) {
-        let Some(journal) = &self.journal else {
-            return;
-        };
-        let entry = JournalEntry {
-            seq: 0,
-            route_id: route_id.to_owned(),
-            attempt,
-            at_ms,
-            request: request.to_owned(),
-            // A rejected choice names whatever tool the model made up.
-            tool: r.tool.map(|t| guest_text(&t, MAX_GUEST_NAME_BYTES)),
-            args: r.args.as_ref().map(journal_value),
-            decision: r.decision.to_owned(),
-            stage: r.stage.map(str::to_owned),
-            reason: r.reason.as_deref().map(journal_text),
-            outcome: r.outcome,
-            model_ms: r.model_ms,
-            check_ms: r.check_ms,
-            run_ms: r.run_ms,
-            graph_digest: r.graph_digest,
-        };
-        // The journal is an audit trail beside the result: a failing
-        // journal is reported loudly but does not undo a run that happened.
-        if let Err(e) = journal.append(&entry) {
-            tracing::error!(
-                route = route_id,
-                attempt,
-                "cannot write the routing journal: {e}"
-            );
+    /// Records an attempt, when there is a journal.
+    fn journal(&self, at: AttemptAt<'_>, decision: Decision, reason: Option<&str>, tried: Tried) {
+        if let Some(journal) = &self.journal {
+            crate::journal::append(journal, at, decision, reason, tried);
         }
     }
 }
@@ -869,25 +814,4 @@ fn push_feedback(
         tool_call_id: id,
         content: feedback(reason),
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn journal_text_is_bounded_and_inert() {
-        let flood = format!(
-            "\u{1b}]0;pwned\u{7}\nerror[ok]: forged{}",
-            "x".repeat(1 << 20)
-        );
-        let kept = journal_text(&flood);
-        assert!(kept.len() < MAX_JOURNAL_REASON_BYTES + 32, "{}", kept.len());
-        assert!(kept.starts_with("\\u{1b}]0;pwned\\u{7}\\nerror[ok]: forged"));
-        assert!(kept.ends_with("more bytes]"));
-        assert!(!kept.chars().any(char::is_control));
-        let v = error_value(&RunError::new(ErrorCode::NodeError, flood));
-        let message = v["error"]["message"].as_str().unwrap();
-        assert_eq!(message, kept);
-    }
 }

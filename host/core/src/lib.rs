@@ -1,6 +1,7 @@
-//! The engine-independent heart of sandgraph: graph specs and their
-//! validation, lossless JSON, reducers, and the Pregel executor that runs a
-//! graph's nodes in bulk-synchronous supersteps.
+//! The engine-independent heart of sandgraph: reducers and the Pregel
+//! executor that runs a graph's nodes in bulk-synchronous supersteps, over
+//! the graph specs, their validation and the lossless JSON rules of
+//! [`sandgraph_spec`] (re-exported here).
 //!
 //! Nothing here knows about wasm. The executor drives a [`Backend`], which
 //! hands out [`Worker`]s (one sandboxed instance each in production, a fake in
@@ -14,11 +15,7 @@ pub mod budget;
 mod checkpoint;
 mod error;
 mod executor;
-pub mod json;
 mod reducers;
-mod spec;
-pub mod suggest;
-pub mod text;
 
 pub use backend::{Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, Worker};
 pub use checkpoint::{
@@ -30,8 +27,8 @@ pub use executor::{
     CompiledGraph, DEFAULT_RECURSION_LIMIT, Interrupt, MAX_TARGETS_PER_RESULT, MAX_TASKS_PER_STEP,
     RunConfig, RunOutcome, StepEvent, TaskUpdate, run, run_thread, update_state,
 };
-pub use spec::{
+pub use sandgraph_spec::{
     ChannelSpec, ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN,
-    MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry, Reducer, Registration,
-    START, STRICT_MARKER_CHANNEL, SpecError,
+    MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry, RESERVED_GRAPH_NAME,
+    Reducer, Registration, START, STRICT_MARKER_CHANNEL, SpecError, json, suggest, text,
 };

@@ -6,6 +6,7 @@
 use serde_json::{Map, Number, Value};
 
 use crate::json::MAX_SAFE_INTEGER;
+pub(crate) use crate::json::kind;
 use crate::{ErrorCode, Reducer, RunError};
 
 /// Folds `update`, written by node `writer`, into `channel`'s `current`
@@ -129,18 +130,6 @@ fn reducer_name(reducer: Reducer) -> &'static str {
         Reducer::Merge => "merge",
         Reducer::Add => "add",
         Reducer::Custom => "custom",
-    }
-}
-
-/// The JSON type of a value, for messages.
-pub(crate) fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

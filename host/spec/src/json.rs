@@ -71,6 +71,19 @@ pub fn value_cost(value: &Value) -> usize {
     cost
 }
 
+/// The JSON type of `value`, for messages: `"an object"`, `"a string"`,
+/// `"null"`, ...
+pub fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// How much a bounded parse may allocate: it asks `grant` for each further
 /// chunk of [`GRANT_CHUNK`] bytes (as [`value_cost`] counts them) before it
 /// allocates past what was granted, and stops at the first refusal.

@@ -594,105 +594,201 @@ async fn drive<B: Backend + 'static>(
         ));
     }
     let mut main_worker = backend.worker().await?;
-    // Finished tasks of the head's superstep, and resume values per task.
-    let mut prior: HashMap<String, TaskRecord> = HashMap::new();
-    let mut resume: HashMap<String, Vec<Value>> = HashMap::new();
-    let (mut state, mut head, write_input) = match (existing, start) {
-        (None, Start::Input(input)) => (
-            LoopState::from_input(graph, &mut main_worker, input).await?,
-            None,
-            true,
-        ),
-        (None, _) => {
-            return Err(RunError::new(
+    let started = Started::new(graph, &mut main_worker, existing, start).await?;
+    let state = started.state;
+    settle(&**backend, &state)?;
+    let mut driver = Driver {
+        graph,
+        backend,
+        config,
+        saver,
+        main: Some(main_worker),
+        head: started.head,
+        prior: started.prior,
+        resume: started.resume,
+        first_step: state.step,
+    };
+    if started.wrote_input {
+        driver.save(&state, CheckpointSource::Input).await?;
+    }
+    driver.run(state, on_step).await
+}
+
+/// Where an invocation starts: the state, the checkpoint it follows, and
+/// what the thread's pending records say about the first superstep.
+struct Started {
+    state: LoopState,
+    /// The thread's head checkpoint, for a stored thread.
+    head: Option<String>,
+    /// The input was applied: a checkpoint of it is saved first.
+    wrote_input: bool,
+    /// Finished tasks of the head's superstep, by task path.
+    prior: HashMap<String, TaskRecord>,
+    /// Resume values per task path.
+    resume: HashMap<String, Vec<Value>>,
+}
+
+impl Started {
+    /// The start `start` asks for, from the thread's stored state
+    /// `existing` (`None` for a new thread); input and routers of
+    /// `__start__` run on `worker`.
+    async fn new<W: Worker>(
+        graph: &CompiledGraph,
+        worker: &mut W,
+        existing: Option<ThreadState>,
+        start: Start,
+    ) -> Result<Self, RunError> {
+        match (existing, start) {
+            (None, Start::Input(input)) => {
+                let state = LoopState::from_input(graph, worker, input).await?;
+                Ok(Started::with_input(state, None))
+            }
+            (None, _) => Err(RunError::new(
                 ErrorCode::InvalidInput,
                 "the thread has no checkpoint to continue or resume: start it with input",
-            ));
-        }
-        (Some(thread), Start::Input(input)) => {
-            let parent = thread.checkpoint.id.clone();
-            let mut state = LoopState::from_checkpoint(thread.checkpoint);
-            state.apply_input(graph, &mut main_worker, input).await?;
-            (state, Some(parent), true)
-        }
-        (Some(thread), Start::Continue) => {
-            for record in &thread.pending {
-                if let TaskResult::Interrupted { resume: values, .. } = &record.result {
-                    resume.insert(record.path.clone(), values.clone());
-                }
+            )),
+            (Some(thread), Start::Input(input)) => {
+                let parent = thread.checkpoint.id.clone();
+                let mut state = LoopState::from_checkpoint(thread.checkpoint);
+                state.apply_input(graph, worker, input).await?;
+                Ok(Started::with_input(state, Some(parent)))
             }
-            prior = done_records(&thread);
-            let head = thread.checkpoint.id.clone();
-            (
-                LoopState::from_checkpoint(thread.checkpoint),
-                Some(head),
-                false,
-            )
+            (Some(thread), Start::Continue) => {
+                let resume = thread
+                    .pending
+                    .iter()
+                    .filter_map(|record| match &record.result {
+                        TaskResult::Interrupted { resume, .. } => {
+                            Some((record.path.clone(), resume.clone()))
+                        }
+                        TaskResult::Done { .. } => None,
+                    })
+                    .collect();
+                Ok(Started::pending(thread, resume))
+            }
+            (Some(thread), Start::Resume(answer)) => {
+                let resume = resume_values(&thread, answer)?;
+                Ok(Started::pending(thread, resume))
+            }
         }
-        (Some(thread), Start::Resume(answer)) => {
-            resume = resume_values(&thread, answer)?;
-            prior = done_records(&thread);
-            let head = thread.checkpoint.id.clone();
-            (
-                LoopState::from_checkpoint(thread.checkpoint),
-                Some(head),
-                false,
-            )
-        }
-    };
-    settle(&**backend, &state)?;
-    if write_input && let Some(saver) = saver {
-        let id = save_checkpoint(
-            &**backend,
-            saver,
-            graph,
-            &state,
-            head.as_deref(),
-            CheckpointSource::Input,
-        )
-        .await?;
-        head = Some(id);
     }
-    // `None` only while task 0 of a multi-task step holds it, or if that
-    // task panicked (then a fresh one is fetched).
-    let mut main = Some(main_worker);
-    // Budget per invocation: a resumed run gets a fresh one.
-    let first_step = state.step;
-    loop {
-        let tasks = state.plan();
-        if tasks.is_empty() {
-            return Ok(RunOutcome::Completed(
-                graph.in_channel_order(state.channels),
-            ));
+
+    /// A start from new input, after the checkpoint `head` if any.
+    fn with_input(state: LoopState, head: Option<String>) -> Self {
+        Started {
+            state,
+            head,
+            wrote_input: true,
+            prior: HashMap::new(),
+            resume: HashMap::new(),
         }
-        backend.check_continue()?;
-        if state.step.saturating_sub(first_step) >= config.recursion_limit {
+    }
+
+    /// Continuing the thread's pending superstep with these resume values.
+    fn pending(thread: ThreadState, resume: HashMap<String, Vec<Value>>) -> Self {
+        let prior = done_records(&thread);
+        let head = thread.checkpoint.id.clone();
+        Started {
+            state: LoopState::from_checkpoint(thread.checkpoint),
+            head: Some(head),
+            wrote_input: false,
+            prior,
+            resume,
+        }
+    }
+}
+
+/// The superstep loop of one invocation, and what it carries from one
+/// step to the next.
+struct Driver<'a, B: Backend> {
+    graph: &'a Arc<CompiledGraph>,
+    backend: &'a Arc<B>,
+    config: &'a RunConfig,
+    saver: Option<&'a dyn Checkpointer>,
+    /// `None` only while task 0 of a multi-task step holds it, or if that
+    /// task panicked (then a fresh one is fetched).
+    main: Option<B::Worker>,
+    /// The thread's head checkpoint.
+    head: Option<String>,
+    /// Finished tasks of the head's superstep, by task path.
+    prior: HashMap<String, TaskRecord>,
+    /// Resume values per task path.
+    resume: HashMap<String, Vec<Value>>,
+    /// Budget per invocation: a resumed run gets a fresh one.
+    first_step: u32,
+}
+
+impl<B: Backend + 'static> Driver<'_, B> {
+    /// Runs supersteps until none is left to run or one interrupts.
+    async fn run(
+        mut self,
+        mut state: LoopState,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<RunOutcome, RunError> {
+        loop {
+            let tasks = state.plan();
+            if tasks.is_empty() {
+                return Ok(RunOutcome::Completed(
+                    self.graph.in_channel_order(state.channels),
+                ));
+            }
+            self.check_continue(&state)?;
+            tracing::debug!(step = state.step, tasks = tasks.len(), "superstep");
+            let (outcomes, resumes) = self.execute(&mut state, &tasks).await?;
+            let interrupts = collect_interrupts(state.step, &tasks, &outcomes, &resumes);
+            if !interrupts.is_empty() {
+                return Ok(RunOutcome::Interrupted {
+                    state: self.graph.in_channel_order(state.channels),
+                    interrupts,
+                });
+            }
+            let event = self.commit(&mut state, &tasks, outcomes).await?;
+            on_step(&event);
+            drop(event);
+            self.prior.clear();
+            self.resume.clear();
+            self.save(&state, CheckpointSource::Loop).await?;
+        }
+    }
+
+    /// The backend lets the run go on and the recursion limit is not
+    /// reached.
+    fn check_continue(&self, state: &LoopState) -> Result<(), RunError> {
+        self.backend.check_continue()?;
+        if state.step.saturating_sub(self.first_step) >= self.config.recursion_limit {
             return Err(RunError::new(
                 ErrorCode::RecursionLimit,
                 format!(
                     "recursion limit of {} reached without hitting a stop condition",
-                    config.recursion_limit
+                    self.config.recursion_limit
                 ),
             ));
         }
-        let step = state.step;
-        tracing::debug!(step, tasks = tasks.len(), "superstep");
+        Ok(())
+    }
 
+    /// Runs the step's tasks on a snapshot of the state; their outcomes and
+    /// resume values, in task order.
+    async fn execute(
+        &mut self,
+        state: &mut LoopState,
+        tasks: &[Task],
+    ) -> Result<(Vec<TaskOutcome>, Vec<Vec<Value>>), RunError> {
+        let step = state.step;
         // Tasks finished before a crash or failure are taken from their
         // records, never run twice.
-        let reused = reuse_records(&**backend, &tasks, &prior)?;
+        let reused = reuse_records(&**self.backend, tasks, &self.prior)?;
         let resumes: Vec<Vec<Value>> = tasks
             .iter()
-            .map(|t| resume.get(&t.path()).cloned().unwrap_or_default())
+            .map(|t| self.resume.get(&t.path()).cloned().unwrap_or_default())
             .collect();
-
         // One immutable snapshot per step, shared by every task. The
         // channels move into it and come back once the tasks are done.
         let snapshot = Arc::new(Value::Object(std::mem::take(&mut state.channels)));
-        let mut ctx = config.context.clone();
+        let mut ctx = self.config.context.clone();
         ctx.step = step;
         ctx.resume.clear();
-        let record_to = match (saver, head.as_deref()) {
+        let recorder = match (self.saver, self.head.as_deref()) {
             (Some(saver), Some(head)) => Some(Recorder {
                 saver,
                 checkpoint_id: head,
@@ -700,57 +796,61 @@ async fn drive<B: Backend + 'static>(
             }),
             _ => None,
         };
-        let outcomes = execute_tasks(
-            graph,
-            backend,
-            &mut main,
-            &tasks,
-            reused,
-            &resumes,
-            &snapshot,
-            &ctx,
-            record_to.as_ref(),
-        )
-        .await;
+        let run = StepRun {
+            graph: self.graph,
+            backend: self.backend,
+            tasks,
+            resumes: &resumes,
+            snapshot: &snapshot,
+            ctx: &ctx,
+            recorder: recorder.as_ref(),
+        };
+        let outcomes = run.execute(&mut self.main, reused).await;
         state.channels = match Arc::try_unwrap(snapshot) {
             Ok(Value::Object(map)) => map,
             Ok(_) => Map::new(),
             Err(shared) => shared.as_object().cloned().unwrap_or_default(),
         };
-        let outcomes = outcomes?;
-
-        let interrupts = collect_interrupts(step, &tasks, &outcomes, &resumes);
-        if !interrupts.is_empty() {
-            return Ok(RunOutcome::Interrupted {
-                state: graph.in_channel_order(state.channels),
-                interrupts,
-            });
-        }
-        let worker = match &mut main {
-            Some(worker) => worker,
-            None => main.insert(backend.worker().await?),
-        };
-        let event = state
-            .commit(graph, &**backend, worker, &tasks, outcomes)
-            .await?;
-        settle(&**backend, &state)?;
-        on_step(&event);
-        drop(event);
-        prior.clear();
-        resume.clear();
-        if let Some(saver) = saver {
-            let id = save_checkpoint(
-                &**backend,
-                saver,
-                graph,
-                &state,
-                head.as_deref(),
-                CheckpointSource::Loop,
-            )
-            .await?;
-            head = Some(id);
-        }
+        Ok((outcomes?, resumes))
     }
+
+    /// The barrier on the main worker, then the byte budget's.
+    async fn commit(
+        &mut self,
+        state: &mut LoopState,
+        tasks: &[Task],
+        outcomes: Vec<TaskOutcome>,
+    ) -> Result<StepEvent, RunError> {
+        let worker = main_worker(&mut self.main, &**self.backend).await?;
+        let event = state
+            .commit(self.graph, &**self.backend, worker, tasks, outcomes)
+            .await?;
+        settle(&**self.backend, state)?;
+        Ok(event)
+    }
+
+    /// Saves a checkpoint of `state` as the thread's new head, when the
+    /// thread is stored.
+    async fn save(&mut self, state: &LoopState, source: CheckpointSource) -> Result<(), RunError> {
+        if let Some(saver) = self.saver {
+            let parent = self.head.as_deref();
+            let id =
+                save_checkpoint(&**self.backend, saver, self.graph, state, parent, source).await?;
+            self.head = Some(id);
+        }
+        Ok(())
+    }
+}
+
+/// The main worker, fetched afresh when the last one was lost.
+async fn main_worker<'w, B: Backend>(
+    main: &'w mut Option<B::Worker>,
+    backend: &B,
+) -> Result<&'w mut B::Worker, RunError> {
+    Ok(match main {
+        Some(worker) => worker,
+        None => main.insert(backend.worker().await?),
+    })
 }
 
 /// Updates a thread's state as if `as_node` had just run and written
@@ -1190,21 +1290,7 @@ impl LoopState {
         tasks: &[Task],
         outcomes: Vec<TaskOutcome>,
     ) -> Result<StepEvent, RunError> {
-        let writes: Vec<TaskWrites> = outcomes
-            .into_iter()
-            .filter_map(|outcome| match outcome {
-                TaskOutcome::Done(writes) => Some(writes),
-                TaskOutcome::Interrupted(_) => None,
-            })
-            .collect();
-        if writes.len() != tasks.len() {
-            return Err(RunError::new(
-                ErrorCode::Trap,
-                "internal error: a superstep with an interrupt reached the barrier",
-            ));
-        }
-        check_last_value_conflicts(graph, tasks, &writes)?;
-        check_task_count(self.step, tasks, &writes)?;
+        let writes = barrier_writes(graph, self.step, tasks, outcomes)?;
         // The step event is a copy of every task's writes.
         let event_cost = writes.iter().map(|w| w.cost()).sum::<usize>();
         charge(backend, event_cost, &|| {
@@ -1231,31 +1317,10 @@ impl LoopState {
             });
             written
                 .extend(apply_writes(graph, worker, &mut self.channels, &task.node, writes).await?);
-
-            if let Some(targets) = graph.edges_from.get(&task.node) {
-                pull.extend(targets.iter().cloned());
-            }
-            pull.extend(next);
+            self.triggered_by(graph, &task.node, next, &mut pull);
             sends.extend(task_sends);
-            for &j in graph.joins_of.get(&task.node).into_iter().flatten() {
-                if let Some(join) = graph.joins.get(j) {
-                    self.joins_seen
-                        .entry(join.key.clone())
-                        .or_default()
-                        .insert(task.node.clone());
-                }
-            }
         }
-        for join in &graph.joins {
-            if self
-                .joins_seen
-                .get(&join.key)
-                .is_some_and(|seen| seen.is_superset(&join.sources))
-            {
-                self.joins_seen.remove(&join.key);
-                pull.insert(join.target.clone());
-            }
-        }
+        self.fire_joins(graph, &mut pull);
         let event = StepEvent {
             step: self.step,
             updates,
@@ -1267,6 +1332,71 @@ impl LoopState {
         self.step = self.step.saturating_add(1);
         Ok(event)
     }
+
+    /// What the task of `node` triggers for the next step (its static
+    /// edges, then its goto and router targets `next`); the join barriers
+    /// waiting for `node` see it ran.
+    fn triggered_by(
+        &mut self,
+        graph: &CompiledGraph,
+        node: &str,
+        next: Vec<String>,
+        pull: &mut BTreeSet<String>,
+    ) {
+        if let Some(targets) = graph.edges_from.get(node) {
+            pull.extend(targets.iter().cloned());
+        }
+        pull.extend(next);
+        for &j in graph.joins_of.get(node).into_iter().flatten() {
+            if let Some(join) = graph.joins.get(j) {
+                self.joins_seen
+                    .entry(join.key.clone())
+                    .or_default()
+                    .insert(node.to_owned());
+            }
+        }
+    }
+
+    /// Every join barrier whose sources have all run fires: its target is
+    /// triggered and it starts over.
+    fn fire_joins(&mut self, graph: &CompiledGraph, pull: &mut BTreeSet<String>) {
+        for join in &graph.joins {
+            if self
+                .joins_seen
+                .get(&join.key)
+                .is_some_and(|seen| seen.is_superset(&join.sources))
+            {
+                self.joins_seen.remove(&join.key);
+                pull.insert(join.target.clone());
+            }
+        }
+    }
+}
+
+/// The writes of a step that reached the barrier (none interrupted), once
+/// they pass the checks of the barrier.
+fn barrier_writes(
+    graph: &CompiledGraph,
+    step: u32,
+    tasks: &[Task],
+    outcomes: Vec<TaskOutcome>,
+) -> Result<Vec<TaskWrites>, RunError> {
+    let writes: Vec<TaskWrites> = outcomes
+        .into_iter()
+        .filter_map(|outcome| match outcome {
+            TaskOutcome::Done(writes) => Some(writes),
+            TaskOutcome::Interrupted(_) => None,
+        })
+        .collect();
+    if writes.len() != tasks.len() {
+        return Err(RunError::new(
+            ErrorCode::Trap,
+            "internal error: a superstep with an interrupt reached the barrier",
+        ));
+    }
+    check_last_value_conflicts(graph, tasks, &writes)?;
+    check_task_count(step, tasks, &writes)?;
+    Ok(writes)
 }
 
 /// The next superstep may plan at most [`MAX_TASKS_PER_STEP`] tasks; the
@@ -1342,64 +1472,164 @@ async fn apply_writes<W: Worker>(
     Ok(written)
 }
 
-/// Runs the step's tasks that have no outcome yet (`reused[i]` is `None`)
-/// and returns all outcomes in task order, or the error of the failed task
-/// that comes first in task order. Each fresh outcome is recorded through
-/// `recorder` as soon as its task finishes.
-#[allow(clippy::too_many_arguments)]
-async fn execute_tasks<B: Backend + 'static>(
-    graph: &Arc<CompiledGraph>,
-    backend: &Arc<B>,
-    main: &mut Option<B::Worker>,
-    tasks: &[Task],
-    reused: Vec<Option<TaskOutcome>>,
-    resumes: &[Vec<Value>],
-    snapshot: &Arc<Value>,
-    ctx: &NodeContext,
-    recorder: Option<&Recorder<'_>>,
-) -> Result<Vec<TaskOutcome>, RunError> {
-    let todo: Vec<usize> = reused
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.is_none())
-        .map(|(i, _)| i)
-        .collect();
-    let mut results: Vec<Option<Result<TaskOutcome, RunError>>> =
-        reused.into_iter().map(|r| r.map(Ok)).collect();
-    let task_ctx = |i: usize| {
-        let mut c = ctx.clone();
-        c.resume = resumes.get(i).cloned().unwrap_or_default();
-        c
-    };
+/// One superstep's tasks and what they run against.
+struct StepRun<'a, B: Backend> {
+    graph: &'a Arc<CompiledGraph>,
+    backend: &'a Arc<B>,
+    tasks: &'a [Task],
+    /// Per task, the resume values of its interrupts.
+    resumes: &'a [Vec<Value>],
+    /// The state at step start, read by every PULL task.
+    snapshot: &'a Arc<Value>,
+    /// The step's context; a task's adds its resume values.
+    ctx: &'a NodeContext,
+    /// Where each fresh outcome is recorded as soon as its task finishes.
+    recorder: Option<&'a Recorder<'a>>,
+}
 
-    if let [i] = todo.as_slice() {
-        let i = *i;
-        let task = &tasks[i];
-        let worker = match main {
-            Some(worker) => worker,
-            None => main.insert(backend.worker().await?),
-        };
-        let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
-        let outcome = run_task(worker, graph, task, snapshot, &task_ctx(i))
+/// What a spawned task hands back: the worker it ran on (none when one
+/// could not be had) and its outcome.
+type Spawned<W> = (Option<W>, Result<TaskOutcome, RunError>);
+
+/// The spawned tasks of a step with several to run.
+struct Running<W> {
+    set: JoinSet<Spawned<W>>,
+    /// Per spawned task, its task index, to abort it.
+    aborts: Vec<(usize, AbortHandle)>,
+    /// Per tokio task, its position among the spawned (0 holds the main
+    /// worker) and its task index.
+    index_of: HashMap<tokio::task::Id, (usize, usize)>,
+}
+
+impl<B: Backend + 'static> StepRun<'_, B> {
+    /// Runs the tasks that have no outcome yet (`reused[i]` is `None`) and
+    /// returns all outcomes in task order, or the error of the failed task
+    /// that comes first in task order.
+    async fn execute(
+        &self,
+        main: &mut Option<B::Worker>,
+        reused: Vec<Option<TaskOutcome>>,
+    ) -> Result<Vec<TaskOutcome>, RunError> {
+        let todo: Vec<usize> = reused
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_none())
+            .map(|(i, _)| i)
+            .collect();
+        let mut results: Vec<Option<Result<TaskOutcome, RunError>>> =
+            reused.into_iter().map(|r| r.map(Ok)).collect();
+        if let [i] = todo.as_slice() {
+            results[*i] = Some(Ok(self.run_alone(main, *i).await?));
+        } else if !todo.is_empty() {
+            self.run_concurrently(main, &todo, &mut results).await?;
+        }
+        results
+            .into_iter()
+            .map(|result| {
+                result.unwrap_or_else(|| {
+                    Err(RunError::new(
+                        ErrorCode::Trap,
+                        "internal error: a task vanished",
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The context of task `i`.
+    fn task_ctx(&self, i: usize) -> NodeContext {
+        let mut c = self.ctx.clone();
+        c.resume = self.resumes.get(i).cloned().unwrap_or_default();
+        c
+    }
+
+    /// The only task to run, on the main worker.
+    async fn run_alone(
+        &self,
+        main: &mut Option<B::Worker>,
+        i: usize,
+    ) -> Result<TaskOutcome, RunError> {
+        let task = &self.tasks[i];
+        let worker = main_worker(main, &**self.backend).await?;
+        let span = tracing::debug_span!("task", node = %task.node, step = self.ctx.step);
+        let outcome = run_task(worker, self.graph, task, self.snapshot, &self.task_ctx(i))
             .instrument(span)
             .await?;
-        if let Some(r) = recorder {
-            r.record(task, &outcome, &resumes[i]).await?;
+        if let Some(r) = self.recorder {
+            r.record(task, &outcome, &self.resumes[i]).await?;
         }
-        results[i] = Some(Ok(outcome));
-    } else if !todo.is_empty() {
-        let mut set = JoinSet::new();
-        let mut aborts: Vec<(usize, AbortHandle)> = Vec::with_capacity(todo.len());
-        let mut index_of = HashMap::with_capacity(todo.len());
+        Ok(outcome)
+    }
+
+    /// Runs the tasks `todo` concurrently, the first on the main worker,
+    /// and fills in their results. When one fails, tasks after it in task
+    /// order are aborted and earlier ones finish; the error of the first
+    /// failed task in task order is returned.
+    async fn run_concurrently(
+        &self,
+        main: &mut Option<B::Worker>,
+        todo: &[usize],
+        results: &mut [Option<Result<TaskOutcome, RunError>>],
+    ) -> Result<(), RunError> {
+        let mut running = self.spawn(main, todo);
+        let mut first_failure: Option<usize> = None;
+        while let Some(joined) = running.set.join_next_with_id().await {
+            let (i, result) = match joined {
+                Ok((id, (worker, result))) => {
+                    let Some(&(n, i)) = running.index_of.get(&id) else {
+                        continue;
+                    };
+                    if n == 0 {
+                        *main = worker;
+                    }
+                    (i, result)
+                }
+                Err(err) if err.is_cancelled() => continue,
+                Err(err) => {
+                    let Some(&(_, i)) = running.index_of.get(&err.id()) else {
+                        continue;
+                    };
+                    (i, Err(self.panicked(i)))
+                }
+            };
+            let result = self.record_finished(i, result).await;
+            if result.is_err() && first_failure.is_none_or(|f| i < f) {
+                // Tasks after it in task order cannot matter any more; earlier
+                // ones might still fail and take precedence, so they finish.
+                first_failure = Some(i);
+                for (later, handle) in &running.aborts {
+                    if *later > i {
+                        handle.abort();
+                    }
+                }
+            }
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+        match first_failure.and_then(|f| results.get_mut(f).and_then(Option::take)) {
+            Some(Err(err)) => Err(err),
+            _ => Ok(()),
+        }
+    }
+
+    /// Spawns the tasks `todo` on tokio tasks, the first with the main
+    /// worker, the others each with a fresh one.
+    fn spawn(&self, main: &mut Option<B::Worker>, todo: &[usize]) -> Running<B::Worker> {
+        let mut running = Running {
+            set: JoinSet::new(),
+            aborts: Vec::with_capacity(todo.len()),
+            index_of: HashMap::with_capacity(todo.len()),
+        };
         for (n, &i) in todo.iter().enumerate() {
             let worker = if n == 0 { main.take() } else { None };
-            let graph = Arc::clone(graph);
-            let backend = Arc::clone(backend);
-            let snapshot = Arc::clone(snapshot);
-            let ctx = task_ctx(i);
-            let task = tasks[i].clone();
+            let graph = Arc::clone(self.graph);
+            let backend = Arc::clone(self.backend);
+            let snapshot = Arc::clone(self.snapshot);
+            let ctx = self.task_ctx(i);
+            let task = self.tasks[i].clone();
             let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
-            let handle = set.spawn(
+            let handle = running.set.spawn(
                 async move {
                     let mut worker = match worker {
                         Some(worker) => worker,
@@ -1413,70 +1643,31 @@ async fn execute_tasks<B: Backend + 'static>(
                 }
                 .instrument(span),
             );
-            index_of.insert(handle.id(), (n, i));
-            aborts.push((i, handle));
+            running.index_of.insert(handle.id(), (n, i));
+            running.aborts.push((i, handle));
         }
-
-        let mut first_failure: Option<usize> = None;
-        while let Some(joined) = set.join_next_with_id().await {
-            let (i, mut result) = match joined {
-                Ok((id, (worker, result))) => {
-                    let Some(&(n, i)) = index_of.get(&id) else {
-                        continue;
-                    };
-                    if n == 0 {
-                        *main = worker;
-                    }
-                    (i, result)
-                }
-                Err(err) if err.is_cancelled() => continue,
-                Err(err) => {
-                    let Some(&(_, i)) = index_of.get(&err.id()) else {
-                        continue;
-                    };
-                    let node = tasks.get(i).map_or("?", |t| t.node.as_str());
-                    let message = format!("internal error: the task of node {node:?} panicked");
-                    (i, Err(RunError::new(ErrorCode::Trap, message)))
-                }
-            };
-            // A finished task is recorded at once, so a crash or a failing
-            // sibling never makes it run again.
-            if let (Ok(outcome), Some(r)) = (&result, recorder)
-                && let Err(e) = r.record(&tasks[i], outcome, &resumes[i]).await
-            {
-                result = Err(e);
-            }
-            if result.is_err() && first_failure.is_none_or(|f| i < f) {
-                // Tasks after it in task order cannot matter any more; earlier
-                // ones might still fail and take precedence, so they finish.
-                first_failure = Some(i);
-                for (later, handle) in &aborts {
-                    if *later > i {
-                        handle.abort();
-                    }
-                }
-            }
-            if let Some(slot) = results.get_mut(i) {
-                *slot = Some(result);
-            }
-        }
-        if let Some(f) = first_failure
-            && let Some(Some(Err(err))) = results.get_mut(f).map(Option::take)
-        {
-            return Err(err);
-        }
+        running
     }
-    results
-        .into_iter()
-        .map(|result| {
-            result.unwrap_or_else(|| {
-                Err(RunError::new(
-                    ErrorCode::Trap,
-                    "internal error: a task vanished",
-                ))
-            })
-        })
-        .collect()
+
+    /// The error of task `i`, whose tokio task panicked.
+    fn panicked(&self, i: usize) -> RunError {
+        let node = self.tasks.get(i).map_or("?", |t| t.node.as_str());
+        let message = format!("internal error: the task of node {node:?} panicked");
+        RunError::new(ErrorCode::Trap, message)
+    }
+
+    /// A finished task is recorded at once, so a crash or a failing sibling
+    /// never makes it run again; a failed record fails the task.
+    async fn record_finished(
+        &self,
+        i: usize,
+        result: Result<TaskOutcome, RunError>,
+    ) -> Result<TaskOutcome, RunError> {
+        if let (Ok(outcome), Some(r)) = (&result, self.recorder) {
+            r.record(&self.tasks[i], outcome, &self.resumes[i]).await?;
+        }
+        result
+    }
 }
 
 /// One task: the node body, then (unless it interrupted) each of its

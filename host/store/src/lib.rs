@@ -265,11 +265,25 @@ impl Store {
     /// other hosts. Every mutation is one durable transaction. Claim leases
     /// last as long as [thread leases](Store::with_thread_lease).
     pub fn agent_graphs(&self) -> AgentGraphStore {
+        AgentGraphStore::new(self.agent_graph_tables())
+    }
+
+    /// The agent-graph controller's tables in this store's database (a redb
+    /// file, or PostgreSQL shared with the other hosts) and the
+    /// transactions over them, with who this store is in leases and how
+    /// long they last ([thread leases](Store::with_thread_lease)).
+    pub fn agent_graph_tables(&self) -> agent_graph::AgentGraphTables {
         match &self.pg {
-            Some(pg) => {
-                AgentGraphStore::on_postgres(pg.clone(), self.holder.clone(), self.thread_lease)
-            }
-            None => AgentGraphStore::new(self.db.clone(), self.holder.clone(), self.thread_lease),
+            Some(pg) => agent_graph::AgentGraphTables::on_postgres(
+                pg.clone(),
+                self.holder.clone(),
+                self.thread_lease,
+            ),
+            None => agent_graph::AgentGraphTables::on_redb(
+                self.db.clone(),
+                self.holder.clone(),
+                self.thread_lease,
+            ),
         }
     }
 }

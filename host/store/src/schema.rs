@@ -4,6 +4,7 @@
 use redb::{TableDefinition, WriteTransaction};
 
 use crate::StoreError;
+use crate::agent_graph::TableDef;
 
 /// The schema this build writes.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -55,8 +56,9 @@ pub(crate) const BLOBS: TableDefinition<(&str, &str, u64), &str> = TableDefiniti
 pub(crate) const WRITES: TableDefinition<(&str, &str, &str), &str> = TableDefinition::new("writes");
 
 // ---------------------------------------------------------------------------
-// The agent-graph controller (seed-contracts §2.3). Every value is JSON text
-// of a row type in `agent_graph/types.rs` (camelCase), unless said otherwise.
+// The agent-graph controller (seed-contracts §2.3), public for its rules in
+// `sandgraph-controller` (re-exported by `agent_graph`). Every value is JSON
+// text of a row type of the controller's (camelCase), unless said otherwise.
 // Per-graph rows are keyed `(graph id, ..)`, so a graph's rows form one key
 // range; the index tables enforce the uniqueness rules across the file.
 
@@ -64,70 +66,63 @@ pub(crate) const WRITES: TableDefinition<(&str, &str, &str), &str> = TableDefini
 /// 3, ... per graph with no gaps; value the `ScheduleUpdate` (request +
 /// `revision` + `committedAt`). The last row of a graph gives its current
 /// revision, and whether it is finished (no update follows a finish).
-pub(crate) const AG_SCHEDULE: TableDefinition<(&str, u64), &str> =
-    TableDefinition::new("agent_graph_schedule");
+pub const AG_SCHEDULE: TableDef<(&str, u64), &str> = TableDef::new("agent_graph_schedule");
 
 /// Index of update ids, unique across the file: key update id, value
 /// `(graph id, revision)` of its [`AG_SCHEDULE`] row.
-pub(crate) const AG_UPDATE_IDS: TableDefinition<&str, (&str, u64)> =
-    TableDefinition::new("agent_graph_update_ids");
+pub const AG_UPDATE_IDS: TableDef<&str, (&str, u64)> = TableDef::new("agent_graph_update_ids");
 
 /// Index of update sources: key `(graph id, session id, run id, tool call
 /// id)` (the turn id is deliberately not part of it), value the update id
 /// that source committed. One source commits at most one update.
-pub(crate) const AG_UPDATE_SOURCES: TableDefinition<(&str, &str, &str, &str), &str> =
-    TableDefinition::new("agent_graph_update_sources");
+pub const AG_UPDATE_SOURCES: TableDef<(&str, &str, &str, &str), &str> =
+    TableDef::new("agent_graph_update_sources");
 
 /// Index of work ids: key `(graph id, work id)`, value the revision of the
 /// update that added the work. A work id is added at most once per graph.
-pub(crate) const AG_WORK_IDS: TableDefinition<(&str, &str), u64> =
-    TableDefinition::new("agent_graph_work_ids");
+pub const AG_WORK_IDS: TableDef<(&str, &str), u64> = TableDef::new("agent_graph_work_ids");
 
 /// Intent claims: key `(graph id, intent id)`, value the `IntentClaim`
 /// (request + `claimedAt` + `admissionStatus` + `cancellationReason?`).
-pub(crate) const AG_CLAIMS: TableDefinition<(&str, &str), &str> =
-    TableDefinition::new("agent_graph_claims");
+pub const AG_CLAIMS: TableDef<(&str, &str), &str> = TableDef::new("agent_graph_claims");
 
 /// Activation identities held by claims, unique across the file: key
 /// `(target session id, target turn id)`, value `(graph id, intent id)` of
 /// the claim holding it.
-pub(crate) const AG_CLAIM_TURNS: TableDefinition<(&str, &str), (&str, &str)> =
-    TableDefinition::new("agent_graph_claim_turns");
+pub const AG_CLAIM_TURNS: TableDef<(&str, &str), (&str, &str)> =
+    TableDef::new("agent_graph_claim_turns");
 
 /// Activation identities held by claims, unique across the file: key
 /// `(target session id, target run id)`, value `(graph id, intent id)` of
 /// the claim holding it.
-pub(crate) const AG_CLAIM_RUNS: TableDefinition<(&str, &str), (&str, &str)> =
-    TableDefinition::new("agent_graph_claim_runs");
+pub const AG_CLAIM_RUNS: TableDef<(&str, &str), (&str, &str)> =
+    TableDef::new("agent_graph_claim_runs");
 
 /// Operators: key `(graph id, provision id)`, value the `Provision` (the
 /// request without `expectedScheduleRevision`, + `provisionedAt`).
-pub(crate) const AG_PROVISIONS: TableDefinition<(&str, &str), &str> =
-    TableDefinition::new("agent_graph_provisions");
+pub const AG_PROVISIONS: TableDef<(&str, &str), &str> = TableDef::new("agent_graph_provisions");
 
 /// Index: key `(graph id, work id)`, value the provision id that work
 /// created. One operator per work item.
-pub(crate) const AG_PROVISION_WORK: TableDefinition<(&str, &str), &str> =
-    TableDefinition::new("agent_graph_provision_work");
+pub const AG_PROVISION_WORK: TableDef<(&str, &str), &str> =
+    TableDef::new("agent_graph_provision_work");
 
 /// Index: key `(graph id, operator id)`, value its provision id. An operator
 /// id names one provision.
-pub(crate) const AG_PROVISION_OPERATORS: TableDefinition<(&str, &str), &str> =
-    TableDefinition::new("agent_graph_provision_operators");
+pub const AG_PROVISION_OPERATORS: TableDef<(&str, &str), &str> =
+    TableDef::new("agent_graph_provision_operators");
 
 /// Graph records (outcomes of work): key `(graph id, record id)`, value the
 /// `GraphRecord`. Rows are immutable once written.
-pub(crate) const AG_RECORDS: TableDefinition<(&str, &str), &str> =
-    TableDefinition::new("agent_graph_records");
+pub const AG_RECORDS: TableDef<(&str, &str), &str> = TableDef::new("agent_graph_records");
 
 /// Supervisor wakes: key `(graph id, wake id)`, value the `SupervisorWake`.
-pub(crate) const AG_WAKES: TableDefinition<(&str, &str), &str> =
-    TableDefinition::new("agent_graph_wakes");
+pub const AG_WAKES: TableDef<(&str, &str), &str> = TableDef::new("agent_graph_wakes");
 
 /// Delivery attempts of wakes: key `(graph id, wake id, attempt id)`, value
 /// the `WakeAttempt`.
-pub(crate) const AG_WAKE_ATTEMPTS: TableDefinition<(&str, &str, &str), &str> =
-    TableDefinition::new("agent_graph_wake_attempts");
+pub const AG_WAKE_ATTEMPTS: TableDef<(&str, &str, &str), &str> =
+    TableDef::new("agent_graph_wake_attempts");
 
 /// The routing audit journal: key the entry's sequence number (1, 2, ...),
 /// value the `JournalEntry` as JSON. Append-only.
@@ -156,19 +151,19 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(WRITES)?;
     // Added without a schema bump: new tables are compatible, opening a
     // file written before them creates them empty.
-    tx.open_table(AG_SCHEDULE)?;
-    tx.open_table(AG_UPDATE_IDS)?;
-    tx.open_table(AG_UPDATE_SOURCES)?;
-    tx.open_table(AG_WORK_IDS)?;
-    tx.open_table(AG_CLAIMS)?;
-    tx.open_table(AG_CLAIM_TURNS)?;
-    tx.open_table(AG_CLAIM_RUNS)?;
-    tx.open_table(AG_PROVISIONS)?;
-    tx.open_table(AG_PROVISION_WORK)?;
-    tx.open_table(AG_PROVISION_OPERATORS)?;
-    tx.open_table(AG_RECORDS)?;
-    tx.open_table(AG_WAKES)?;
-    tx.open_table(AG_WAKE_ATTEMPTS)?;
+    tx.open_table(AG_SCHEDULE.redb())?;
+    tx.open_table(AG_UPDATE_IDS.redb())?;
+    tx.open_table(AG_UPDATE_SOURCES.redb())?;
+    tx.open_table(AG_WORK_IDS.redb())?;
+    tx.open_table(AG_CLAIMS.redb())?;
+    tx.open_table(AG_CLAIM_TURNS.redb())?;
+    tx.open_table(AG_CLAIM_RUNS.redb())?;
+    tx.open_table(AG_PROVISIONS.redb())?;
+    tx.open_table(AG_PROVISION_WORK.redb())?;
+    tx.open_table(AG_PROVISION_OPERATORS.redb())?;
+    tx.open_table(AG_RECORDS.redb())?;
+    tx.open_table(AG_WAKES.redb())?;
+    tx.open_table(AG_WAKE_ATTEMPTS.redb())?;
     tx.open_table(LOAD_FAILURES)?;
     tx.open_table(CAPABILITY_CALLS)?;
     Ok(())

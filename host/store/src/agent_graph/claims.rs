@@ -1,7 +1,5 @@
 //! Intent claims (exactly once per intent) and their admission status.
 
-use redb::TableHandle;
-
 use super::kv::{Table, Tx};
 
 use super::schedule::graph_head;

@@ -100,22 +100,18 @@ impl ControlError {
     }
 }
 
-macro_rules! from_redb {
-    ($($t:ty),*) => {$(
-        impl From<$t> for ControlError {
-            fn from(e: $t) -> Self {
-                ControlError::storage(e)
-            }
-        }
-    )*};
+impl From<crate::agent_graph::KvError> for ControlError {
+    fn from(e: crate::agent_graph::KvError) -> Self {
+        let code = match e {
+            crate::agent_graph::KvError::Db(_) => ControlErrorCode::Storage,
+            crate::agent_graph::KvError::Malformed { .. } => ControlErrorCode::MalformedState,
+        };
+        ControlError::new(code, e.to_string())
+    }
 }
 
-from_redb!(
-    redb::Error,
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError,
-    redb::SetDurabilityError,
-    crate::StoreError
-);
+impl From<crate::StoreError> for ControlError {
+    fn from(e: crate::StoreError) -> Self {
+        ControlError::storage(e)
+    }
+}

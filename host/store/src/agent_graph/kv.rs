@@ -1,24 +1,94 @@
-//! The tables of the agent-graph store, on either backend.
+//! The tables of the agent-graph controller, on either backend.
 //!
-//! The store's rules are written once, against [`Tx`] and [`Table`]: on
-//! redb a table is the typed redb table of `src/schema.rs`; on PostgreSQL
-//! the same rows live in `sg_agent_graph_rows (tbl, key, value)`, with key
-//! and value in the order-preserving byte encoding of [`Field`]. Bytewise
-//! order of encoded keys is the order of the redb keys, so a key range means
-//! the same rows on both backends.
+//! The controller's rules are written once, against [`Tx`] and [`Table`]:
+//! on redb a table is a typed redb table (see `src/schema.rs`); on
+//! PostgreSQL the same rows live in `sg_agent_graph_rows (tbl, key, value)`,
+//! with key and value in the order-preserving byte encoding of [`Field`].
+//! Bytewise order of encoded keys is the order of the redb keys, so a key
+//! range means the same rows on both backends.
 
+use std::marker::PhantomData;
 use std::ops::Bound;
 
 use redb::{ReadableTable, TableDefinition, TableHandle};
 
-use super::ControlError;
+use crate::StoreError;
 use crate::postgres::agent_graph::{PgRows, Scan};
+
+/// A failure of the agent-graph tables.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    /// The database failed (redb, or PostgreSQL), in words.
+    #[error("database error: {0}")]
+    Db(String),
+    /// A stored key or value that is not in its table's encoding.
+    #[error("a row of table {table} has a malformed key or value")]
+    Malformed {
+        /// The table.
+        table: String,
+    },
+}
+
+impl KvError {
+    /// A database failure described by `e`.
+    pub fn db(e: impl std::fmt::Display) -> Self {
+        KvError::Db(e.to_string())
+    }
+}
+
+/// Every error the store's own code gets from redb, and [`StoreError`]
+/// itself: a redb failure keeps its message (`database error: ...`), any
+/// other store error is its text.
+impl<E: Into<StoreError>> From<E> for KvError {
+    fn from(e: E) -> Self {
+        match e.into() {
+            StoreError::Db(message) => KvError::Db(message),
+            e => KvError::db(e),
+        }
+    }
+}
+
+/// One of the agent-graph tables: its name and its key and value types.
+/// The tables are the constants of [`super`]; they exist in every store.
+pub struct TableDef<K, V> {
+    name: &'static str,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for TableDef<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for TableDef<K, V> {}
+
+impl<K: Field + redb::Key, V: Field> TableDef<K, V> {
+    pub(crate) const fn new(name: &'static str) -> Self {
+        TableDef {
+            name,
+            types: PhantomData,
+        }
+    }
+
+    /// The table's name: `agent_graph_...`, on both backends.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The redb table.
+    pub(crate) fn redb(&self) -> TableDefinition<'static, K, V> {
+        TableDefinition::new(self.name)
+    }
+}
 
 /// A key or value type of an agent-graph table, with its owned form and an
 /// encoding whose bytewise order is the type's order: a string is its
 /// bytes with `00` written `00 ff`, ended by `00 01`; a `u64` is 8 bytes
 /// big-endian; a tuple is its fields one after another.
-pub(super) trait Field: redb::Value + 'static {
+///
+/// Implemented for `&'static str`, `u64` and tuples of 2 to 4 of them.
+pub trait Field: redb::Value + 'static {
     /// The value, owning its strings.
     type Owned: std::fmt::Debug;
     /// `v` owned.
@@ -105,64 +175,75 @@ fn encode<F: Field>(v: &F::SelfType<'_>) -> Vec<u8> {
     out
 }
 
-fn decode<F: Field>(table: &str, bytes: &[u8]) -> Result<F::Owned, ControlError> {
+fn decode<F: Field>(table: &str, bytes: &[u8]) -> Result<F::Owned, KvError> {
     let mut input = bytes;
     match F::take(&mut input) {
         Some(v) if input.is_empty() => Ok(v),
-        _ => Err(ControlError::new(
-            super::ControlErrorCode::MalformedState,
-            format!("a row of table {table} has a malformed key or value"),
-        )),
+        _ => Err(KvError::Malformed {
+            table: table.to_owned(),
+        }),
     }
 }
 
-/// A transaction of the agent-graph store.
-pub(super) enum Tx<'a> {
+/// A transaction over the agent-graph tables (see
+/// [`AgentGraphTables`](super::AgentGraphTables)): a write or a read-only
+/// one, on redb or PostgreSQL.
+pub struct Tx<'a>(TxOn<'a>);
+
+/// Where a [`Tx`] runs.
+pub(crate) enum TxOn<'a> {
     RedbWrite(&'a redb::WriteTransaction),
     RedbRead(&'a redb::ReadTransaction),
     Pg(&'a PgRows),
 }
 
 /// One table in a [`Tx`].
-pub(super) enum Table<'a, K: Field + redb::Key, V: Field> {
+pub struct Table<'a, K: Field + redb::Key, V: Field>(TableOn<'a, K, V>);
+
+enum TableOn<'a, K: Field + redb::Key, V: Field> {
     Write(redb::Table<'a, K, V>),
     Read(redb::ReadOnlyTable<K, V>),
     Pg { rows: &'a PgRows, name: String },
 }
 
 impl<'a> Tx<'a> {
-    pub(super) fn open_table<K: Field + redb::Key, V: Field>(
+    pub(crate) fn new(on: TxOn<'a>) -> Self {
+        Tx(on)
+    }
+
+    /// Opens `def` in this transaction.
+    pub fn open_table<K: Field + redb::Key, V: Field>(
         &self,
-        def: TableDefinition<'static, K, V>,
-    ) -> Result<Table<'a, K, V>, ControlError> {
-        Ok(match *self {
-            Tx::RedbWrite(tx) => Table::Write(tx.open_table(def)?),
-            Tx::RedbRead(tx) => Table::Read(tx.open_table(def)?),
-            Tx::Pg(rows) => Table::Pg {
+        def: TableDef<K, V>,
+    ) -> Result<Table<'a, K, V>, KvError> {
+        Ok(Table(match self.0 {
+            TxOn::RedbWrite(tx) => TableOn::Write(tx.open_table(def.redb())?),
+            TxOn::RedbRead(tx) => TableOn::Read(tx.open_table(def.redb())?),
+            TxOn::Pg(rows) => TableOn::Pg {
                 rows,
                 name: def.name().to_owned(),
             },
-        })
+        }))
     }
 }
 
-/// A range of keys.
-pub(super) type Range<'k, K> = (
+/// A range of keys: its lower and upper bound.
+pub type Range<'k, K> = (
     Bound<<K as redb::Value>::SelfType<'k>>,
     Bound<<K as redb::Value>::SelfType<'k>>,
 );
 
-/// A row, owned.
-type Row<K, V> = (<K as Field>::Owned, <V as Field>::Owned);
+/// A row, owned: key and value.
+pub type Row<K, V> = (<K as Field>::Owned, <V as Field>::Owned);
 type Rows<K, V> = Vec<Row<K, V>>;
 
 impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
     /// The value at `key`.
-    pub(super) fn get<'k>(&self, key: K::SelfType<'k>) -> Result<Option<V::Owned>, ControlError> {
-        match self {
-            Table::Write(t) => Ok(t.get(key)?.map(|g| V::own(g.value()))),
-            Table::Read(t) => Ok(t.get(key)?.map(|g| V::own(g.value()))),
-            Table::Pg { rows, name } => match rows.get(name, &encode::<K>(&key))? {
+    pub fn get<'k>(&self, key: K::SelfType<'k>) -> Result<Option<V::Owned>, KvError> {
+        match &self.0 {
+            TableOn::Write(t) => Ok(t.get(key)?.map(|g| V::own(g.value()))),
+            TableOn::Read(t) => Ok(t.get(key)?.map(|g| V::own(g.value()))),
+            TableOn::Pg { rows, name } => match rows.get(name, &encode::<K>(&key))? {
                 Some(bytes) => decode::<V>(name, &bytes).map(Some),
                 None => Ok(None),
             },
@@ -170,64 +251,64 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
     }
 
     /// Sets the value at `key`.
-    pub(super) fn insert<'k, 'v>(
+    pub fn insert<'k, 'v>(
         &mut self,
         key: K::SelfType<'k>,
         value: V::SelfType<'v>,
-    ) -> Result<(), ControlError> {
-        match self {
-            Table::Write(t) => {
+    ) -> Result<(), KvError> {
+        match &mut self.0 {
+            TableOn::Write(t) => {
                 t.insert(key, value)?;
                 Ok(())
             }
-            Table::Read(t) => Err(ControlError::storage(format!(
+            TableOn::Read(t) => Err(KvError::db(format!(
                 "table {} was opened read-only",
                 t.name()
             ))),
-            Table::Pg { rows, name } => {
+            TableOn::Pg { rows, name } => {
                 Ok(rows.put(name, &encode::<K>(&key), &encode::<V>(&value))?)
             }
         }
     }
 
     /// The rows of `range`, by key.
-    pub(super) fn range<'k>(&self, range: Range<'k, K>) -> Result<Rows<K, V>, ControlError> {
+    pub fn range<'k>(&self, range: Range<'k, K>) -> Result<Rows<K, V>, KvError> {
         self.scan(range, Scan::All)
     }
 
     /// The rows whose key starts with the fields of `lo`.. `hi`: sugar for
     /// a range from `lo` included to `hi` excluded.
-    pub(super) fn between<'k>(
+    pub fn between<'k>(
         &self,
         lo: K::SelfType<'k>,
         hi: K::SelfType<'k>,
-    ) -> Result<Rows<K, V>, ControlError> {
+    ) -> Result<Rows<K, V>, KvError> {
         self.range((Bound::Included(lo), Bound::Excluded(hi)))
     }
 
     /// The last row of `range`.
-    pub(super) fn last<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, ControlError> {
+    pub fn last<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, KvError> {
         Ok(self.scan(range, Scan::Last)?.pop())
     }
 
     /// The first row of `range`.
-    pub(super) fn first<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, ControlError> {
+    pub fn first<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, KvError> {
         Ok(self.scan(range, Scan::First)?.pop())
     }
 
     /// Every row, by key.
-    pub(super) fn all(&self) -> Result<Rows<K, V>, ControlError> {
+    pub fn all(&self) -> Result<Rows<K, V>, KvError> {
         self.range((Bound::Unbounded, Bound::Unbounded))
     }
 
-    fn scan<'k>(&self, range: Range<'k, K>, scan: Scan) -> Result<Rows<K, V>, ControlError> {
+    fn scan<'k>(&self, range: Range<'k, K>, scan: Scan) -> Result<Rows<K, V>, KvError> {
         fn collect<'g, K: Field + redb::Key, V: Field>(
             mut it: redb::Range<'g, K, V>,
             scan: Scan,
-        ) -> Result<Rows<K, V>, ControlError> {
+        ) -> Result<Rows<K, V>, KvError> {
             let own = |e: Result<(redb::AccessGuard<'g, K>, redb::AccessGuard<'g, V>), _>| {
                 e.map(|(k, v)| (K::own(k.value()), V::own(v.value())))
-                    .map_err(ControlError::from)
+                    .map_err(KvError::from)
             };
             Ok(match scan {
                 Scan::All => it.map(own).collect::<Result<_, _>>()?,
@@ -235,10 +316,10 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
                 Scan::Last => it.next_back().map(own).transpose()?.into_iter().collect(),
             })
         }
-        match self {
-            Table::Write(t) => collect(t.range::<K::SelfType<'k>>(range)?, scan),
-            Table::Read(t) => collect(t.range::<K::SelfType<'k>>(range)?, scan),
-            Table::Pg { rows, name } => {
+        match &self.0 {
+            TableOn::Write(t) => collect(t.range::<K::SelfType<'k>>(range)?, scan),
+            TableOn::Read(t) => collect(t.range::<K::SelfType<'k>>(range)?, scan),
+            TableOn::Pg { rows, name } => {
                 let bound = |b: &Bound<K::SelfType<'k>>| match b {
                     Bound::Included(k) => Bound::Included(encode::<K>(k)),
                     Bound::Excluded(k) => Bound::Excluded(encode::<K>(k)),

@@ -9,8 +9,6 @@
 //! transaction that checks the caller still holds the lease: a host that
 //! was paused past its lease and lost it writes nothing.
 
-use redb::TableHandle;
-
 use super::claims::{not_found, read_claim};
 use super::kv::Tx;
 use super::records::{append_in, read_record};
@@ -158,6 +156,7 @@ impl AgentGraphStore {
         let (graph, intent) = (&claim.request.graph_id, &claim.request.intent_id);
         let text = encode(schema::AG_CLAIMS.name(), claim)?;
         tx.open_table(schema::AG_CLAIMS)?
-            .insert((graph.as_str(), intent.as_str()), text.as_str())
+            .insert((graph.as_str(), intent.as_str()), text.as_str())?;
+        Ok(())
     }
 }

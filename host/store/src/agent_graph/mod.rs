@@ -23,10 +23,18 @@ mod leases;
 mod provisions;
 mod records;
 mod schedule;
+mod tables;
 mod types;
 mod wakes;
 
+pub use crate::schema::{
+    AG_CLAIM_RUNS, AG_CLAIM_TURNS, AG_CLAIMS, AG_PROVISION_OPERATORS, AG_PROVISION_WORK,
+    AG_PROVISIONS, AG_RECORDS, AG_SCHEDULE, AG_UPDATE_IDS, AG_UPDATE_SOURCES, AG_WAKE_ATTEMPTS,
+    AG_WAKES, AG_WORK_IDS,
+};
 pub use error::{ControlError, ControlErrorCode};
+pub use kv::{Field, KvError, Range, Row, Table, TableDef, Tx};
+pub use tables::AgentGraphTables;
 pub use types::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AttemptOutcome, AttemptStatus,
     ClaimLease, ClaimOutcome, CommitOutcome, GraphFinish, GraphRecord, IntentClaim,
@@ -40,28 +48,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redb::{Database, ReadableDatabase};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::postgres::Pg;
-use kv::Tx;
-
 /// A source of Unix milliseconds.
 type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// Where the tables are.
-#[derive(Clone)]
-enum Backend {
-    Redb(Arc<Database>),
-    Postgres(Pg),
-}
 
 /// The agent-graph control store. Cheap to clone; clones share the
 /// database. Made by [`crate::Store::agent_graphs`].
 #[derive(Clone)]
 pub struct AgentGraphStore {
-    backend: Backend,
+    tables: AgentGraphTables,
     clock: Clock,
     /// Who this store is in claim leases: `host/pid/random`.
     holder: Arc<str>,
@@ -78,21 +75,12 @@ impl fmt::Debug for AgentGraphStore {
 }
 
 impl AgentGraphStore {
-    pub(crate) fn new(db: Arc<Database>, holder: Arc<str>, lease_ttl: Duration) -> Self {
+    pub(crate) fn new(tables: AgentGraphTables) -> Self {
         AgentGraphStore {
-            backend: Backend::Redb(db),
             clock: Arc::new(now_ms),
-            holder,
-            lease_ttl,
-        }
-    }
-
-    pub(crate) fn on_postgres(pg: Pg, holder: Arc<str>, lease_ttl: Duration) -> Self {
-        AgentGraphStore {
-            backend: Backend::Postgres(pg),
-            clock: Arc::new(now_ms),
-            holder,
-            lease_ttl,
+            holder: tables.holder().clone(),
+            lease_ttl: tables.lease_ttl(),
+            tables,
         }
     }
 
@@ -126,40 +114,13 @@ impl AgentGraphStore {
         (self.clock)()
     }
 
-    /// Runs `f` in one durable write transaction. `f` returns its result and
-    /// whether it wrote anything: on redb the transaction is committed
-    /// (fsynced) only then, and aborted on an error or when nothing changed.
-    /// On PostgreSQL it is a `SERIALIZABLE` transaction, and `f` runs again
-    /// when it lost a conflict with another host's.
+    /// Runs `f` in one durable write transaction
+    /// ([`AgentGraphTables::write`]).
     fn write<T>(
         &self,
-        mut f: impl FnMut(&Tx<'_>) -> Result<(T, bool), ControlError>,
+        f: impl FnMut(&Tx<'_>) -> Result<(T, bool), ControlError>,
     ) -> Result<T, ControlError> {
-        let db = match &self.backend {
-            Backend::Redb(db) => db,
-            Backend::Postgres(pg) => {
-                return pg.rows_transaction("cannot update the agent graphs", true, |rows| {
-                    f(&Tx::Pg(rows)).map(|(value, _)| value)
-                });
-            }
-        };
-        let mut tx = db.begin_write()?;
-        tx.set_durability(redb::Durability::Immediate)?;
-        match f(&Tx::RedbWrite(&tx)) {
-            Ok((value, true)) => {
-                tx.commit()?;
-                Ok(value)
-            }
-            Ok((value, false)) => {
-                tx.abort()?;
-                Ok(value)
-            }
-            Err(e) => {
-                // Dropping aborts too; an abort failure must not hide `e`.
-                let _ = tx.abort();
-                Err(e)
-            }
-        }
+        self.tables.write(f)
     }
 
     /// Runs `f` on one consistent snapshot.
@@ -167,31 +128,18 @@ impl AgentGraphStore {
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, ControlError>,
     ) -> Result<T, ControlError> {
-        match &self.backend {
-            Backend::Redb(db) => f(&Tx::RedbRead(&db.begin_read()?)),
-            Backend::Postgres(pg) => {
-                let mut f = Some(f);
-                pg.rows_transaction("cannot read the agent graphs", false, |rows| {
-                    match f.take() {
-                        Some(f) => f(&Tx::Pg(rows)),
-                        None => Err(ControlError::storage(
-                            "a read-only snapshot lost a conflict",
-                        )),
-                    }
-                })
-            }
-        }
+        self.tables.read(f)
     }
 
     /// Every row of `table` whose key starts with `graph_id`, decoded and
     /// checked against its key by `check`, in key order.
     fn graph_rows<T: DeserializeOwned>(
         &self,
-        table: redb::TableDefinition<'static, (&'static str, &'static str), &'static str>,
+        table: TableDef<(&'static str, &'static str), &'static str>,
         graph_id: &str,
         check: fn(&(&str, &str), &T) -> Result<(), ControlError>,
     ) -> Result<Vec<T>, ControlError> {
-        let name = redb::TableHandle::name(&table).to_owned();
+        let name = table.name();
         self.read(|tx| {
             let end = successor(graph_id);
             let rows = tx
@@ -200,7 +148,7 @@ impl AgentGraphStore {
             let mut out = Vec::with_capacity(rows.len());
             for ((g, id), value) in rows {
                 let key = (g.as_str(), id.as_str());
-                let row: T = decode(&name, &key, &value)?;
+                let row: T = decode(name, &key, &value)?;
                 check(&key, &row)?;
                 out.push(row);
             }
@@ -212,7 +160,7 @@ impl AgentGraphStore {
     /// expires: on redb, whose file only one process can open, any other
     /// holder is a process that is gone.
     fn holders_are_exclusive(&self) -> bool {
-        matches!(self.backend, Backend::Redb(_))
+        self.tables.single_process()
     }
 }
 

@@ -1,7 +1,5 @@
 //! Operator provisions: one operator per work item, adopted on retry.
 
-use redb::TableHandle;
-
 use super::kv::Table;
 
 use super::schedule::graph_head;
@@ -157,7 +155,7 @@ impl AgentGraphStore {
 
     fn read_provision_via(
         &self,
-        index: redb::TableDefinition<'static, (&'static str, &'static str), &'static str>,
+        index: super::TableDef<(&'static str, &'static str), &'static str>,
         graph: &str,
         id: &str,
     ) -> Result<Option<Provision>, ControlError> {

@@ -1,7 +1,5 @@
 //! Graph records: the outcomes of work, written once.
 
-use redb::TableHandle;
-
 use super::kv::{Table, Tx};
 
 use super::{

@@ -4,7 +4,6 @@ use std::collections::BTreeSet;
 
 use std::ops::Bound;
 
-use redb::TableHandle;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 

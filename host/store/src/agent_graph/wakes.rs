@@ -2,8 +2,6 @@
 
 use std::collections::BTreeSet;
 
-use redb::TableHandle;
-
 use super::kv::Table;
 use super::{
     AgentGraphStore, AttemptOutcome, AttemptStatus, ControlError, ControlErrorCode, SupervisorWake,
@@ -461,9 +459,9 @@ impl AgentGraphStore {
             match graph_id {
                 Some(graph) => {
                     let end = successor(graph);
-                    wakes.between((graph, ""), (end.as_str(), ""))
+                    Ok(wakes.between((graph, ""), (end.as_str(), ""))?)
                 }
-                None => wakes.all(),
+                None => Ok(wakes.all()?),
             }
         })?;
         let mut out = Vec::new();
@@ -485,8 +483,8 @@ impl AgentGraphStore {
     ) -> Result<Vec<WakeAttempt>, ControlError> {
         let end = successor(wake_id);
         let rows = self.read(|tx| {
-            tx.open_table(schema::AG_WAKE_ATTEMPTS)?
-                .between((graph_id, wake_id, ""), (graph_id, end.as_str(), ""))
+            let attempts = tx.open_table(schema::AG_WAKE_ATTEMPTS)?;
+            Ok(attempts.between((graph_id, wake_id, ""), (graph_id, end.as_str(), ""))?)
         })?;
         let mut out = Vec::new();
         for ((g, w, a), value) in rows {

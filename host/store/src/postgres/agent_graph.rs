@@ -1,11 +1,12 @@
 //! The agent-graph control tables on PostgreSQL: every redb table of the
 //! agent-graph store is a set of rows of `sg_agent_graph_rows` (its name in
 //! `tbl`, key and value in the order-preserving encoding of
-//! `agent_graph::kv`), so the store's rules run unchanged on both backends.
+//! `agent_graph::kv`), so the controller's rules run unchanged on both
+//! backends.
 //!
 //! The rules are synchronous code that reads and writes row by row. Here
-//! each statement blocks the calling thread (like every call of the
-//! agent-graph store, which callers run off their async threads) while the
+//! each statement blocks the calling thread (like every transaction of
+//! `AgentGraphTables`, which callers run off their async threads) while the
 //! `Pg`'s own runtime does the I/O. A write transaction is `SERIALIZABLE`:
 //! it commits only if running the transactions one after the other, as
 //! redb does, would have given the same reads, so the uniqueness rules
@@ -18,6 +19,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{FIRST_BACKOFF, MAX_ATTEMPTS, MAX_BACKOFF, Pg, jitter, retryable};
 use crate::StoreError;
+use crate::agent_graph::KvError;
 
 /// Which rows of a range a scan returns.
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +149,7 @@ impl Pg {
     /// READ ONLY` (one snapshot). Commits when `f` returns `Ok`, rolls back
     /// otherwise. A transaction that lost a conflict runs again (calling
     /// `f` again), up to [`MAX_ATTEMPTS`] times.
-    pub(crate) fn rows_transaction<T, E: From<StoreError>>(
+    pub(crate) fn rows_transaction<T, E: From<KvError>>(
         &self,
         what: &str,
         write: bool,
@@ -163,31 +165,33 @@ impl Pg {
         loop {
             let rows = PgRows {
                 pg: self.clone(),
-                conn: Some(self.block_on(self.connection(what))?),
+                conn: Some(
+                    self.block_on(self.connection(what))
+                        .map_err(KvError::from)?,
+                ),
                 what: what.to_owned(),
                 conflict: Cell::new(false),
                 broken: Cell::new(false),
             };
-            rows.execute(begin)?;
+            rows.execute(begin).map_err(KvError::from)?;
             let out = f(&rows);
             let end = rows.execute(if out.is_ok() { "COMMIT" } else { "ROLLBACK" });
             if !rows.conflict.get() {
                 return match (out, end) {
                     (Ok(v), Ok(())) => Ok(v),
-                    (Ok(_), Err(e)) => Err(e.into()),
+                    (Ok(_), Err(e)) => Err(KvError::from(e).into()),
                     (Err(e), _) => Err(e),
                 };
             }
             if attempt >= MAX_ATTEMPTS {
-                return Err(self
-                    .error(
-                        what,
-                        format!(
-                            "gave up after {attempt} attempts that each lost a conflict with \
-                             another transaction"
-                        ),
-                    )
-                    .into());
+                let e = self.error(
+                    what,
+                    format!(
+                        "gave up after {attempt} attempts that each lost a conflict with \
+                         another transaction"
+                    ),
+                );
+                return Err(KvError::from(e).into());
             }
             tracing::debug!(server = %self.server(), "{what}: attempt {attempt} lost a conflict; retrying");
             drop(rows);

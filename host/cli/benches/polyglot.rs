@@ -400,7 +400,7 @@ fn measure(tokio: &Tokio, runtime: &Runtime, lang: Lang) -> Figures {
         tokio.block_on(run_once(runtime, &looping, &target, 200));
     });
 
-    let pre = bare_pre(runtime, &component);
+    let pre = bare_pre(runtime, component.component());
     let bare = sample(10, 20, 1000, Duration::from_secs(4), || {
         tokio.block_on(bare_instantiate(runtime, &pre));
     });

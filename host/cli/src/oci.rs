@@ -133,17 +133,8 @@ pub async fn push(args: PushArgs) -> Result<ExitCode, Failure> {
             ),
         ))
     })?;
-    let ty = graph.component().component_type();
-    let interfaces = ComponentInfo {
-        exports: ty
-            .exports(rt.engine())
-            .map(|(n, _)| n.to_string())
-            .collect(),
-        imports: ty
-            .imports(rt.engine())
-            .map(|(n, _)| n.to_string())
-            .collect(),
-    };
+    let (exports, imports) = graph.interface_names();
+    let interfaces = ComponentInfo { exports, imports };
     let sidecar = signature_path(&args.graph);
     let signature = match sidecar.try_exists() {
         Ok(true) => Some(read_bounded(&sidecar, MAX_SIGNATURE_FILE, "signature")?),

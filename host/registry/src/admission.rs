@@ -138,24 +138,6 @@ impl Admission {
         Ok(admitted)
     }
 
-    /// Refuses component bytes that came from no file, when anything is
-    /// checked.
-    pub(crate) fn admit_bytes(&self, origin: &str) -> Result<(), MountWarning> {
-        if self.is_open() {
-            return Ok(());
-        }
-        let (kind, what) = if self.locks.is_some() {
-            (MountErrorKind::Unpinned, "pinned by a lock file")
-        } else {
-            (MountErrorKind::Signature, "signed")
-        };
-        Err(MountWarning::new(
-            origin,
-            kind,
-            format!("component bytes cannot be {what}: mount a file from a graph folder instead"),
-        ))
-    }
-
     /// The sidecar of `path` as it is now, when signatures are checked.
     pub(crate) fn sidecar_stamp(&self, path: &Path) -> SidecarStamp {
         self.trusted.as_ref()?;

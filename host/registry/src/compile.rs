@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::GraphSpec;
-use sandgraph_runtime::{ErrorCode, Graph, Limits, RunError, Runtime};
+use sandgraph_runtime::{Compiled, ErrorCode, Graph, Limits, RunError, Runtime};
 use sandgraph_store::{CompileCache, LoadFailure, Store, sha256_hex};
-use wasmtime::component::Component;
 
 /// A compile at least this long is logged at `info` (see [`Cache::component`]).
 const SLOW_COMPILE: Duration = Duration::from_secs(1);
@@ -213,7 +212,7 @@ impl Cache {
         runtime: &Runtime,
         digest: &str,
         bytes: &Arc<[u8]>,
-    ) -> Result<Component, RunError> {
+    ) -> Result<Compiled, RunError> {
         if let Some(component) = self.cached_component(runtime, digest).await {
             tracing::debug!(digest, "compile cache: loaded the compiled artifact");
             return Ok(component);
@@ -261,7 +260,7 @@ impl Cache {
         Ok(component)
     }
 
-    async fn cached_component(&self, runtime: &Runtime, digest: &str) -> Option<Component> {
+    async fn cached_component(&self, runtime: &Runtime, digest: &str) -> Option<Compiled> {
         let store = self.store.clone()?;
         let rt = runtime.clone();
         let fingerprint = self.fingerprint.clone();

@@ -565,43 +565,6 @@ impl Registry {
             .map(|(tool, _)| tool)
     }
 
-    /// Mounts component bytes in `scope`; `origin` labels them in messages.
-    /// Refused with [`RegistryOptions::locked`] or trusted keys: bytes have
-    /// no lock entry and no signature.
-    ///
-    /// # Errors
-    ///
-    /// The reason the graph was not mounted, as in [`MountReport`].
-    pub async fn mount_bytes(
-        &self,
-        bytes: Vec<u8>,
-        origin: &str,
-        scope: Option<&Scope>,
-    ) -> Result<Arc<GraphTool>, MountWarning> {
-        self.inner
-            .admission
-            .admit_bytes(origin)
-            .inspect_err(|w| self.log(w))?;
-        self.mount_source(bytes, ToolSource::Bytes(origin.to_owned()), scope)
-            .await
-            .map(|(tool, _)| tool)
-    }
-
-    /// Registers an already loaded graph in `scope`.
-    ///
-    /// # Errors
-    ///
-    /// Reserved or duplicate name, unsupported parameters.
-    pub fn register(
-        &self,
-        graph: Arc<Graph>,
-        scope: Option<&Scope>,
-    ) -> Result<Arc<GraphTool>, MountWarning> {
-        let built = self.create_built(graph)?;
-        let (tool, _) = self.insert(built, scope)?;
-        Ok(tool)
-    }
-
     /// A one-off tool of a loaded graph, with the operator's overrides; it
     /// is not registered.
     ///
@@ -613,7 +576,7 @@ impl Registry {
     }
 
     fn create_built(&self, graph: Arc<Graph>) -> Result<Built, MountWarning> {
-        if !wasmtime::Engine::same(graph.component().engine(), self.inner.runtime.engine()) {
+        if !self.inner.runtime.loaded(&graph) {
             return Err(MountWarning::new(
                 ToolSource::Graph.label(graph.name()),
                 MountErrorKind::Load,
@@ -885,23 +848,6 @@ impl Registry {
             .collect()
     }
 
-    /// Removes the global tool `name`; `false` when there was none. A file
-    /// unregistered this way is mounted again when it changes.
-    pub fn unregister(&self, name: &str) -> bool {
-        let removed = self.state().global.remove(name);
-        match removed {
-            Some(tool) => {
-                self.emit(RegistryEvent::Unmounted {
-                    name: name.to_owned(),
-                    path: file_of(&tool),
-                    scope: None,
-                });
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Opens a scope: a layer of tools that shadow global tools of the same
     /// name in [`Scope::get`] and [`Scope::list`], and that leave the
     /// registry when the returned [`Scope`] is dropped.
@@ -930,7 +876,7 @@ fn remove_if_from(layer: &mut Layer, name: &str, path: &Path) -> bool {
 fn file_of(tool: &GraphTool) -> Option<PathBuf> {
     match tool.source() {
         ToolSource::File(p) => Some(p.clone()),
-        _ => None,
+        ToolSource::Graph => None,
     }
 }
 
@@ -1021,27 +967,6 @@ impl Scope {
             .collect()
     }
 
-    /// Removes the scope's own tool `name`; `false` when there was none.
-    pub fn unregister(&self, name: &str) -> bool {
-        let removed = self
-            .registry
-            .state()
-            .scopes
-            .get_mut(&self.key)
-            .and_then(|(_, layer)| layer.remove(name));
-        match removed {
-            Some(tool) => {
-                self.registry.emit(RegistryEvent::Unmounted {
-                    name: name.to_owned(),
-                    path: file_of(&tool),
-                    scope: Some(self.id.clone()),
-                });
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Mounts a component file in this scope.
     ///
     /// # Errors
@@ -1049,15 +974,6 @@ impl Scope {
     /// As [`Registry::mount_file`].
     pub async fn mount_file(&self, path: &Path) -> Result<Arc<GraphTool>, MountWarning> {
         self.registry.mount_file(path, Some(self)).await
-    }
-
-    /// Registers a loaded graph in this scope.
-    ///
-    /// # Errors
-    ///
-    /// As [`Registry::register`].
-    pub fn register(&self, graph: Arc<Graph>) -> Result<Arc<GraphTool>, MountWarning> {
-        self.registry.register(graph, Some(self))
     }
 }
 

@@ -32,19 +32,15 @@ use crate::registry::RESERVED_NAME;
 pub enum ToolSource {
     /// A component file.
     File(PathBuf),
-    /// Component bytes mounted with an origin label.
-    Bytes(String),
-    /// An already loaded graph ([`crate::Registry::register`] or
-    /// [`crate::Registry::create`]).
+    /// An already loaded graph ([`crate::Registry::create`]).
     Graph,
 }
 
 impl ToolSource {
-    /// The file path, origin label, or `<graph "name">`, for messages.
+    /// The file path or `<graph "name">`, for messages.
     pub fn label(&self, name: &str) -> String {
         match self {
             ToolSource::File(p) => p.display().to_string(),
-            ToolSource::Bytes(origin) => origin.clone(),
             ToolSource::Graph => format!("<graph \"{name}\">"),
         }
     }

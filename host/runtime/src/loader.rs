@@ -41,9 +41,22 @@ impl Graph {
         &self.spec
     }
 
-    /// The compiled component, e.g. to serialize it into a cache.
+    /// The compiled component, for the workspace's benchmarks (feature
+    /// `internals`).
+    #[cfg(feature = "internals")]
     pub fn component(&self) -> &Component {
         &self.component
+    }
+
+    /// The names of the component's exports and imports (interfaces and
+    /// functions at its top level), in the component's order.
+    pub fn interface_names(&self) -> (Vec<String>, Vec<String>) {
+        let ty = self.component.component_type();
+        let engine = self.component.engine();
+        (
+            ty.exports(engine).map(|(n, _)| n.to_owned()).collect(),
+            ty.imports(engine).map(|(n, _)| n.to_owned()).collect(),
+        )
     }
 
     /// The version of the `sandgraph:graph` world the component was built

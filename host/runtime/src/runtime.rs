@@ -49,6 +49,27 @@ impl Drop for Shared {
     }
 }
 
+/// A component compiled by a [`Runtime`]: what [`Runtime::serialize`]
+/// stores in the compile cache and [`Runtime::load_component`] or
+/// [`Runtime::load_described`] turn into a [`Graph`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Compiled(Component);
+
+#[cfg(feature = "internals")]
+impl Compiled {
+    /// The wasmtime component, for the workspace's benchmarks (feature
+    /// `internals`).
+    pub fn component(&self) -> &Component {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled").finish_non_exhaustive()
+    }
+}
+
 /// The sandboxed graph host. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct Runtime {
@@ -205,9 +226,17 @@ impl Runtime {
         })
     }
 
-    /// The wasmtime engine (for precompiling and cache fingerprints).
+    /// The wasmtime engine, for the workspace's benchmarks that measure a
+    /// bare instantiation against the sandbox's (feature `internals`).
+    #[cfg(feature = "internals")]
     pub fn engine(&self) -> &Engine {
         &self.shared.engine
+    }
+
+    /// Whether `graph` was loaded by this runtime (its engine): a graph runs
+    /// only on the runtime that compiled it.
+    pub fn loaded(&self, graph: &Graph) -> bool {
+        Engine::same(graph.component.engine(), &self.shared.engine)
     }
 
     /// The runtime's settings.
@@ -233,13 +262,15 @@ impl Runtime {
             .map_err(|e| RunError::new(e.code, format!("{}: {}", path.display(), e.message)))
     }
 
-    /// Checks the header of `bytes` and compiles them (counted by
-    /// [`Runtime::compile_count`]).
-    pub fn compile(&self, bytes: &[u8]) -> Result<Component, RunError> {
-        loader::compile(&self.shared, bytes)
+    /// Checks the header of `bytes` and compiles them.
+    pub fn compile(&self, bytes: &[u8]) -> Result<Compiled, RunError> {
+        loader::compile(&self.shared, bytes).map(Compiled)
     }
 
-    /// How many components this runtime compiled from wasm bytes.
+    /// How many components this runtime compiled from wasm bytes: the
+    /// compile cache's tests and benchmark check that a warm load compiles
+    /// nothing (feature `internals`).
+    #[cfg(feature = "internals")]
     pub fn compile_count(&self) -> u64 {
         self.shared.compiles.load(Ordering::Relaxed)
     }
@@ -265,8 +296,9 @@ impl Runtime {
     }
 
     /// Serializes a compiled component for the compile cache.
-    pub fn serialize(&self, component: &Component) -> Result<Vec<u8>, RunError> {
+    pub fn serialize(&self, component: &Compiled) -> Result<Vec<u8>, RunError> {
         component
+            .0
             .serialize()
             .map_err(|e| RunError::new(ErrorCode::Load, format!("cannot serialize component: {e}")))
     }
@@ -280,29 +312,29 @@ impl Runtime {
     /// [`Runtime::engine_fingerprint`] (the compile cache authenticates the
     /// stored bytes with an HMAC under a key outside its database before
     /// calling this).
-    pub unsafe fn deserialize(&self, bytes: &[u8]) -> Result<Component, RunError> {
+    pub unsafe fn deserialize(&self, bytes: &[u8]) -> Result<Compiled, RunError> {
         // SAFETY: forwarded to the caller's contract above.
-        unsafe { Component::deserialize(&self.shared.engine, bytes) }.map_err(|e| {
-            RunError::new(ErrorCode::Load, format!("cannot load cached artifact: {e}"))
-        })
+        unsafe { Component::deserialize(&self.shared.engine, bytes) }
+            .map(Compiled)
+            .map_err(|e| {
+                RunError::new(ErrorCode::Load, format!("cannot load cached artifact: {e}"))
+            })
     }
 
     /// A graph from a compiled component and the spec it described earlier;
     /// calls no guest code.
     pub fn load_described(
         &self,
-        component: Component,
+        component: Compiled,
         spec: GraphSpec,
     ) -> Result<Arc<Graph>, RunError> {
-        loader::from_parts(&self.shared, component, spec).map(Arc::new)
+        loader::from_parts(&self.shared, component.0, spec).map(Arc::new)
     }
 
-    /// Loads from a component compiled earlier by this engine.
-    pub async fn load_component(
-        &self,
-        component: wasmtime::component::Component,
-    ) -> Result<Arc<Graph>, RunError> {
-        loader::from_component(&self.shared, component)
+    /// Loads (describes and checks) a component compiled earlier by this
+    /// runtime.
+    pub async fn load_component(&self, component: Compiled) -> Result<Arc<Graph>, RunError> {
+        loader::from_component(&self.shared, component.0)
             .await
             .map(Arc::new)
     }

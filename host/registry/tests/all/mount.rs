@@ -454,101 +454,34 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
 }
 
 #[tokio::test]
-async fn register_create_get_and_an_idempotent_unregister() {
+async fn create_builds_a_one_off_tool_of_a_loaded_graph_and_registers_nothing() {
     let registry = Registry::empty(runtime(), OperatorConfig::default(), None);
-    let mut events = registry.subscribe();
-    let greet = sandgraph_tests::load(GREET).await;
-    let tool = registry.register(greet.clone(), None).unwrap();
-    assert_eq!(tool.source(), &ToolSource::Graph);
-    assert!(tool.is_loaded());
-    assert_eq!(
-        common::next_event(&mut events).await,
-        RegistryEvent::Mounted {
-            name: "greet_graph".into(),
-            path: None,
-            scope: None
-        }
-    );
-    assert_eq!(registry.names(), ["greet_graph"]);
-    // Registering the same name again is a duplicate.
-    let err = registry.register(greet.clone(), None).unwrap_err();
-    assert_eq!(err.kind, MountErrorKind::Duplicate);
-    assert_eq!(
-        err.reason,
-        "duplicate graph name \"greet_graph\" (already mounted from <graph \"greet_graph\">)"
-    );
-    // The reserved name is refused by register and create alike.
+    // The reserved name is refused.
     let reserved = sandgraph_tests::load(GRAPH_RESERVED_NAME).await;
     assert_eq!(reserved.name(), "run_code");
-    assert_eq!(
-        registry.register(reserved.clone(), None).unwrap_err().kind,
-        MountErrorKind::Reserved
-    );
     assert_eq!(
         registry.create(reserved).unwrap_err().kind,
         MountErrorKind::Reserved
     );
-
-    // create: a tool, not registered.
     let echo = sandgraph_tests::load(ECHO).await;
     let one_off = registry.create(echo).unwrap();
     assert_eq!(one_off.name(), "echo_graph");
+    assert_eq!(one_off.source(), &ToolSource::Graph);
     assert!(registry.get("echo_graph").is_none());
     let out = one_off
         .call(json!({"input": {"topic": "x"}}), CallOptions::default())
         .await
         .unwrap();
     assert_eq!(out.value, json!({"topic": "x", "log": ["seen:x"]}));
-
-    // mount_bytes labels the origin.
-    let bytes = std::fs::read(ECHO).unwrap();
-    let mounted = registry
-        .mount_bytes(bytes, "upload #1", None)
+    // A graph loaded by another runtime (engine) is refused.
+    let foreign = sandgraph_runtime::Runtime::new()
+        .unwrap()
+        .load_file(Path::new(ECHO))
         .await
         .unwrap();
-    assert_eq!(mounted.source(), &ToolSource::Bytes("upload #1".into()));
-    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
-    let err = registry
-        .mount_bytes(b"junk".to_vec(), "upload #2", None)
-        .await
-        .unwrap_err();
-    assert_eq!(err.path, Path::new("upload #2"));
+    let err = registry.create(foreign).unwrap_err();
     assert_eq!(err.kind, MountErrorKind::Load);
-
-    // unregister is idempotent.
-    assert!(registry.unregister("greet_graph"));
-    assert!(!registry.unregister("greet_graph"));
-    assert!(!registry.unregister("never_was"));
-    assert!(registry.get("greet_graph").is_none());
-    assert_eq!(registry.names(), ["echo_graph"]);
-    // One Mounted (echo via bytes) and one Unmounted (greet) since.
-    assert_eq!(
-        common::next_event(&mut events).await,
-        RegistryEvent::Mounted {
-            name: "echo_graph".into(),
-            path: None,
-            scope: None
-        }
-    );
-    assert_eq!(
-        common::next_event(&mut events).await,
-        RegistryEvent::Unmounted {
-            name: "greet_graph".into(),
-            path: None,
-            scope: None
-        }
-    );
-    // After unregistering, the name is free again.
-    registry.register(greet, None).unwrap();
-    // Scoped unregister is idempotent too.
-    let scope = registry.scope("s");
-    scope.register(sandgraph_tests::load(GREET).await).unwrap();
-    assert!(scope.unregister("greet_graph"));
-    assert!(!scope.unregister("greet_graph"));
-    assert!(
-        scope.get("greet_graph").is_some(),
-        "the global one shows again"
-    );
+    assert!(err.reason.contains("another runtime"), "{}", err.reason);
 }
 
 #[tokio::test]
@@ -715,26 +648,4 @@ async fn locked_opening_fails_on_a_changed_missing_or_extra_graph_and_mounts_the
     std::fs::remove_file(d.join("echo.wasm")).unwrap();
     let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
     assert!(err.contains("echo.wasm: missing"), "{err}");
-
-    // Bytes have no lock entry.
-    let empty = Registry::open(
-        runtime(),
-        RegistryOptions {
-            dirs: vec![],
-            locked: true,
-            ..RegistryOptions::default()
-        },
-    )
-    .await
-    .unwrap()
-    .0;
-    let w = empty
-        .mount_bytes(
-            std::fs::read(sandgraph_tests::ECHO).unwrap(),
-            "upload",
-            None,
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(w.kind, MountErrorKind::Unpinned);
 }

@@ -116,18 +116,25 @@ impl Compiler {
         }
         let one_of = node.get("oneOf");
         let ty = node.get("type").and_then(Value::as_str);
-        // The node's own vocabulary besides annotations and `required`;
-        // `None` when the type is unknown and the vocabulary with it.
-        let vocabulary: Option<&[&str]> = match (one_of, ty) {
-            (Some(_), _) => Some(&["oneOf", "type"]),
-            (None, Some("string" | "number" | "integer" | "boolean" | "null")) => {
-                Some(&["type", "enum", "const"])
-            }
-            (None, Some("array")) => Some(&["type", "items"]),
-            (None, Some("object")) => Some(&["type", "properties", "additionalProperties"]),
-            (None, Some("json")) => Some(&["type"]),
-            _ => None,
-        };
+        let required = self.compile_keys(node, path, place, vocabulary(one_of, ty), &mut out);
+        if let Some(branches) = one_of {
+            self.compile_one_of(node, branches, path, depth, &mut out);
+        } else {
+            self.compile_typed(node, ty, path, depth, &mut out);
+        }
+        (Value::Object(out), required)
+    }
+
+    /// Checks a node's keys against its vocabulary and copies its valid
+    /// annotations into `out`; returns whether it carries `required: true`.
+    fn compile_keys(
+        &mut self,
+        node: &Map<String, Value>,
+        path: &str,
+        place: Place,
+        vocabulary: Option<&[&str]>,
+        out: &mut Map<String, Value>,
+    ) -> bool {
         let mut required = false;
         for (key, value) in node {
             if ANNOTATIONS.contains(&key.as_str()) {
@@ -153,38 +160,56 @@ impl Compiler {
                 ));
             }
         }
+        required
+    }
 
-        if let Some(branches) = one_of {
-            if node.contains_key("type") {
-                self.error(format!("{path}.oneOf cannot be combined with type"));
-            }
-            let mut compiled = Vec::new();
-            match branches {
-                Value::Array(list) => {
-                    if list.len() < 2 {
-                        self.error(format!(
-                            "{path}.oneOf must be an array of at least 2 value schemas"
-                        ));
-                    }
-                    for (index, branch) in list.iter().enumerate() {
-                        let branch_path = format!("{path}.oneOf[{index}]");
-                        let (branch, _) =
-                            self.compile_node(branch, &branch_path, Place::Nested, depth + 1);
-                        compiled.push(branch);
-                    }
-                }
-                _ => self.error(format!(
-                    "{path}.oneOf must be an array of at least 2 value schemas"
-                )),
-            }
-            out.insert("oneOf".to_owned(), Value::Array(compiled));
-            return (Value::Object(out), required);
+    /// Compiles a `oneOf` node's branches into `out.oneOf`.
+    fn compile_one_of(
+        &mut self,
+        node: &Map<String, Value>,
+        branches: &Value,
+        path: &str,
+        depth: usize,
+        out: &mut Map<String, Value>,
+    ) {
+        if node.contains_key("type") {
+            self.error(format!("{path}.oneOf cannot be combined with type"));
         }
+        let mut compiled = Vec::new();
+        match branches {
+            Value::Array(list) => {
+                if list.len() < 2 {
+                    self.error(format!(
+                        "{path}.oneOf must be an array of at least 2 value schemas"
+                    ));
+                }
+                for (index, branch) in list.iter().enumerate() {
+                    let branch_path = format!("{path}.oneOf[{index}]");
+                    let (branch, _) =
+                        self.compile_node(branch, &branch_path, Place::Nested, depth + 1);
+                    compiled.push(branch);
+                }
+            }
+            _ => self.error(format!(
+                "{path}.oneOf must be an array of at least 2 value schemas"
+            )),
+        }
+        out.insert("oneOf".to_owned(), Value::Array(compiled));
+    }
 
+    /// Compiles a node without `oneOf` by its `type` into `out`.
+    fn compile_typed(
+        &mut self,
+        node: &Map<String, Value>,
+        ty: Option<&str>,
+        path: &str,
+        depth: usize,
+        out: &mut Map<String, Value>,
+    ) {
         match ty {
             Some(scalar @ ("string" | "number" | "integer" | "boolean" | "null")) => {
                 out.insert("type".to_owned(), Value::String(scalar.to_owned()));
-                self.compile_enum_const(node, path, scalar, &mut out);
+                self.compile_enum_const(node, path, scalar, out);
             }
             Some("array") => {
                 out.insert("type".to_owned(), Value::String("array".to_owned()));
@@ -198,31 +223,7 @@ impl Compiler {
                     out.insert("items".to_owned(), items);
                 }
             }
-            Some("object") => {
-                out.insert("type".to_owned(), Value::String("object".to_owned()));
-                match node.get("additionalProperties") {
-                    Some(Value::Bool(open)) => {
-                        out.insert("additionalProperties".to_owned(), Value::Bool(*open));
-                    }
-                    _ => self.error(format!(
-                        "{path}.additionalProperties must be explicitly true or false"
-                    )),
-                }
-                match node.get("properties") {
-                    None => {}
-                    Some(Value::Object(properties)) => {
-                        self.compile_properties(
-                            properties,
-                            &format!("{path}.properties"),
-                            depth,
-                            &mut out,
-                        );
-                    }
-                    Some(_) => self.error(format!(
-                        "{path}.properties must be an object of value schemas"
-                    )),
-                }
-            }
+            Some("object") => self.compile_object(node, path, depth, out),
             // Annotation-only: any lossless JSON value.
             Some("json") => {}
             _ => {
@@ -230,7 +231,35 @@ impl Compiler {
                 self.error(format!("{path}.{TYPES_MESSAGE}{hint}"))
             }
         }
-        (Value::Object(out), required)
+    }
+
+    /// Compiles an `object` node's `additionalProperties` and `properties`
+    /// into `out`.
+    fn compile_object(
+        &mut self,
+        node: &Map<String, Value>,
+        path: &str,
+        depth: usize,
+        out: &mut Map<String, Value>,
+    ) {
+        out.insert("type".to_owned(), Value::String("object".to_owned()));
+        match node.get("additionalProperties") {
+            Some(Value::Bool(open)) => {
+                out.insert("additionalProperties".to_owned(), Value::Bool(*open));
+            }
+            _ => self.error(format!(
+                "{path}.additionalProperties must be explicitly true or false"
+            )),
+        }
+        match node.get("properties") {
+            None => {}
+            Some(Value::Object(properties)) => {
+                self.compile_properties(properties, &format!("{path}.properties"), depth, out);
+            }
+            Some(_) => self.error(format!(
+                "{path}.properties must be an object of value schemas"
+            )),
+        }
     }
 
     /// Checks an annotation's shape and losslessness; true when it is valid.
@@ -304,6 +333,21 @@ impl Compiler {
             return false;
         }
         true
+    }
+}
+
+/// A node's own vocabulary besides annotations and `required`; `None` when
+/// the type is unknown and the vocabulary with it.
+fn vocabulary(one_of: Option<&Value>, ty: Option<&str>) -> Option<&'static [&'static str]> {
+    match (one_of, ty) {
+        (Some(_), _) => Some(&["oneOf", "type"]),
+        (None, Some("string" | "number" | "integer" | "boolean" | "null")) => {
+            Some(&["type", "enum", "const"])
+        }
+        (None, Some("array")) => Some(&["type", "items"]),
+        (None, Some("object")) => Some(&["type", "properties", "additionalProperties"]),
+        (None, Some("json")) => Some(&["type"]),
+        _ => None,
     }
 }
 

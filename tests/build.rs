@@ -58,10 +58,9 @@ fn main() {
         .parent()
         .expect("the tests crate lives inside the workspace")
         .to_path_buf();
-    for path in GUEST_DIRS
-        .iter()
-        .chain(&["guest-sdk", "wit", "Cargo.toml", "Cargo.lock"])
-    {
+    // What the guests are built from besides their own folders.
+    let inputs = ["guest-sdk", "host/spec", "wit", "Cargo.toml", "Cargo.lock"];
+    for path in GUEST_DIRS.iter().chain(&inputs) {
         println!("cargo:rerun-if-changed={}", workspace.join(path).display());
     }
 

@@ -220,7 +220,7 @@ fn spec(graph: &Graph) -> wit::GraphSpec {
 /// default, so a host that does not know it keeps it out of the state.
 fn strict_marker() -> wit_types::ChannelSpec {
     wit_types::ChannelSpec {
-        name: crate::graph::STRICT_MARKER_CHANNEL.to_owned(),
+        name: sandgraph_spec::STRICT_MARKER_CHANNEL.to_owned(),
         reducer: wit_types::Reducer::LastValue,
         default: None,
     }

@@ -38,7 +38,7 @@ impl Facts {
             Ok(other) => {
                 return Err(format!(
                     "call context: configurable must be a JSON object, not {}",
-                    crate::update::json_kind(&other)
+                    sandgraph_spec::json::kind(&other)
                 ));
             }
             Err(err) => return Err(format!("call context: configurable: {err}")),

@@ -1,9 +1,9 @@
 //! The graph builder, its spec, and dispatch of the host's calls.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::rc::Rc;
 
+use sandgraph_spec::{Audience, ChannelSpec, GraphSpec, NodeSpec, PathEntry, Registration};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -13,16 +13,12 @@ use crate::decode::{TypeMismatch, from_json, type_mismatch};
 pub(crate) use crate::node::Outcome;
 use crate::node::{IntoNodeResult, encode};
 use crate::route::{IntoPathMap, IntoRoutes, Route};
-use crate::update::json_kind;
 use crate::{END, START};
 
-/// Longest graph name, in characters (the host's limit).
-const MAX_NAME_LEN: usize = 64;
-
-/// The channel a strict graph's spec carries to say it is strict (the WIT
-/// spec record has no field for it); the host turns it back into a flag.
-/// No graph may declare a channel of this name.
-pub(crate) const STRICT_MARKER_CHANNEL: &str = "__strict__";
+/// A static edge or join, as the spec has it.
+pub(crate) use sandgraph_spec::Edge;
+/// The reducer as the spec names it.
+pub(crate) use sandgraph_spec::Reducer as ReducerKind;
 
 /// How writes to a channel combine, within a superstep and across them.
 ///
@@ -102,26 +98,14 @@ impl fmt::Debug for CustomReducer {
     }
 }
 
-/// The reducer as the spec names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReducerKind {
-    LastValue,
-    Append,
-    Merge,
-    Add,
-    Custom,
-}
-
-impl ReducerKind {
-    /// The channel's kind, for messages.
-    fn describe(self) -> &'static str {
-        match self {
-            ReducerKind::LastValue => "a last-value channel",
-            ReducerKind::Append => "an append (list) channel",
-            ReducerKind::Merge => "a merge (object) channel",
-            ReducerKind::Add => "an add (number) channel",
-            ReducerKind::Custom => "a custom-reducer channel",
-        }
+/// A channel of reducer `kind`, for messages.
+fn describe(kind: ReducerKind) -> &'static str {
+    match kind {
+        ReducerKind::LastValue => "a last-value channel",
+        ReducerKind::Append => "an append (list) channel",
+        ReducerKind::Merge => "a merge (object) channel",
+        ReducerKind::Add => "an add (number) channel",
+        ReducerKind::Custom => "a custom-reducer channel",
     }
 }
 
@@ -153,12 +137,6 @@ pub(crate) struct Node {
     pub(crate) description: Option<String>,
     run: Box<NodeFn>,
     probe: Box<ProbeFn>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Edge {
-    pub(crate) sources: Vec<String>,
-    pub(crate) target: String,
 }
 
 pub(crate) struct ConditionalEdge {
@@ -523,18 +501,63 @@ impl Graph {
         }
     }
 
-    /// Every problem [`Graph::check`] reports. The checks and their wording
-    /// follow the host's spec validation (which stops at the first), plus
-    /// what only the builder can see.
+    /// Every problem [`Graph::check`] reports: what only the builder can
+    /// see, then the host's spec validation (which stops at the first)
+    /// worded for the builder, then the state types.
     pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = self.build_problems.clone();
-        self.check_header(&mut problems);
-        self.check_channels(&mut problems);
-        let nodes = self.check_nodes(&mut problems);
-        self.check_edges(&nodes, &mut problems);
-        self.check_reachability(&mut problems);
+        let spec = self.spec(&mut problems);
+        problems.extend(spec.problems(Audience::Builder));
         self.check_state_types(&mut problems);
         problems
+    }
+
+    /// The spec the host will validate, with JSON texts decoded; a
+    /// parameters text that is not JSON is a problem (the spec then has no
+    /// parameters).
+    fn spec(&self, problems: &mut Vec<String>) -> GraphSpec {
+        let parameters = self.parameters.as_deref().and_then(|text| {
+            from_json::<Value>(text)
+                .map_err(|err| problems.push(format!("parameters are not json: {err}")))
+                .ok()
+        });
+        let channels = self.channels.iter().map(|c| ChannelSpec {
+            name: c.name.clone(),
+            reducer: c.reducer,
+            default: c.default.as_deref().and_then(|d| from_json(d).ok()),
+        });
+        let nodes = self.nodes.iter().map(|n| NodeSpec {
+            name: n.name.clone(),
+            description: n.description.clone(),
+        });
+        let conditional_edges = self.conditional_edges.iter().map(|c| {
+            let path_map = c.path_map.iter().map(|(key, target)| PathEntry {
+                key: key.clone(),
+                target: target.clone(),
+            });
+            sandgraph_spec::ConditionalEdge {
+                source: c.source.clone(),
+                router: c.router.clone(),
+                path_map: path_map.collect(),
+            }
+        });
+        GraphSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            registration: Registration {
+                as_tool: self.as_tool,
+                as_graph_tool: self.as_graph_tool,
+            },
+            parameters,
+            timeout_ms: self.timeout_ms,
+            channels: channels.collect(),
+            nodes: nodes.collect(),
+            edges: self.edges.clone(),
+            conditional_edges: conditional_edges.collect(),
+            entry_points: self.entry_points.clone(),
+            finish_points: self.finish_points.clone(),
+            strict: self.strict,
+        }
     }
 
     /// Decodes the state the channels start with into every node's and
@@ -568,7 +591,7 @@ impl Graph {
                 Some(c) => format!(
                     " (channel {:?} is {} and starts at {})",
                     c.name,
-                    c.reducer.describe(),
+                    describe(c.reducer),
                     c.default.as_deref().unwrap_or("nothing")
                 ),
                 None => String::new(),
@@ -577,202 +600,6 @@ impl Graph {
                 "{what}: its state type does not decode the channels' defaults: field `{path}`: \
                  {message}{start_of}; change the field's type to match the channel"
             ));
-        }
-    }
-
-    fn check_header(&self, problems: &mut Vec<String>) {
-        let name = &self.name;
-        if name.is_empty() {
-            problems.push("graph name is empty".into());
-        } else if name.chars().count() > MAX_NAME_LEN {
-            problems.push(format!(
-                "graph name {name:?} is longer than {MAX_NAME_LEN} characters"
-            ));
-        } else if !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            problems.push(format!(
-                "graph name {name:?} may only contain ascii letters, digits, \"_\" and \"-\""
-            ));
-        } else if name == "run_code" {
-            problems.push("graph name \"run_code\" is reserved".into());
-        }
-        if let Some(parameters) = &self.parameters {
-            match from_json::<Value>(parameters) {
-                Ok(Value::Object(_)) => {}
-                Ok(other) => problems.push(format!(
-                    "parameters must be a json object, not {}",
-                    json_kind(&other)
-                )),
-                Err(err) => problems.push(format!("parameters are not json: {err}")),
-            }
-        }
-        if self.timeout_ms == Some(0) {
-            problems.push("timeout_ms must be positive".into());
-        }
-    }
-
-    fn check_channels(&self, problems: &mut Vec<String>) {
-        let mut seen = HashSet::new();
-        for channel in &self.channels {
-            let name = &channel.name;
-            if name.is_empty() {
-                problems.push("channel name is empty".into());
-            }
-            if name == STRICT_MARKER_CHANNEL {
-                problems.push(format!(
-                    "channel name {name:?} is reserved (it marks a strict graph)"
-                ));
-            }
-            if !seen.insert(name.as_str()) {
-                problems.push(format!("channel {name:?} is declared twice"));
-            }
-            let Some(Ok(default)) = channel.default.as_deref().map(from_json::<Value>) else {
-                continue;
-            };
-            let wanted = match channel.reducer {
-                ReducerKind::Append if !default.is_array() => "an array",
-                ReducerKind::Merge if !default.is_object() => "an object",
-                ReducerKind::Add if !default.is_number() => "a number",
-                _ => continue,
-            };
-            problems.push(format!(
-                "channel {name:?}: default is {}, but its reducer needs {wanted}",
-                json_kind(&default)
-            ));
-        }
-    }
-
-    /// Checks the nodes; returns the set of (valid) node names.
-    fn check_nodes(&self, problems: &mut Vec<String>) -> HashSet<&str> {
-        if self.nodes.is_empty() {
-            problems.push("the graph has no nodes".into());
-        }
-        let mut names = HashSet::new();
-        for node in &self.nodes {
-            let name = &node.name;
-            if name.is_empty() {
-                problems.push("node name is empty".into());
-            } else if name == START || name == END {
-                problems.push(format!("node name {name:?} is reserved"));
-                continue;
-            }
-            if !names.insert(name.as_str()) {
-                problems.push(format!("node {name:?} is declared twice"));
-            }
-        }
-        names
-    }
-
-    fn check_edges(&self, nodes: &HashSet<&str>, problems: &mut Vec<String>) {
-        if self.entry_points.is_empty() && !self.conditional_edges.iter().any(|c| c.source == START)
-        {
-            problems.push(
-                "the graph has no entry point and no conditional edge from __start__ \
-                 (add .edge(START, node))"
-                    .into(),
-            );
-        }
-        for entry in &self.entry_points {
-            if !nodes.contains(entry.as_str()) {
-                problems.push(format!("entry point {entry:?} is not a node"));
-            }
-        }
-        for finish in &self.finish_points {
-            if !nodes.contains(finish.as_str()) {
-                problems.push(format!("finish point {finish:?} is not a node"));
-            }
-        }
-
-        for edge in &self.edges {
-            let label = edge_label(edge);
-            if edge.sources.is_empty() {
-                problems.push(format!("{label}: no source node"));
-            }
-            let mut seen = HashSet::new();
-            for source in &edge.sources {
-                if source == START {
-                    problems.push(format!(
-                        "{label}: __start__ cannot be an edge source; use an entry point"
-                    ));
-                } else if source == END {
-                    problems.push(format!("{label}: __end__ cannot be an edge source"));
-                } else if !nodes.contains(source.as_str()) {
-                    problems.push(format!("{label}: unknown source node {source:?}"));
-                }
-                if !seen.insert(source.as_str()) {
-                    problems.push(format!("{label}: source {source:?} is listed twice"));
-                }
-            }
-            if edge.target != END && !nodes.contains(edge.target.as_str()) {
-                problems.push(format!("{label}: unknown target node {:?}", edge.target));
-            }
-        }
-
-        let mut routers = HashSet::new();
-        for cond in &self.conditional_edges {
-            let source = &cond.source;
-            let label = format!("conditional edge from {source:?}");
-            if source != START && !nodes.contains(source.as_str()) {
-                problems.push(format!("{label}: unknown source node {source:?}"));
-            }
-            if cond.router.is_empty() {
-                problems.push(format!("{label}: router name is empty"));
-            } else if !routers.insert(cond.router.as_str()) {
-                // `route` is dispatched by router name alone.
-                problems.push(format!("router {:?} is used twice", cond.router));
-            }
-            let label = format!("{label} (router {:?})", cond.router);
-            let mut keys = HashSet::new();
-            for (key, target) in &cond.path_map {
-                if !keys.insert(key.as_str()) {
-                    problems.push(format!("{label}: path-map key {key:?} is listed twice"));
-                }
-                if target != END && !nodes.contains(target.as_str()) {
-                    problems.push(format!(
-                        "{label}: path-map key {key:?} leads to unknown node {target:?}"
-                    ));
-                }
-            }
-        }
-    }
-
-    /// Every node must be reachable from START: a join edge reaches its
-    /// target once all its sources are reachable; a conditional edge without
-    /// a path map may reach any node. (`goto` and `send` in a node's
-    /// `Command` are not declared in the spec and do not count.)
-    fn check_reachability(&self, problems: &mut Vec<String>) {
-        let mut reached: HashSet<&str> = HashSet::from([START]);
-        loop {
-            let before = reached.len();
-            reached.extend(self.entry_points.iter().map(String::as_str));
-            for edge in &self.edges {
-                if edge.sources.iter().all(|s| reached.contains(s.as_str())) {
-                    reached.insert(edge.target.as_str());
-                }
-            }
-            for cond in &self.conditional_edges {
-                if !reached.contains(cond.source.as_str()) {
-                    continue;
-                }
-                if cond.path_map.is_empty() {
-                    reached.extend(self.nodes.iter().map(|n| n.name.as_str()));
-                } else {
-                    reached.extend(cond.path_map.iter().map(|(_, t)| t.as_str()));
-                }
-            }
-            if reached.len() == before {
-                break;
-            }
-        }
-        let mut reported = HashSet::new();
-        for node in &self.nodes {
-            let name = node.name.as_str();
-            let reserved = name == START || name == END;
-            if !reserved && !reached.contains(name) && reported.insert(name) {
-                problems.push(format!("node {name:?} is unreachable from __start__"));
-            }
         }
     }
 
@@ -864,17 +691,6 @@ impl fmt::Debug for Graph {
 fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
     if !list.contains(&item) {
         list.push(item);
-    }
-}
-
-/// `edge "a" -> "b"` or `edge ["a", "b"] -> "c"`, as the host writes it.
-fn edge_label(edge: &Edge) -> String {
-    match edge.sources.as_slice() {
-        [single] => format!("edge {single:?} -> {:?}", edge.target),
-        sources => {
-            let list: Vec<String> = sources.iter().map(|s| format!("{s:?}")).collect();
-            format!("edge [{}] -> {:?}", list.join(", "), edge.target)
-        }
     }
 }
 
@@ -1053,8 +869,10 @@ mod tests {
                 .parameters_json("{")
                 .check()
                 .unwrap_err(),
-            "graph name is empty\n\
-             parameters are not json: EOF while parsing an object at line 1 column 1\n\
+            // Text the builder cannot read comes first, with the other
+            // builder problems; then the spec's, in the host's order.
+            "parameters are not json: EOF while parsing an object at line 1 column 1\n\
+             graph name is empty\n\
              timeout_ms must be positive\n\
              the graph has no nodes\n\
              the graph has no entry point and no conditional edge from __start__ (add .edge(START, node))"
@@ -1066,6 +884,23 @@ mod tests {
             .edge(START, "a")
             .conditional_edges("a", "r", |_: Value| "b", None);
         assert_eq!(g.check(), Ok(()));
+    }
+
+    #[test]
+    fn check_reports_what_the_host_refuses_at_load() {
+        let g = echo()
+            .channel_with_default("big", Reducer::LastValue, 1_u64 << 53)
+            .describe_node("echo", "x".repeat(4097))
+            .channel("bell\u{7}", Reducer::LastValue);
+        assert_eq!(
+            g.check().unwrap_err().lines().collect::<Vec<_>>(),
+            [
+                "channel \"big\": default is not lossless json: $: integer 9007199254740992 \
+                 is outside the safe range ±(2^53-1)",
+                "channel name \"bell\\u{7}\" holds a control or bidi character",
+                "node \"echo\" description is 4097 characters long, more than 4096",
+            ]
+        );
     }
 
     #[test]
@@ -1160,7 +995,7 @@ mod tests {
     fn strict_graphs_and_the_reserved_marker_name() {
         assert!(!echo().strict);
         assert!(echo().strict().strict);
-        let g = echo().channel(STRICT_MARKER_CHANNEL, Reducer::LastValue);
+        let g = echo().channel(sandgraph_spec::STRICT_MARKER_CHANNEL, Reducer::LastValue);
         assert_eq!(
             g.check(),
             Err("channel name \"__strict__\" is reserved (it marks a strict graph)".into())

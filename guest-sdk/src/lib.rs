@@ -142,11 +142,11 @@ pub use serde_json;
 
 /// The virtual node a run starts from: `.edge(START, node)` adds an entry
 /// point.
-pub const START: &str = "__start__";
+pub const START: &str = sandgraph_spec::START;
 
 /// The virtual node a run ends at: `.edge(node, END)` adds a finish point,
 /// and routers and `goto` may name it.
-pub const END: &str = "__end__";
+pub const END: &str = sandgraph_spec::END;
 
 /// True once the run's soft deadline has passed or its caller cancelled:
 /// a long-running node should check it and wrap up. After a grace period

@@ -93,7 +93,7 @@ impl Update {
             Ok(other) => Self {
                 error: Some(format!(
                     "an update must be a JSON object, not {}",
-                    json_kind(&other)
+                    sandgraph_spec::json::kind(&other)
                 )),
                 ..Self::default()
             },
@@ -269,18 +269,6 @@ impl Send {
             .and_then(|value| serde_json::to_string(&value).map_err(|err| err.to_string()))
             .map_err(|err| format!("send to \"{node}\": {err}"))?;
         Ok((node, payload))
-    }
-}
-
-/// "an object", "a string", ... for messages.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -81,6 +81,7 @@ impl Lang {
         match self {
             Lang::Rust => {
                 inputs.push(repo.join("guest-sdk/src"));
+                inputs.push(repo.join("host/spec/src"));
                 inputs.push(repo.join("Cargo.lock"));
             }
             Lang::Python => inputs.push(repo.join("guest-sdk/python/sandgraph")),

@@ -55,12 +55,13 @@ impl Lang {
     /// What a build of this language reads besides the graph's folder.
     fn sdk(self) -> Vec<PathBuf> {
         let repo = repo();
-        let sdk = match self {
-            Lang::Rust => repo.join("guest-sdk/src"),
-            Lang::Python => repo.join("guest-sdk/python/sandgraph"),
-            Lang::Js => repo.join("guest-sdk/js"),
+        let mut sdk = match self {
+            Lang::Rust => vec![repo.join("guest-sdk/src"), repo.join("host/spec/src")],
+            Lang::Python => vec![repo.join("guest-sdk/python/sandgraph")],
+            Lang::Js => vec![repo.join("guest-sdk/js")],
         };
-        vec![sdk, repo.join("wit")]
+        sdk.push(repo.join("wit"));
+        sdk
     }
 }
 

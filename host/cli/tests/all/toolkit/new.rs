@@ -51,7 +51,8 @@ fn the_sdk_packages_the_same_wit_as_the_host() {
 
 /// `cargo package -p sandgraph-sdk` packs the crate with its WIT world and
 /// README and builds it from the package alone (its verify step), so the
-/// SDK can be published.
+/// SDK can be published. Its one path dependency, `sandgraph-spec`, is
+/// packed with it (cargo verifies the SDK against that package).
 #[test]
 fn the_sdk_packages_and_builds_from_the_package_alone() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -59,6 +60,8 @@ fn the_sdk_packages_and_builds_from_the_package_alone() {
     let package = |extra: &[&str]| {
         let mut args = vec![
             "package",
+            "-p",
+            "sandgraph-spec",
             "-p",
             "sandgraph-sdk",
             "--allow-dirty",

@@ -838,53 +838,7 @@ async fn write_checkpoint(
     graph: Option<&str>,
     p: &PreparedCheckpoint,
 ) -> TxResult<()> {
-    let now = ms(now_ms());
-    let stored = tx
-        .query_opt(
-            "SELECT graph, head FROM sg_threads WHERE thread = $1 FOR UPDATE",
-            &[&thread],
-        )
-        .await?;
-    match stored {
-        Some(row) => {
-            let (stored, head): (String, String) = (row.get(0), row.get(1));
-            if let Some(graph) = graph.filter(|g| *g != stored) {
-                return Err(StoreError::GraphMismatch {
-                    thread: thread.to_owned(),
-                    stored,
-                    requested: graph.to_owned(),
-                }
-                .into());
-            }
-            if p.id <= head {
-                return Err(StoreError::StaleCheckpoint {
-                    thread: thread.to_owned(),
-                    id: p.id.clone(),
-                    head,
-                }
-                .into());
-            }
-            tx.execute(
-                "UPDATE sg_threads SET head = $2, updated_at_ms = $3 WHERE thread = $1",
-                &[&thread, &p.id, &now],
-            )
-            .await?;
-        }
-        None => {
-            let Some(graph) = graph else {
-                return Err(StoreError::UnknownThread {
-                    thread: thread.to_owned(),
-                }
-                .into());
-            };
-            tx.execute(
-                "INSERT INTO sg_threads (thread, graph, head, created_at_ms, updated_at_ms) \
-                 VALUES ($1, $2, $3, $4, $4)",
-                &[&thread, &graph, &p.id, &now],
-            )
-            .await?;
-        }
-    }
+    move_head(tx, thread, graph, &p.id).await?;
     tx.execute(
         "INSERT INTO sg_checkpoints (thread, id, row) VALUES ($1, $2, $3) \
          ON CONFLICT (thread, id) DO UPDATE SET row = EXCLUDED.row",
@@ -892,31 +846,7 @@ async fn write_checkpoint(
     )
     .await?;
     if !p.reused.is_empty() {
-        let mut channels = Vec::with_capacity(p.reused.len());
-        let mut numbers = Vec::with_capacity(p.reused.len());
-        for (channel, blob) in &p.reused {
-            channels.push(channel.clone());
-            numbers.push(blob_key(thread, *blob)?);
-        }
-        let missing = tx
-            .query_opt(
-                "SELECT x.channel, x.blob FROM unnest($2::text[], $3::bigint[]) AS x(channel, blob) \
-                 WHERE NOT EXISTS (SELECT 1 FROM sg_blobs b \
-                   WHERE b.thread = $1 AND b.channel = x.channel AND b.blob = x.blob) LIMIT 1",
-                &[&thread, &channels, &numbers],
-            )
-            .await?;
-        if let Some(row) = missing {
-            let (channel, blob): (String, i64) = (row.get(0), row.get(1));
-            return Err(StoreError::corrupt(
-                "blobs",
-                format!(
-                    "checkpoint {:?} of thread {thread:?} would refer to missing value {blob:016x} of channel {channel:?}",
-                    p.id
-                ),
-            )
-            .into());
-        }
+        check_reused_blobs(tx, thread, p).await?;
     }
     if !p.new_blobs.is_empty() {
         let blob = blob_key(thread, p.blob)?;
@@ -932,6 +862,95 @@ async fn write_checkpoint(
             &[&thread, &channels, &blob, &values],
         )
         .await?;
+    }
+    Ok(())
+}
+
+/// Makes checkpoint `id` the thread's head: a new thread needs its graph,
+/// a stored one the same graph (when given) and a head before `id`.
+async fn move_head(
+    tx: &Transaction<'_>,
+    thread: &str,
+    graph: Option<&str>,
+    id: &str,
+) -> TxResult<()> {
+    let now = ms(now_ms());
+    let stored = tx
+        .query_opt(
+            "SELECT graph, head FROM sg_threads WHERE thread = $1 FOR UPDATE",
+            &[&thread],
+        )
+        .await?;
+    let Some(row) = stored else {
+        let Some(graph) = graph else {
+            return Err(StoreError::UnknownThread {
+                thread: thread.to_owned(),
+            }
+            .into());
+        };
+        tx.execute(
+            "INSERT INTO sg_threads (thread, graph, head, created_at_ms, updated_at_ms) \
+             VALUES ($1, $2, $3, $4, $4)",
+            &[&thread, &graph, &id, &now],
+        )
+        .await?;
+        return Ok(());
+    };
+    let (stored, head): (String, String) = (row.get(0), row.get(1));
+    if let Some(graph) = graph.filter(|g| *g != stored) {
+        return Err(StoreError::GraphMismatch {
+            thread: thread.to_owned(),
+            stored,
+            requested: graph.to_owned(),
+        }
+        .into());
+    }
+    if id <= head.as_str() {
+        return Err(StoreError::StaleCheckpoint {
+            thread: thread.to_owned(),
+            id: id.to_owned(),
+            head,
+        }
+        .into());
+    }
+    tx.execute(
+        "UPDATE sg_threads SET head = $2, updated_at_ms = $3 WHERE thread = $1",
+        &[&thread, &id, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Refuses a checkpoint whose reused values are not all stored.
+async fn check_reused_blobs(
+    tx: &Transaction<'_>,
+    thread: &str,
+    p: &PreparedCheckpoint,
+) -> TxResult<()> {
+    let mut channels = Vec::with_capacity(p.reused.len());
+    let mut numbers = Vec::with_capacity(p.reused.len());
+    for (channel, blob) in &p.reused {
+        channels.push(channel.clone());
+        numbers.push(blob_key(thread, *blob)?);
+    }
+    let missing = tx
+        .query_opt(
+            "SELECT x.channel, x.blob FROM unnest($2::text[], $3::bigint[]) AS x(channel, blob) \
+             WHERE NOT EXISTS (SELECT 1 FROM sg_blobs b \
+               WHERE b.thread = $1 AND b.channel = x.channel AND b.blob = x.blob) LIMIT 1",
+            &[&thread, &channels, &numbers],
+        )
+        .await?;
+    if let Some(row) = missing {
+        let (channel, blob): (String, i64) = (row.get(0), row.get(1));
+        return Err(StoreError::corrupt(
+            "blobs",
+            format!(
+                "checkpoint {:?} of thread {thread:?} would refer to missing value {blob:016x} of channel {channel:?}",
+                p.id
+            ),
+        )
+        .into());
     }
     Ok(())
 }

@@ -22,12 +22,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use sandgraph_controller::{AgentGraphStore, ControlError, OpenAgentGraphs};
 use sandgraph_mcp::{
     ConnLimits, ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions, Tokens,
 };
 use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
-use sandgraph_store::{AgentGraphStore, ControlError, Store};
+use sandgraph_store::Store;
 
 use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
 

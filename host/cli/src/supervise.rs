@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use sandgraph_controller::{OpenAgentGraphs, SupervisorWake, WakeAttempt};
 use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
-use sandgraph_store::{Store, SupervisorWake, WakeAttempt};
+use sandgraph_store::Store;
 use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions};
 use serde_json::json;
 
@@ -273,7 +274,7 @@ fn show(store: &Store, graph_id: &str, as_json: bool) -> Result<ExitCode, Failur
 
 fn load_shown(store: &Store, graph_id: &str) -> Result<Shown, Failure> {
     let graphs = store.agent_graphs();
-    let ctl = |e: sandgraph_store::ControlError| -> Failure {
+    let ctl = |e: sandgraph_controller::ControlError| -> Failure {
         RunError::new(ErrorCode::Storage, e.message).into()
     };
     let run = store.supervisor_runs().get(graph_id).map_err(storage)?;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use sandgraph_store::agent_graph::ControlError;
+use crate::state::ControlError;
 
 /// The input breaks a rule or bound, or contradicts the live graph.
 pub const INVALID_INPUT: &str = "invalid_input";

@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use sandgraph_store::agent_graph::UpdateSource;
+use crate::state::UpdateSource;
 
 /// The `schemaVersion` folded into the derived ids and fingerprints.
 pub const ID_SCHEMA_VERSION: u32 = 1;

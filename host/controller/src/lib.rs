@@ -6,9 +6,14 @@
 //! call them, and they address graphs by id. Every model-visible list is
 //! bounded with explicit `omitted` counts; every update is cleaned by the
 //! discriminator-tolerant preprocessors, checked against every bound and
-//! against the live projection, and committed to the durable store
-//! ([`sandgraph_store::agent_graph`]) once: a replayed call, or a retry with
-//! the same `idempotencyKey` in a later turn, returns the stored row.
+//! against the live projection, and committed to the durable state
+//! ([`AgentGraphStore`]) once: a replayed call, or a retry with the same
+//! `idempotencyKey` in a later turn, returns the stored row.
+//!
+//! The durable state and its rules are here too ([`AgentGraphStore`]:
+//! schedule revisions, claims and their leases, provisions, records,
+//! supervisor wakes), written once over the tables of `sandgraph-store`
+//! (redb or PostgreSQL); the store knows rows, not rules.
 //!
 //! Entry points: [`AgentGraphTools`] (one per graph root session),
 //! [`tool_defs`] and [`prompt_section`]. [`AgentGraphTools::snapshot`] gives
@@ -37,6 +42,7 @@ pub mod ids;
 mod projection;
 mod prompt;
 pub mod rules;
+mod state;
 mod tools;
 mod update;
 mod view;
@@ -48,6 +54,14 @@ pub use error::{
 pub use projection::{FinishEntry, Projection, StoppedTarget, WorkEntry, WorkStatus};
 pub use prompt::{
     GRAPH_MODE_PROMPT, PROMPT_SECTION_NAME, PROMPT_SECTION_ORDER, PromptSection, prompt_section,
+};
+pub use state::{
+    AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptOutcome,
+    AttemptStatus, ClaimLease, ClaimOutcome, CommitOutcome, ControlError, ControlErrorCode,
+    GraphFinish, GraphRecord, IntentClaim, IntentClaimRequest, LeaseOutcome, OpenAgentGraphs,
+    Provision, ProvisionOutcome, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
+    ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork, SelectedResultInput, SupervisorWake,
+    TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome, WakeStatus, WorkStop, WorkTarget,
 };
 pub use tools::{
     AgentGraphTools, CallIdentity, ToolDef, ToolResult, UPDATE_TOOL, VIEW_TOOL, YIELD_TOOL,

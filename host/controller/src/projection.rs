@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sandgraph_store::agent_graph::{
+use crate::state::{
     AdmissionStatus, AgentGraphStore, GraphRecord, IntentClaim, RecordFacet, RecordOutcome,
     ScheduleUpdate, ScheduledWork,
 };

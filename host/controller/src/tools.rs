@@ -7,8 +7,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::state::{AgentGraphStore, UpdateSource};
 use sandgraph_schema::ParameterSchema;
-use sandgraph_store::agent_graph::{AgentGraphStore, UpdateSource};
 
 use crate::error::{
     AGENT_GRAPH_UNAVAILABLE, GRAPH_CLOSED, INVALID_INPUT, NOT_ROOT_SESSION, NOTHING_TO_YIELD,

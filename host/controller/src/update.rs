@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use sandgraph_store::agent_graph::{
+use crate::state::{
     AGENT_GRAPH_SCHEMA_VERSION, GraphFinish, ScheduleUpdateRequest, ScheduledWork,
     SelectedResultInput, TargetKind, UpdateSource, WorkStop, WorkTarget,
 };

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::Value;
 
-use sandgraph_store::agent_graph::{RecordFacet, SelectedResultInput, WorkTarget};
+use crate::state::{RecordFacet, SelectedResultInput, WorkTarget};
 
 use crate::error::ToolFailure;
 use crate::projection::{Projection, WorkStatus};

@@ -31,10 +31,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sandgraph_controller::{
-    AgentGraphTools, CallIdentity, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL, VIEW_TOOL,
-    YIELD_TOOL, tool_defs,
+    AgentGraphStore, AgentGraphTools, CallIdentity, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL,
+    VIEW_TOOL, YIELD_TOOL, tool_defs,
 };
-use sandgraph_store::{AgentGraphStore, SupervisorRuns};
+use sandgraph_store::SupervisorRuns;
 use serde_json::Value;
 
 /// Called with the graph id after every committed (not replayed) update.
@@ -288,6 +288,7 @@ impl AgentGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sandgraph_controller::OpenAgentGraphs;
     use sandgraph_store::Store;
     use serde_json::json;
 

@@ -1,7 +1,8 @@
 //! Everything sandgraph keeps on disk, in one redb file: the compile cache,
 //! durable threads (checkpoints, channel values, pending writes) and the
-//! agent-graph controller's state (schedule, claims, operators, records,
-//! supervisor wakes). No wasm
+//! tables of the agent-graph controller (schedule, claims, operators,
+//! records, supervisor wakes: [`agent_graph`], whose rules are in
+//! `sandgraph-controller`). No wasm
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
 //! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
@@ -23,14 +24,6 @@ mod schema;
 mod supervisor;
 mod threads;
 
-pub use agent_graph::{
-    AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptOutcome,
-    AttemptStatus, ClaimLease, ClaimOutcome, CommitOutcome, ControlError, ControlErrorCode,
-    GraphFinish, GraphRecord, IntentClaim, IntentClaimRequest, LeaseOutcome, Provision,
-    ProvisionOutcome, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource, ScheduleUpdate,
-    ScheduleUpdateRequest, ScheduledWork, SelectedResultInput, SupervisorWake, TargetKind,
-    UpdateSource, WakeAttempt, WakeClaimOutcome, WakeStatus, WorkStop, WorkTarget,
-};
 pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
@@ -128,7 +121,7 @@ impl Store {
     /// compile cache stays local to each host (callers open it as a redb
     /// store of its own): [`compile_cache`](Store::compile_cache) here is an
     /// empty cache in memory that trusts no artifact. Threads and
-    /// [`agent_graphs`](Store::agent_graphs) live there too.
+    /// [`agent_graph_tables`](Store::agent_graph_tables) live there too.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
         let memory = Path::new("(memory)");
@@ -257,15 +250,6 @@ impl Store {
     pub fn with_thread_lease(mut self, ttl: std::time::Duration) -> Self {
         self.thread_lease = ttl.max(std::time::Duration::from_millis(100));
         self
-    }
-
-    /// The agent-graph controller's durable state (schedule log, intent
-    /// claims and their leases, operators, records, supervisor wakes), in
-    /// this store's database: a redb file, or PostgreSQL shared with the
-    /// other hosts. Every mutation is one durable transaction. Claim leases
-    /// last as long as [thread leases](Store::with_thread_lease).
-    pub fn agent_graphs(&self) -> AgentGraphStore {
-        AgentGraphStore::new(self.agent_graph_tables())
     }
 
     /// The agent-graph controller's tables in this store's database (a redb

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandgraph_agent::AgentConfig;
-use sandgraph_controller::{AgentGraphTools, CallIdentity};
+use sandgraph_controller::{AgentGraphTools, CallIdentity, OpenAgentGraphs};
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{Registry, RegistryOptions};
 use sandgraph_store::Store;

@@ -12,14 +12,13 @@ use sandgraph_controller::ids::{
     graph_claim_id, graph_operator_id, graph_provision_id, graph_record_id, stable_hash,
     stable_hash32,
 };
-use sandgraph_controller::{Projection, ToolFailure, WorkEntry};
+use sandgraph_controller::{
+    AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlError, ControlErrorCode,
+    GraphRecord, IntentClaimRequest, LeaseOutcome, Projection, ProvisionRequest, RecordFacet,
+    RecordOutcome, RecordSource, TargetKind, ToolFailure, WorkEntry, WorkTarget,
+};
 use sandgraph_llm::Provider;
 use sandgraph_registry::Registry;
-use sandgraph_store::{
-    AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlError, ControlErrorCode,
-    GraphRecord, IntentClaimRequest, LeaseOutcome, ProvisionRequest, RecordFacet, RecordOutcome,
-    RecordSource, TargetKind, WorkTarget,
-};
 use serde_json::json;
 
 /// Work items run at once when nothing else is configured (the seed's

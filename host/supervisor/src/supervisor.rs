@@ -8,13 +8,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sandgraph_agent::AgentConfig;
 use sandgraph_controller::ids::{graph_wake_attempt_id, stable_hash32};
 use sandgraph_controller::{
-    AgentGraphTools, CallIdentity, Projection, UPDATE_TOOL, YIELD_TOOL, prompt_section, tool_defs,
+    AgentGraphTools, AttemptStatus, CallIdentity, GraphRecord, OpenAgentGraphs, Projection,
+    SupervisorWake, UPDATE_TOOL, WakeStatus, YIELD_TOOL, prompt_section, tool_defs,
 };
 use sandgraph_llm::{ChatRequest, LlmError, Message, Provider, ToolSpec};
 use sandgraph_registry::Registry;
-use sandgraph_store::{
-    AttemptStatus, GraphRecord, Store, SupervisorRun, SupervisorWake, WakeStatus,
-};
+use sandgraph_store::{Store, SupervisorRun};
 use serde_json::{Value, json};
 
 use crate::coordinator::{Coordinator, CoordinatorOptions};
@@ -198,8 +197,8 @@ pub fn wake_message(graph_id: &str, records: &[GraphRecord], pending: usize) -> 
             r.work_id.as_deref().unwrap_or("-"),
             r.operator_id,
             r.outcome.map_or("record", |o| match o {
-                sandgraph_store::RecordOutcome::Completed => "completed",
-                sandgraph_store::RecordOutcome::Failed => "failed",
+                sandgraph_controller::RecordOutcome::Completed => "completed",
+                sandgraph_controller::RecordOutcome::Failed => "failed",
             }),
             one_line(&r.summary, 500)
         ));

@@ -6,10 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgraph_agent::AgentConfig;
-use sandgraph_controller::{AgentGraphTools, WorkStatus};
+use sandgraph_controller::{
+    AgentGraphTools, AttemptStatus, OpenAgentGraphs, Projection, RecordOutcome, WakeStatus,
+    WorkStatus,
+};
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{Registry, RegistryOptions};
-use sandgraph_store::{RecordOutcome, Store, WakeStatus};
+use sandgraph_store::Store;
 use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions};
 use sandgraph_test_llm::demo::supervisor_demo;
 use sandgraph_test_llm::{Reply, ScriptedLlm};
@@ -339,9 +342,7 @@ async fn an_existing_operator_continues_on_its_thread_and_keeps_the_graph_state(
         out.results[0]["summary"],
         r#"echo_graph returned {"topic":"gamma","log":["seen:alpha","seen:gamma"]}"#
     );
-    let projection = AgentGraphTools::new(store.agent_graphs(), "x")
-        .snapshot("g4")
-        .unwrap();
+    let projection = Projection::load(&store.agent_graphs(), "g4").unwrap();
     let provisions = store.agent_graphs().list_provisions("g4").unwrap();
     assert_eq!(
         provisions.len(),
@@ -426,9 +427,7 @@ async fn agent_work_runs_the_profile_and_unknown_agents_fail_as_records() {
     );
     let out = supervisor.start("greet", Some("g5".into())).await.unwrap();
     assert_eq!(out.result_ids.len(), 2);
-    let projection = AgentGraphTools::new(store.agent_graphs(), "x")
-        .snapshot("g5")
-        .unwrap();
+    let projection = Projection::load(&store.agent_graphs(), "g5").unwrap();
     let statuses: Vec<(&str, WorkStatus)> = projection
         .work()
         .iter()
@@ -492,10 +491,7 @@ async fn a_failed_wake_delivery_is_retried_and_then_exhausted() {
         .list_supervisor_wake_attempts("g6", &wakes[0].wake_id)
         .unwrap();
     assert_eq!(attempts.len(), 2);
-    assert_eq!(
-        attempts[0].status,
-        sandgraph_store::AttemptStatus::RetryableFailed
-    );
+    assert_eq!(attempts[0].status, AttemptStatus::RetryableFailed);
     assert!(
         attempts[0]
             .failure_reason
@@ -503,10 +499,7 @@ async fn a_failed_wake_delivery_is_retried_and_then_exhausted() {
             .unwrap()
             .contains("overloaded")
     );
-    assert_eq!(
-        attempts[1].status,
-        sandgraph_store::AttemptStatus::Delivered
-    );
+    assert_eq!(attempts[1].status, AttemptStatus::Delivered);
 
     // Every attempt failing exhausts the wake and ends with the model error.
     let mut replies = vec![demo(), demo(), demo(), demo()];

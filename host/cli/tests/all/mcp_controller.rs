@@ -12,6 +12,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
+use sandgraph_controller::OpenAgentGraphs;
 use sandgraph_store::{Store, StoreError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -11,6 +11,7 @@ use rmcp::model::{CallToolRequestParams, ClientRequest, Request, ServerResult};
 use rmcp::service::PeerRequestOptions;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use sandgraph_controller::OpenAgentGraphs;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -756,7 +757,7 @@ async fn three_hosts_share_durable_threads_through_postgres_and_survive_a_killed
 }
 
 /// The pid in a claim lease's holder, `hostname/pid/random`.
-fn holder_pid(lease: &sandgraph_store::ClaimLease) -> u32 {
+fn holder_pid(lease: &sandgraph_controller::ClaimLease) -> u32 {
     lease
         .holder
         .split('/')
@@ -769,11 +770,11 @@ fn holder_pid(lease: &sandgraph_store::ClaimLease) -> u32 {
 /// a claim seen without a record may have its record a moment later, never
 /// the other way round).
 async fn claims_and_records(
-    graphs: &sandgraph_store::AgentGraphStore,
+    graphs: &sandgraph_controller::AgentGraphStore,
     graph: &str,
 ) -> (
-    Vec<sandgraph_store::IntentClaim>,
-    Vec<sandgraph_store::GraphRecord>,
+    Vec<sandgraph_controller::IntentClaim>,
+    Vec<sandgraph_controller::GraphRecord>,
 ) {
     let (graphs, graph) = (graphs.clone(), graph.to_owned());
     tokio::task::spawn_blocking(move || {
@@ -785,7 +786,7 @@ async fn claims_and_records(
 }
 
 /// The intents of `records`' work items.
-fn recorded_intents(graph: &str, records: &[sandgraph_store::GraphRecord]) -> Vec<String> {
+fn recorded_intents(graph: &str, records: &[sandgraph_controller::GraphRecord]) -> Vec<String> {
     records
         .iter()
         .filter_map(|r| r.work_id.as_deref())

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sandgraph_store::{GraphRecord, IntentClaim, ScheduleUpdate, Store};
+use sandgraph_controller::{GraphRecord, IntentClaim, OpenAgentGraphs, ScheduleUpdate};
+use sandgraph_store::Store;
 use sandgraph_test_llm::demo::{supervisor_demo, supervisor_demo_with};
 use sandgraph_test_llm::{Recorded, ScriptedLlm};
 use serde_json::Value;

@@ -1,13 +1,13 @@
 //! Intent claims (exactly once per intent) and their admission status.
 
-use super::kv::{Table, Tx};
+use sandgraph_store::agent_graph::{Table, Tx};
 
 use super::schedule::graph_head;
 use super::{
     AdmissionChange, AdmissionStatus, AgentGraphStore, ClaimOutcome, ControlError,
     ControlErrorCode, IntentClaim, IntentClaimRequest, decode, encode, malformed,
 };
-use crate::schema;
+use sandgraph_store::agent_graph as tables;
 
 type ClaimKey = (&'static str, &'static str);
 
@@ -20,7 +20,7 @@ pub(super) fn read_claim(
         return Ok(None);
     };
     let key = (graph, intent);
-    let claim: IntentClaim = decode(schema::AG_CLAIMS.name(), &key, &value)?;
+    let claim: IntentClaim = decode(tables::AG_CLAIMS.name(), &key, &value)?;
     check_claim_key(&key, &claim)?;
     Ok(Some(claim))
 }
@@ -28,7 +28,7 @@ pub(super) fn read_claim(
 fn check_claim_key(key: &(&str, &str), claim: &IntentClaim) -> Result<(), ControlError> {
     if claim.request.graph_id != key.0 || claim.request.intent_id != key.1 {
         return Err(malformed(
-            schema::AG_CLAIMS.name(),
+            tables::AG_CLAIMS.name(),
             key,
             format!(
                 "it holds intent {} of agent graph {}",
@@ -92,13 +92,13 @@ impl AgentGraphStore {
     ) -> Result<(ClaimOutcome, bool), ControlError> {
         let graph = req.graph_id.as_str();
         let intent = req.intent_id.as_str();
-        let head = graph_head(&tx.open_table(schema::AG_SCHEDULE)?, graph)?;
+        let head = graph_head(&tx.open_table(tables::AG_SCHEDULE)?, graph)?;
         if let Some(expected) = expected_revision
             && expected != head.revision
         {
             return Err(ControlError::revision(graph, expected, head.revision));
         }
-        let mut claims = tx.open_table(schema::AG_CLAIMS)?;
+        let mut claims = tx.open_table(tables::AG_CLAIMS)?;
         if let Some(existing) = read_claim(&claims, graph, intent)? {
             if !same_activation(&existing.request, &req) {
                 return Err(claim_conflict(format!(
@@ -121,8 +121,8 @@ impl AgentGraphStore {
             ));
         }
         let session = req.target_session_id.as_str();
-        let mut turns = tx.open_table(schema::AG_CLAIM_TURNS)?;
-        let mut runs = tx.open_table(schema::AG_CLAIM_RUNS)?;
+        let mut turns = tx.open_table(tables::AG_CLAIM_TURNS)?;
+        let mut runs = tx.open_table(tables::AG_CLAIM_RUNS)?;
         let held = [
             (
                 "turn",
@@ -151,7 +151,7 @@ impl AgentGraphStore {
             lease: None,
             request: req.clone(),
         };
-        let text = encode(schema::AG_CLAIMS.name(), &claim)?;
+        let text = encode(tables::AG_CLAIMS.name(), &claim)?;
         claims.insert((graph, intent), text.as_str())?;
         turns.insert((session, req.target_turn_id.as_str()), (graph, intent))?;
         runs.insert((session, req.target_run_id.as_str()), (graph, intent))?;
@@ -170,12 +170,12 @@ impl AgentGraphStore {
         graph_id: &str,
         intent_id: &str,
     ) -> Result<Option<IntentClaim>, ControlError> {
-        self.read(|tx| read_claim(&tx.open_table(schema::AG_CLAIMS)?, graph_id, intent_id))
+        self.read(|tx| read_claim(&tx.open_table(tables::AG_CLAIMS)?, graph_id, intent_id))
     }
 
     /// The graph's claims, by intent id (byte order).
     pub fn list_claims(&self, graph_id: &str) -> Result<Vec<IntentClaim>, ControlError> {
-        self.graph_rows(schema::AG_CLAIMS, graph_id, check_claim_key)
+        self.graph_rows(tables::AG_CLAIMS, graph_id, check_claim_key)
     }
 
     /// `claimed → executing` if the graph is still at `expected_revision`
@@ -188,7 +188,7 @@ impl AgentGraphStore {
         expected_revision: u64,
     ) -> Result<AdmissionChange, ControlError> {
         self.write(|tx| {
-            let head = graph_head(&tx.open_table(schema::AG_SCHEDULE)?, graph_id)?;
+            let head = graph_head(&tx.open_table(tables::AG_SCHEDULE)?, graph_id)?;
             if head.revision != expected_revision {
                 return Err(ControlError::revision(
                     graph_id,
@@ -257,7 +257,7 @@ fn transition(
     intent: &str,
     next: impl FnOnce(AdmissionStatus) -> Option<(AdmissionStatus, Option<String>)>,
 ) -> Result<(AdmissionChange, bool), ControlError> {
-    let mut claims = tx.open_table(schema::AG_CLAIMS)?;
+    let mut claims = tx.open_table(tables::AG_CLAIMS)?;
     let Some(mut claim) = read_claim(&claims, graph, intent)? else {
         return Err(not_found(graph, intent));
     };
@@ -274,7 +274,7 @@ fn transition(
     if reason.is_some() {
         claim.cancellation_reason = reason;
     }
-    let text = encode(schema::AG_CLAIMS.name(), &claim)?;
+    let text = encode(tables::AG_CLAIMS.name(), &claim)?;
     claims.insert((graph, intent), text.as_str())?;
     let change = AdmissionChange {
         state,

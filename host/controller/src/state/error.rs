@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+use sandgraph_store::StoreError;
+use sandgraph_store::agent_graph::KvError;
+
 /// What went wrong, as a stable machine code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ControlErrorCode {
@@ -70,14 +73,21 @@ impl fmt::Display for ControlErrorCode {
 
 /// A refused or failed operation of the agent-graph store. Displays as its
 /// message; the code is in [`ControlError::code`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlError {
     /// The stable code.
     pub code: ControlErrorCode,
     /// Lowercase, names the graph and the ids at fault.
     pub message: String,
 }
+
+impl fmt::Display for ControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ControlError {}
 
 impl ControlError {
     /// An error with `code` and `message`.
@@ -100,18 +110,18 @@ impl ControlError {
     }
 }
 
-impl From<crate::agent_graph::KvError> for ControlError {
-    fn from(e: crate::agent_graph::KvError) -> Self {
+impl From<KvError> for ControlError {
+    fn from(e: KvError) -> Self {
         let code = match e {
-            crate::agent_graph::KvError::Db(_) => ControlErrorCode::Storage,
-            crate::agent_graph::KvError::Malformed { .. } => ControlErrorCode::MalformedState,
+            KvError::Db(_) => ControlErrorCode::Storage,
+            KvError::Malformed { .. } => ControlErrorCode::MalformedState,
         };
         ControlError::new(code, e.to_string())
     }
 }
 
-impl From<crate::StoreError> for ControlError {
-    fn from(e: crate::StoreError) -> Self {
+impl From<StoreError> for ControlError {
+    fn from(e: StoreError) -> Self {
         ControlError::storage(e)
     }
 }

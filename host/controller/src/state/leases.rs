@@ -10,13 +10,13 @@
 //! was paused past its lease and lost it writes nothing.
 
 use super::claims::{not_found, read_claim};
-use super::kv::Tx;
 use super::records::{append_in, read_record};
 use super::{
     AdmissionStatus, AgentGraphStore, ClaimLease, ControlError, ControlErrorCode, GraphRecord,
     IntentClaim, LeaseOutcome, encode,
 };
-use crate::schema;
+use sandgraph_store::agent_graph as tables;
+use sandgraph_store::agent_graph::Tx;
 
 impl AgentGraphStore {
     /// Takes the lease of an intent's claim for this store's
@@ -40,7 +40,7 @@ impl AgentGraphStore {
     ) -> Result<LeaseOutcome, ControlError> {
         self.write(|tx| {
             let mut claim = self.claim(tx, graph_id, intent_id)?;
-            let records = tx.open_table(schema::AG_RECORDS)?;
+            let records = tx.open_table(tables::AG_RECORDS)?;
             if read_record(&records, graph_id, record_id)?.is_some() {
                 return Ok((LeaseOutcome::Recorded, false));
             }
@@ -103,7 +103,7 @@ impl AgentGraphStore {
         self.write(|tx| {
             let claim = self.claim(tx, &record.graph_id, intent_id)?;
             if !self.holds(&claim, token) {
-                let records = tx.open_table(schema::AG_RECORDS)?;
+                let records = tx.open_table(tables::AG_RECORDS)?;
                 let existing = read_record(&records, &record.graph_id, &record.record_id)?;
                 if existing.as_ref() == Some(&record) {
                     return Ok((false, false));
@@ -148,14 +148,14 @@ impl AgentGraphStore {
     }
 
     fn claim(&self, tx: &Tx<'_>, graph: &str, intent: &str) -> Result<IntentClaim, ControlError> {
-        let claims = tx.open_table(schema::AG_CLAIMS)?;
+        let claims = tx.open_table(tables::AG_CLAIMS)?;
         read_claim(&claims, graph, intent)?.ok_or_else(|| not_found(graph, intent))
     }
 
     fn put_claim(&self, tx: &Tx<'_>, claim: &IntentClaim) -> Result<(), ControlError> {
         let (graph, intent) = (&claim.request.graph_id, &claim.request.intent_id);
-        let text = encode(schema::AG_CLAIMS.name(), claim)?;
-        tx.open_table(schema::AG_CLAIMS)?
+        let text = encode(tables::AG_CLAIMS.name(), claim)?;
+        tx.open_table(tables::AG_CLAIMS)?
             .insert((graph.as_str(), intent.as_str()), text.as_str())?;
         Ok(())
     }

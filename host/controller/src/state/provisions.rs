@@ -1,13 +1,13 @@
 //! Operator provisions: one operator per work item, adopted on retry.
 
-use super::kv::Table;
+use sandgraph_store::agent_graph::Table;
 
 use super::schedule::graph_head;
 use super::{
     AgentGraphStore, ControlError, ControlErrorCode, Provision, ProvisionOutcome, ProvisionRequest,
     decode, encode, malformed,
 };
-use crate::schema;
+use sandgraph_store::agent_graph as tables;
 
 type ProvisionKey = (&'static str, &'static str);
 
@@ -20,7 +20,7 @@ fn read_provision(
         return Ok(None);
     };
     let key = (graph, provision_id);
-    let provision: Provision = decode(schema::AG_PROVISIONS.name(), &key, &value)?;
+    let provision: Provision = decode(tables::AG_PROVISIONS.name(), &key, &value)?;
     check_provision_key(&key, &provision)?;
     Ok(Some(provision))
 }
@@ -28,7 +28,7 @@ fn read_provision(
 fn check_provision_key(key: &(&str, &str), provision: &Provision) -> Result<(), ControlError> {
     if provision.graph_id != key.0 || provision.provision_id != key.1 {
         return Err(malformed(
-            schema::AG_PROVISIONS.name(),
+            tables::AG_PROVISIONS.name(),
             key,
             format!(
                 "it holds provision {} of agent graph {}",
@@ -59,7 +59,7 @@ impl AgentGraphStore {
         let graph = req.graph_id.as_str();
         let id = req.provision_id.as_str();
         self.write(|tx| {
-            let head = graph_head(&tx.open_table(schema::AG_SCHEDULE)?, graph)?;
+            let head = graph_head(&tx.open_table(tables::AG_SCHEDULE)?, graph)?;
             if head.revision != req.expected_schedule_revision {
                 return Err(ControlError::revision(
                     graph,
@@ -67,7 +67,7 @@ impl AgentGraphStore {
                     head.revision,
                 ));
             }
-            let mut provisions = tx.open_table(schema::AG_PROVISIONS)?;
+            let mut provisions = tx.open_table(tables::AG_PROVISIONS)?;
             if let Some(existing) = read_provision(&provisions, graph, id)? {
                 if existing.operator_id != req.operator_id
                     || existing.provision_fingerprint != req.provision_fingerprint
@@ -83,14 +83,14 @@ impl AgentGraphStore {
                 };
                 return Ok((adopted, false));
             }
-            let mut by_work = tx.open_table(schema::AG_PROVISION_WORK)?;
+            let mut by_work = tx.open_table(tables::AG_PROVISION_WORK)?;
             if let Some(other) = by_work.get((graph, req.work_id.as_str()))? {
                 return Err(conflict(format!(
                     "agent graph {graph}: work {} already provisioned as {}",
                     req.work_id, other
                 )));
             }
-            let mut by_operator = tx.open_table(schema::AG_PROVISION_OPERATORS)?;
+            let mut by_operator = tx.open_table(tables::AG_PROVISION_OPERATORS)?;
             if let Some(other) = by_operator.get((graph, req.operator_id.as_str()))? {
                 return Err(conflict(format!(
                     "agent graph {graph}: operator {} already provisioned as {}",
@@ -118,7 +118,7 @@ impl AgentGraphStore {
                 provision_fingerprint: req.provision_fingerprint.clone(),
                 provisioned_at: self.now(),
             };
-            let text = encode(schema::AG_PROVISIONS.name(), &provision)?;
+            let text = encode(tables::AG_PROVISIONS.name(), &provision)?;
             provisions.insert((graph, id), text.as_str())?;
             by_work.insert((graph, req.work_id.as_str()), id)?;
             by_operator.insert((graph, req.operator_id.as_str()), id)?;
@@ -132,7 +132,7 @@ impl AgentGraphStore {
 
     /// The graph's operators, by provision id (byte order).
     pub fn list_provisions(&self, graph_id: &str) -> Result<Vec<Provision>, ControlError> {
-        self.graph_rows(schema::AG_PROVISIONS, graph_id, check_provision_key)
+        self.graph_rows(tables::AG_PROVISIONS, graph_id, check_provision_key)
     }
 
     /// The provision of an operator; `None` when the graph has none.
@@ -141,7 +141,7 @@ impl AgentGraphStore {
         graph_id: &str,
         operator_id: &str,
     ) -> Result<Option<Provision>, ControlError> {
-        self.read_provision_via(schema::AG_PROVISION_OPERATORS, graph_id, operator_id)
+        self.read_provision_via(tables::AG_PROVISION_OPERATORS, graph_id, operator_id)
     }
 
     /// The provision a work item created; `None` when it created none.
@@ -150,12 +150,12 @@ impl AgentGraphStore {
         graph_id: &str,
         work_id: &str,
     ) -> Result<Option<Provision>, ControlError> {
-        self.read_provision_via(schema::AG_PROVISION_WORK, graph_id, work_id)
+        self.read_provision_via(tables::AG_PROVISION_WORK, graph_id, work_id)
     }
 
     fn read_provision_via(
         &self,
-        index: super::TableDef<(&'static str, &'static str), &'static str>,
+        index: sandgraph_store::agent_graph::TableDef<(&'static str, &'static str), &'static str>,
         graph: &str,
         id: &str,
     ) -> Result<Option<Provision>, ControlError> {
@@ -164,7 +164,7 @@ impl AgentGraphStore {
             let Some(provision_id) = index_table.get((graph, id))? else {
                 return Ok(None);
             };
-            let provisions = tx.open_table(schema::AG_PROVISIONS)?;
+            let provisions = tx.open_table(tables::AG_PROVISIONS)?;
             match read_provision(&provisions, graph, &provision_id)? {
                 Some(p) => Ok(Some(p)),
                 None => Err(malformed(

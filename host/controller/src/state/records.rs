@@ -1,11 +1,11 @@
 //! Graph records: the outcomes of work, written once.
 
-use super::kv::{Table, Tx};
+use sandgraph_store::agent_graph::{Table, Tx};
 
 use super::{
     AgentGraphStore, ControlError, ControlErrorCode, GraphRecord, decode, encode, malformed,
 };
-use crate::schema;
+use sandgraph_store::agent_graph as tables;
 
 type RecordKey = (&'static str, &'static str);
 
@@ -18,7 +18,7 @@ pub(super) fn read_record(
         return Ok(None);
     };
     let key = (graph, record_id);
-    let record: GraphRecord = decode(schema::AG_RECORDS.name(), &key, &value)?;
+    let record: GraphRecord = decode(tables::AG_RECORDS.name(), &key, &value)?;
     check_record_key(&key, &record)?;
     Ok(Some(record))
 }
@@ -26,7 +26,7 @@ pub(super) fn read_record(
 fn check_record_key(key: &(&str, &str), record: &GraphRecord) -> Result<(), ControlError> {
     if record.graph_id != key.0 || record.record_id != key.1 {
         return Err(malformed(
-            schema::AG_RECORDS.name(),
+            tables::AG_RECORDS.name(),
             key,
             format!(
                 "it holds record {} of agent graph {}",
@@ -52,7 +52,7 @@ fn record_order(r: &GraphRecord) -> (u64, &str, &str, u64, &str) {
 pub(super) fn append_in(tx: &Tx<'_>, record: &GraphRecord) -> Result<bool, ControlError> {
     let graph = record.graph_id.as_str();
     let id = record.record_id.as_str();
-    let mut records = tx.open_table(schema::AG_RECORDS)?;
+    let mut records = tx.open_table(tables::AG_RECORDS)?;
     if let Some(existing) = read_record(&records, graph, id)? {
         if existing != *record {
             return Err(ControlError::new(
@@ -64,7 +64,7 @@ pub(super) fn append_in(tx: &Tx<'_>, record: &GraphRecord) -> Result<bool, Contr
         }
         return Ok(false);
     }
-    let text = encode(schema::AG_RECORDS.name(), record)?;
+    let text = encode(tables::AG_RECORDS.name(), record)?;
     records.insert((graph, id), text.as_str())?;
     Ok(true)
 }
@@ -83,7 +83,7 @@ impl AgentGraphStore {
     /// id, source seq, then record id.
     pub fn list_records(&self, graph_id: &str) -> Result<Vec<GraphRecord>, ControlError> {
         let mut out: Vec<GraphRecord> =
-            self.graph_rows(schema::AG_RECORDS, graph_id, check_record_key)?;
+            self.graph_rows(tables::AG_RECORDS, graph_id, check_record_key)?;
         out.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
         Ok(out)
     }
@@ -94,6 +94,6 @@ impl AgentGraphStore {
         graph_id: &str,
         record_id: &str,
     ) -> Result<Option<GraphRecord>, ControlError> {
-        self.read(|tx| read_record(&tx.open_table(schema::AG_RECORDS)?, graph_id, record_id))
+        self.read(|tx| read_record(&tx.open_table(tables::AG_RECORDS)?, graph_id, record_id))
     }
 }

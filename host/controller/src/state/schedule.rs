@@ -7,12 +7,12 @@ use std::ops::Bound;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use super::kv::{Range, Table};
 use super::{
     AgentGraphStore, CommitOutcome, ControlError, ControlErrorCode, ScheduleUpdate,
     ScheduleUpdateRequest, decode, encode, malformed, successor,
 };
-use crate::schema;
+use sandgraph_store::agent_graph as tables;
+use sandgraph_store::agent_graph::{Range, Table};
 
 type ScheduleKey = (&'static str, u64);
 
@@ -47,10 +47,10 @@ pub(super) fn graph_head(
         });
     };
     let key = (graph, revision);
-    let row: HeadRow = decode(schema::AG_SCHEDULE.name(), &key, &value)?;
+    let row: HeadRow = decode(tables::AG_SCHEDULE.name(), &key, &value)?;
     if row.revision != key.1 {
         return Err(malformed(
-            schema::AG_SCHEDULE.name(),
+            tables::AG_SCHEDULE.name(),
             &key,
             format!("it holds revision {}", row.revision),
         ));
@@ -78,7 +78,7 @@ fn read_update(
         return Ok(None);
     };
     let key = (graph, revision);
-    let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, &value)?;
+    let update: ScheduleUpdate = decode(tables::AG_SCHEDULE.name(), &key, &value)?;
     check_update_key(&key, &update)?;
     Ok(Some(update))
 }
@@ -86,7 +86,7 @@ fn read_update(
 fn check_update_key(key: &(&str, u64), update: &ScheduleUpdate) -> Result<(), ControlError> {
     if update.request.graph_id != key.0 || update.revision != key.1 {
         return Err(malformed(
-            schema::AG_SCHEDULE.name(),
+            tables::AG_SCHEDULE.name(),
             key,
             format!(
                 "it holds revision {} of agent graph {}",
@@ -123,8 +123,8 @@ impl AgentGraphStore {
             )));
         }
         self.write(|tx| {
-            let mut ids = tx.open_table(schema::AG_UPDATE_IDS)?;
-            let mut schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let mut ids = tx.open_table(tables::AG_UPDATE_IDS)?;
+            let mut schedule = tx.open_table(tables::AG_SCHEDULE)?;
             let known = ids.get(id)?;
             if let Some((owner, revision)) = known {
                 if owner != graph {
@@ -134,7 +134,7 @@ impl AgentGraphStore {
                 }
                 let Some(existing) = read_update(&schedule, graph, revision)? else {
                     return Err(malformed(
-                        schema::AG_UPDATE_IDS.name(),
+                        tables::AG_UPDATE_IDS.name(),
                         &id,
                         format!("revision {revision} of agent graph {graph} is missing"),
                     ));
@@ -160,7 +160,7 @@ impl AgentGraphStore {
                 src.run_id.as_str(),
                 src.tool_call_id.as_str(),
             );
-            let mut sources = tx.open_table(schema::AG_UPDATE_SOURCES)?;
+            let mut sources = tx.open_table(tables::AG_UPDATE_SOURCES)?;
             if let Some(other) = sources.get(source_key)? {
                 return Err(conflict(format!(
                     "agent graph {graph}: source {}:{}:{} already committed update {}, not {id}",
@@ -178,7 +178,7 @@ impl AgentGraphStore {
                 ));
             }
 
-            let mut work_ids = tx.open_table(schema::AG_WORK_IDS)?;
+            let mut work_ids = tx.open_table(tables::AG_WORK_IDS)?;
             let mut seen = BTreeSet::new();
             for work in &req.add_work {
                 let w = work.work_id.as_str();
@@ -201,7 +201,7 @@ impl AgentGraphStore {
                 committed_at: self.now(),
                 request: req.clone(),
             };
-            let text = encode(schema::AG_SCHEDULE.name(), &update)?;
+            let text = encode(tables::AG_SCHEDULE.name(), &update)?;
             schedule.insert((graph, revision), text.as_str())?;
             ids.insert(id, (graph, revision))?;
             sources.insert(source_key, id)?;
@@ -224,11 +224,11 @@ impl AgentGraphStore {
         graph_id: &str,
     ) -> Result<Vec<ScheduleUpdate>, ControlError> {
         self.read(|tx| {
-            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let schedule = tx.open_table(tables::AG_SCHEDULE)?;
             let mut out = Vec::new();
             for ((g, revision), value) in schedule.range(revisions(graph_id))? {
                 let key = (g.as_str(), revision);
-                let update: ScheduleUpdate = decode(schema::AG_SCHEDULE.name(), &key, &value)?;
+                let update: ScheduleUpdate = decode(tables::AG_SCHEDULE.name(), &key, &value)?;
                 check_update_key(&key, &update)?;
                 out.push(update);
             }
@@ -244,18 +244,18 @@ impl AgentGraphStore {
         update_id: &str,
     ) -> Result<Option<ScheduleUpdate>, ControlError> {
         self.read(|tx| {
-            let ids = tx.open_table(schema::AG_UPDATE_IDS)?;
+            let ids = tx.open_table(tables::AG_UPDATE_IDS)?;
             let Some((owner, revision)) = ids.get(update_id)? else {
                 return Ok(None);
             };
             if owner != graph_id {
                 return Ok(None);
             }
-            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let schedule = tx.open_table(tables::AG_SCHEDULE)?;
             match read_update(&schedule, graph_id, revision)? {
                 Some(update) => Ok(Some(update)),
                 None => Err(malformed(
-                    schema::AG_UPDATE_IDS.name(),
+                    tables::AG_UPDATE_IDS.name(),
                     &update_id,
                     format!("revision {revision} of agent graph {graph_id} is missing"),
                 )),
@@ -266,7 +266,7 @@ impl AgentGraphStore {
     /// The graph's current revision: that of its last update, 0 when none.
     pub fn current_revision(&self, graph_id: &str) -> Result<u64, ControlError> {
         self.read(|tx| {
-            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let schedule = tx.open_table(tables::AG_SCHEDULE)?;
             Ok(schedule
                 .last(revisions(graph_id))?
                 .map_or(0, |((_, revision), _)| revision))
@@ -275,14 +275,14 @@ impl AgentGraphStore {
 
     /// Whether a committed update of the graph has a `finish`.
     pub fn is_closed(&self, graph_id: &str) -> Result<bool, ControlError> {
-        self.read(|tx| Ok(graph_head(&tx.open_table(schema::AG_SCHEDULE)?, graph_id)?.closed))
+        self.read(|tx| Ok(graph_head(&tx.open_table(tables::AG_SCHEDULE)?, graph_id)?.closed))
     }
 
     /// The ids of the graphs with at least one committed update, in byte
     /// order.
     pub fn list_graphs(&self) -> Result<Vec<String>, ControlError> {
         self.read(|tx| {
-            let schedule = tx.open_table(schema::AG_SCHEDULE)?;
+            let schedule = tx.open_table(tables::AG_SCHEDULE)?;
             let mut out: Vec<String> = Vec::new();
             // Skip from graph to graph: one range lookup per graph.
             let mut from = String::new();

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeSet;
 
-use super::kv::Table;
 use super::{
     AgentGraphStore, AttemptOutcome, AttemptStatus, ControlError, ControlErrorCode, SupervisorWake,
     WakeAttempt, WakeClaimOutcome, WakeStatus, decode, encode, malformed, successor,
 };
-use crate::schema;
+use sandgraph_store::agent_graph as tables;
+use sandgraph_store::agent_graph::Table;
 
 type WakeKey = (&'static str, &'static str);
 type AttemptKey = (&'static str, &'static str, &'static str);
@@ -27,10 +27,10 @@ fn read_wake(
 }
 
 fn decode_wake(key: &(&str, &str), text: &str) -> Result<SupervisorWake, ControlError> {
-    let wake: SupervisorWake = decode(schema::AG_WAKES.name(), key, text)?;
+    let wake: SupervisorWake = decode(tables::AG_WAKES.name(), key, text)?;
     if wake.graph_id != key.0 || wake.wake_id != key.1 {
         return Err(malformed(
-            schema::AG_WAKES.name(),
+            tables::AG_WAKES.name(),
             key,
             format!(
                 "it holds wake {} of agent graph {}",
@@ -54,10 +54,10 @@ fn read_attempt(
 }
 
 fn decode_attempt(key: &(&str, &str, &str), text: &str) -> Result<WakeAttempt, ControlError> {
-    let attempt: WakeAttempt = decode(schema::AG_WAKE_ATTEMPTS.name(), key, text)?;
+    let attempt: WakeAttempt = decode(tables::AG_WAKE_ATTEMPTS.name(), key, text)?;
     if attempt.graph_id != key.0 || attempt.wake_id != key.1 || attempt.attempt_id != key.2 {
         return Err(malformed(
-            schema::AG_WAKE_ATTEMPTS.name(),
+            tables::AG_WAKE_ATTEMPTS.name(),
             key,
             format!(
                 "it holds attempt {} of wake {} of agent graph {}",
@@ -142,7 +142,7 @@ impl AgentGraphStore {
         root_session_id: &str,
     ) -> Result<WakeClaimOutcome, ControlError> {
         self.write(|tx| {
-            let mut wakes = tx.open_table(schema::AG_WAKES)?;
+            let mut wakes = tx.open_table(tables::AG_WAKES)?;
             if let Some(wake) = read_wake(&wakes, graph_id, wake_id)? {
                 return Ok((
                     WakeClaimOutcome {
@@ -167,7 +167,7 @@ impl AgentGraphStore {
                 superseded_reason: None,
                 failure_reason: None,
             };
-            let text = encode(schema::AG_WAKES.name(), &wake)?;
+            let text = encode(tables::AG_WAKES.name(), &wake)?;
             wakes.insert((graph_id, wake_id), text.as_str())?;
             Ok((
                 WakeClaimOutcome {
@@ -202,11 +202,11 @@ impl AgentGraphStore {
             ));
         }
         self.write(|tx| {
-            let mut wakes = tx.open_table(schema::AG_WAKES)?;
+            let mut wakes = tx.open_table(tables::AG_WAKES)?;
             let Some(mut wake) = read_wake(&wakes, graph_id, wake_id)? else {
                 return Err(wake_not_found(graph_id, wake_id));
             };
-            let mut attempts = tx.open_table(schema::AG_WAKE_ATTEMPTS)?;
+            let mut attempts = tx.open_table(tables::AG_WAKE_ATTEMPTS)?;
             if let Some(attempt) = read_attempt(&attempts, graph_id, wake_id, attempt_id)? {
                 let existing = AttemptOutcome {
                     attempt: Some(attempt),
@@ -240,8 +240,8 @@ impl AgentGraphStore {
             wake.current_attempt_id = Some(attempt_id.to_owned());
             wake.current_turn_id = Some(turn_id.to_owned());
             wake.updated_at = now;
-            let attempt_text = encode(schema::AG_WAKE_ATTEMPTS.name(), &attempt)?;
-            let wake_text = encode(schema::AG_WAKES.name(), &wake)?;
+            let attempt_text = encode(tables::AG_WAKE_ATTEMPTS.name(), &attempt)?;
+            let wake_text = encode(tables::AG_WAKES.name(), &wake)?;
             attempts.insert((graph_id, wake_id, attempt_id), attempt_text.as_str())?;
             wakes.insert((graph_id, wake_id), wake_text.as_str())?;
             Ok((
@@ -275,11 +275,11 @@ impl AgentGraphStore {
         failure_reason: Option<&str>,
     ) -> Result<SupervisorWake, ControlError> {
         self.write(|tx| {
-            let mut wakes = tx.open_table(schema::AG_WAKES)?;
+            let mut wakes = tx.open_table(tables::AG_WAKES)?;
             let Some(mut wake) = read_wake(&wakes, graph_id, wake_id)? else {
                 return Err(wake_not_found(graph_id, wake_id));
             };
-            let mut attempts = tx.open_table(schema::AG_WAKE_ATTEMPTS)?;
+            let mut attempts = tx.open_table(tables::AG_WAKE_ATTEMPTS)?;
             let Some(mut attempt) = read_attempt(&attempts, graph_id, wake_id, attempt_id)? else {
                 return Err(ControlError::new(
                     ControlErrorCode::WakeAttemptNotFound,
@@ -306,7 +306,7 @@ impl AgentGraphStore {
             if let Some(reason) = failure_reason {
                 attempt.failure_reason = Some(reason.to_owned());
             }
-            let attempt_text = encode(schema::AG_WAKE_ATTEMPTS.name(), &attempt)?;
+            let attempt_text = encode(tables::AG_WAKE_ATTEMPTS.name(), &attempt)?;
             attempts.insert((graph_id, wake_id, attempt_id), attempt_text.as_str())?;
             let current = wake.current_attempt_id.as_deref() == Some(attempt_id);
             if current && !wake.status.is_terminal() {
@@ -318,7 +318,7 @@ impl AgentGraphStore {
                     _ => None,
                 };
                 wake.updated_at = now;
-                let wake_text = encode(schema::AG_WAKES.name(), &wake)?;
+                let wake_text = encode(tables::AG_WAKES.name(), &wake)?;
                 wakes.insert((graph_id, wake_id), wake_text.as_str())?;
             }
             Ok((wake, true))
@@ -336,7 +336,7 @@ impl AgentGraphStore {
     ) -> Result<usize, ControlError> {
         let roots: BTreeSet<&str> = root_session_ids.iter().copied().collect();
         self.write(|tx| {
-            let mut wakes = tx.open_table(schema::AG_WAKES)?;
+            let mut wakes = tx.open_table(tables::AG_WAKES)?;
             let mut changed = Vec::new();
             {
                 let mut consider = |key: (&str, &str), text: &str| -> Result<(), ControlError> {
@@ -368,7 +368,7 @@ impl AgentGraphStore {
                 wake.status = WakeStatus::Superseded;
                 wake.superseded_reason = Some(reason.to_owned());
                 wake.updated_at = now;
-                let text = encode(schema::AG_WAKES.name(), &*wake)?;
+                let text = encode(tables::AG_WAKES.name(), &*wake)?;
                 wakes.insert(
                     (wake.graph_id.as_str(), wake.wake_id.as_str()),
                     text.as_str(),
@@ -397,7 +397,7 @@ impl AgentGraphStore {
             ));
         }
         self.write(|tx| {
-            let mut wakes = tx.open_table(schema::AG_WAKES)?;
+            let mut wakes = tx.open_table(tables::AG_WAKES)?;
             let Some(mut wake) = read_wake(&wakes, graph_id, wake_id)? else {
                 return Err(wake_not_found(graph_id, wake_id));
             };
@@ -407,7 +407,7 @@ impl AgentGraphStore {
                     wake.status = WakeStatus::Exhausted;
                     wake.failure_reason = Some(reason.to_owned());
                     wake.updated_at = self.now();
-                    let text = encode(schema::AG_WAKES.name(), &wake)?;
+                    let text = encode(tables::AG_WAKES.name(), &wake)?;
                     wakes.insert((graph_id, wake_id), text.as_str())?;
                     Ok((wake, true))
                 }
@@ -428,7 +428,7 @@ impl AgentGraphStore {
         graph_id: &str,
         wake_id: &str,
     ) -> Result<Option<SupervisorWake>, ControlError> {
-        self.read(|tx| read_wake(&tx.open_table(schema::AG_WAKES)?, graph_id, wake_id))
+        self.read(|tx| read_wake(&tx.open_table(tables::AG_WAKES)?, graph_id, wake_id))
     }
 
     /// The graph's wakes, by `createdAt` then wake id.
@@ -455,7 +455,7 @@ impl AgentGraphStore {
         keep: impl Fn(&SupervisorWake) -> bool,
     ) -> Result<Vec<SupervisorWake>, ControlError> {
         let rows = self.read(|tx| {
-            let wakes = tx.open_table(schema::AG_WAKES)?;
+            let wakes = tx.open_table(tables::AG_WAKES)?;
             match graph_id {
                 Some(graph) => {
                     let end = successor(graph);
@@ -483,7 +483,7 @@ impl AgentGraphStore {
     ) -> Result<Vec<WakeAttempt>, ControlError> {
         let end = successor(wake_id);
         let rows = self.read(|tx| {
-            let attempts = tx.open_table(schema::AG_WAKE_ATTEMPTS)?;
+            let attempts = tx.open_table(tables::AG_WAKE_ATTEMPTS)?;
             Ok(attempts.between((graph_id, wake_id, ""), (graph_id, end.as_str(), ""))?)
         })?;
         let mut out = Vec::new();

@@ -13,12 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
-use sandgraph_store::{
+use sandgraph_controller::{
     AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptStatus, ClaimLease, ControlError,
-    ControlErrorCode, GraphFinish, GraphRecord, IntentClaimRequest, LeaseOutcome, ProvisionRequest,
-    RecordFacet, RecordOutcome, RecordSource, ScheduleUpdateRequest, ScheduledWork, Store,
-    TargetKind, UpdateSource, WakeStatus, WorkStop, WorkTarget,
+    ControlErrorCode, GraphFinish, GraphRecord, IntentClaimRequest, LeaseOutcome, OpenAgentGraphs,
+    ProvisionRequest, RecordFacet, RecordOutcome, RecordSource, ScheduleUpdateRequest,
+    ScheduledWork, TargetKind, UpdateSource, WakeStatus, WorkStop, WorkTarget,
 };
+use sandgraph_store::Store;
 
 use crate::fixture;
 
@@ -1405,7 +1406,7 @@ fn wakes_and_attempts_are_listed_in_time_order(db: Db) {
         db.set_time(t);
         ag.claim_supervisor_wake(graph, w, "v", ROOT).unwrap();
     }
-    let ids = |ws: Vec<sandgraph_store::SupervisorWake>| -> Vec<String> {
+    let ids = |ws: Vec<sandgraph_controller::SupervisorWake>| -> Vec<String> {
         ws.into_iter().map(|w| w.wake_id).collect()
     };
     assert_eq!(
@@ -1482,12 +1483,12 @@ fn everything_survives_closing_and_reopening_the_file(mut db: Db) {
 
     type Snapshot = (
         Vec<String>,
-        Vec<sandgraph_store::ScheduleUpdate>,
-        Vec<sandgraph_store::IntentClaim>,
-        Vec<sandgraph_store::Provision>,
+        Vec<sandgraph_controller::ScheduleUpdate>,
+        Vec<sandgraph_controller::IntentClaim>,
+        Vec<sandgraph_controller::Provision>,
         Vec<GraphRecord>,
-        Vec<sandgraph_store::SupervisorWake>,
-        Vec<sandgraph_store::WakeAttempt>,
+        Vec<sandgraph_controller::SupervisorWake>,
+        Vec<sandgraph_controller::WakeAttempt>,
         (u64, bool),
     );
     let snapshot = |ag: &AgentGraphStore| -> Snapshot {
@@ -1613,7 +1614,8 @@ fn a_row_that_does_not_decode_is_malformed_state_naming_table_and_key(mut db: Db
 
 /// redb only: a file written by an older build.
 fn a_schema_1_file_written_before_these_tables_opens_with_them_empty() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/threads-schema1.db");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/tests/fixtures/threads-schema1.db");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("copy.redb");
     std::fs::copy(&fixture, &path).unwrap();

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use sandgraph_controller::ids::{deterministic_work_id, graph_update_id};
 use sandgraph_controller::{AgentGraphTools, CallIdentity, WorkStatus};
-use sandgraph_store::agent_graph::{RecordOutcome, UpdateSource};
+use sandgraph_controller::{RecordOutcome, UpdateSource};
 
 fn add(instruction: Value) -> Value {
     json!({"graphId": GRAPH, "addWork": [{"subagentId": "preset-a", "instruction": instruction}]})

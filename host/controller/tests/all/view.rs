@@ -4,7 +4,7 @@
 use crate::common::{Fixture, GRAPH, assert_invalid, items, work_ids};
 use serde_json::{Value, json};
 
-use sandgraph_store::agent_graph::RecordOutcome;
+use sandgraph_controller::RecordOutcome;
 
 fn view(f: &Fixture, cursor: Option<&str>) -> Value {
     let mut args = json!({"graphId": GRAPH});

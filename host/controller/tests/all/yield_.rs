@@ -5,7 +5,7 @@ use crate::common::{Fixture, GRAPH, ROOT};
 use serde_json::json;
 
 use sandgraph_controller::ids::{graph_wake_id, stable_hash};
-use sandgraph_store::agent_graph::{AttemptStatus, RecordOutcome, WakeStatus};
+use sandgraph_controller::{AttemptStatus, RecordOutcome, WakeStatus};
 
 fn yield_(f: &Fixture) -> serde_json::Value {
     f.yield_(json!({"graphId": GRAPH, "reason": "waiting on workers"}))

@@ -8,7 +8,7 @@ use crate::common::*;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use sandgraph_controller::tool_defs;
+use sandgraph_controller::{OpenAgentGraphs, tool_defs};
 use sandgraph_mcp::{ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions};
 use sandgraph_registry::{OperatorConfig, Registry};
 use sandgraph_store::Store;

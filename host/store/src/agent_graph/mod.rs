@@ -1,203 +1,37 @@
-//! The durable store of the agent-graph controller (seed-contracts §2.3–2.4):
-//! the schedule log, intent claims and their leases, operator provisions,
-//! graph records and supervisor wakes, in the tables `agent_graph_*` of the
-//! sandgraph database: a redb file, or PostgreSQL shared by several hosts.
+//! The storage of the agent-graph controller: its tables `agent_graph_*`
+//! in the sandgraph database (a redb file, or PostgreSQL shared by several
+//! hosts) and the transactions over them. The rules (schedule revisions,
+//! claims and their leases, provisions, records, wakes) are the
+//! controller's, in `sandgraph-controller`; this module knows keys and
+//! bytes, not what they mean.
 //!
-//! Every mutation is one durable write transaction: when a call returns
-//! `Ok`, its effect is on disk. On redb, write transactions run one at a
-//! time, which is the store's lock; on PostgreSQL they are `SERIALIZABLE`
-//! (one that lost a conflict runs again), which gives the same outcomes
-//! across hosts. The rules are written once over [`kv`]'s tables. Reads see
-//! one consistent snapshot. A refused call writes nothing. Calls block (an
-//! fsync, or round trips to the server, per mutation): async callers should
-//! use `spawn_blocking`.
+//! The API, from a [`crate::Store`]:
+//!
+//! * [`Store::agent_graph_tables`](crate::Store::agent_graph_tables) gives
+//!   the [`AgentGraphTables`] of the store: [`AgentGraphTables::write`] runs
+//!   a closure in one durable write transaction (on PostgreSQL
+//!   `SERIALIZABLE`, run again when it lost a conflict),
+//!   [`AgentGraphTables::read`] on one consistent snapshot;
+//! * the closure gets a [`Tx`], opens the tables it needs (the constants
+//!   `AG_*`, each a [`TableDef`]) as [`Table`]s, and gets, inserts and
+//!   scans rows by key ([`Table::get`], [`Table::insert`], [`Table::range`],
+//!   [`Table::between`], [`Table::first`], [`Table::last`], [`Table::all`]);
+//! * keys and values are `&str`, `u64` and tuples of them ([`Field`]): on
+//!   PostgreSQL they are stored in an order-preserving byte encoding, so a
+//!   key range selects the same rows on both backends;
+//! * failures are [`KvError`]s: the database's, or a stored row whose bytes
+//!   are not in its table's encoding.
 //!
 //! See `DESIGN.md` (sections "Agent-graph control" and "PostgreSQL") for
-//! keys, rules, leases and where this store deliberately differs from the
-//! original.
+//! the tables' keys and values.
 
-mod claims;
-mod error;
 mod kv;
-mod leases;
-mod provisions;
-mod records;
-mod schedule;
 mod tables;
-mod types;
-mod wakes;
 
 pub use crate::schema::{
     AG_CLAIM_RUNS, AG_CLAIM_TURNS, AG_CLAIMS, AG_PROVISION_OPERATORS, AG_PROVISION_WORK,
     AG_PROVISIONS, AG_RECORDS, AG_SCHEDULE, AG_UPDATE_IDS, AG_UPDATE_SOURCES, AG_WAKE_ATTEMPTS,
     AG_WAKES, AG_WORK_IDS,
 };
-pub use error::{ControlError, ControlErrorCode};
 pub use kv::{Field, KvError, Range, Row, Table, TableDef, Tx};
 pub use tables::AgentGraphTables;
-pub use types::{
-    AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AttemptOutcome, AttemptStatus,
-    ClaimLease, ClaimOutcome, CommitOutcome, GraphFinish, GraphRecord, IntentClaim,
-    IntentClaimRequest, LeaseOutcome, Provision, ProvisionOutcome, ProvisionRequest, RecordFacet,
-    RecordOutcome, RecordSource, ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork,
-    SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
-    WakeStatus, WorkStop, WorkTarget,
-};
-
-use std::fmt;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
-/// A source of Unix milliseconds.
-type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// The agent-graph control store. Cheap to clone; clones share the
-/// database. Made by [`crate::Store::agent_graphs`].
-#[derive(Clone)]
-pub struct AgentGraphStore {
-    tables: AgentGraphTables,
-    clock: Clock,
-    /// Who this store is in claim leases: `host/pid/random`.
-    holder: Arc<str>,
-    /// How long a claim lease lasts unless renewed.
-    lease_ttl: Duration,
-}
-
-impl fmt::Debug for AgentGraphStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AgentGraphStore")
-            .field("holder", &self.holder)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AgentGraphStore {
-    pub(crate) fn new(tables: AgentGraphTables) -> Self {
-        AgentGraphStore {
-            clock: Arc::new(now_ms),
-            holder: tables.holder().clone(),
-            lease_ttl: tables.lease_ttl(),
-            tables,
-        }
-    }
-
-    /// This store with another clock (Unix milliseconds) for the times it
-    /// stamps (`committedAt`, `claimedAt`, `provisionedAt`, wake and attempt
-    /// times, lease expiry). For tests; the default is the system clock.
-    pub fn with_clock(mut self, clock: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
-        self.clock = Arc::new(clock);
-        self
-    }
-
-    /// This store as another holder of claim leases (see
-    /// [`Self::lease_intent`]), e.g. to play a second host in a test.
-    pub fn with_holder(mut self, holder: &str) -> Self {
-        self.holder = holder.into();
-        self
-    }
-
-    /// Who this store is in claim leases: `hostname/pid/random`, one per
-    /// [`crate::Store`].
-    pub fn holder(&self) -> &str {
-        &self.holder
-    }
-
-    /// How long a claim lease lasts unless renewed.
-    pub fn lease_ttl(&self) -> Duration {
-        self.lease_ttl
-    }
-
-    fn now(&self) -> u64 {
-        (self.clock)()
-    }
-
-    /// Runs `f` in one durable write transaction
-    /// ([`AgentGraphTables::write`]).
-    fn write<T>(
-        &self,
-        f: impl FnMut(&Tx<'_>) -> Result<(T, bool), ControlError>,
-    ) -> Result<T, ControlError> {
-        self.tables.write(f)
-    }
-
-    /// Runs `f` on one consistent snapshot.
-    fn read<T>(
-        &self,
-        f: impl FnOnce(&Tx<'_>) -> Result<T, ControlError>,
-    ) -> Result<T, ControlError> {
-        self.tables.read(f)
-    }
-
-    /// Every row of `table` whose key starts with `graph_id`, decoded and
-    /// checked against its key by `check`, in key order.
-    fn graph_rows<T: DeserializeOwned>(
-        &self,
-        table: TableDef<(&'static str, &'static str), &'static str>,
-        graph_id: &str,
-        check: fn(&(&str, &str), &T) -> Result<(), ControlError>,
-    ) -> Result<Vec<T>, ControlError> {
-        let name = table.name();
-        self.read(|tx| {
-            let end = successor(graph_id);
-            let rows = tx
-                .open_table(table)?
-                .between((graph_id, ""), (end.as_str(), ""))?;
-            let mut out = Vec::with_capacity(rows.len());
-            for ((g, id), value) in rows {
-                let key = (g.as_str(), id.as_str());
-                let row: T = decode(name, &key, &value)?;
-                check(&key, &row)?;
-                out.push(row);
-            }
-            Ok(out)
-        })
-    }
-
-    /// Whether a lease held by another holder may be taken over before it
-    /// expires: on redb, whose file only one process can open, any other
-    /// holder is a process that is gone.
-    fn holders_are_exclusive(&self) -> bool {
-        self.tables.single_process()
-    }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The string right after `s` in byte order: `s + "\0"`. The tuple range
-/// `(s, ..)..(successor(s), ..)` holds exactly the keys whose first element
-/// is `s`.
-fn successor(s: &str) -> String {
-    format!("{s}\0")
-}
-
-fn encode<T: Serialize>(table: &str, value: &T) -> Result<String, ControlError> {
-    serde_json::to_string(value).map_err(|e| {
-        ControlError::new(
-            ControlErrorCode::Storage,
-            format!("cannot encode a row of {table}: {e}"),
-        )
-    })
-}
-
-fn decode<T: DeserializeOwned>(
-    table: &str,
-    key: &impl fmt::Debug,
-    text: &str,
-) -> Result<T, ControlError> {
-    serde_json::from_str(text).map_err(|e| malformed(table, key, e))
-}
-
-/// A stored row that breaks the store's rules or does not decode.
-fn malformed(table: &str, key: &impl fmt::Debug, what: impl fmt::Display) -> ControlError {
-    ControlError::new(
-        ControlErrorCode::MalformedState,
-        format!("malformed row {key:?} in table {table}: {what}"),
-    )
-}

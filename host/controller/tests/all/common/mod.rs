@@ -7,12 +7,12 @@ use std::cell::Cell;
 use serde_json::{Value, json};
 
 use sandgraph_controller::ids::{graph_claim_id, scheduled_work_intent_id};
-use sandgraph_controller::{AgentGraphTools, CallIdentity, ToolFailure, ToolResult};
-use sandgraph_store::Store;
-use sandgraph_store::agent_graph::{
+use sandgraph_controller::{
     AGENT_GRAPH_SCHEMA_VERSION, AgentGraphStore, GraphRecord, IntentClaimRequest, RecordFacet,
     RecordOutcome, RecordSource,
 };
+use sandgraph_controller::{AgentGraphTools, CallIdentity, ToolFailure, ToolResult};
+use sandgraph_store::Store;
 
 pub const GRAPH: &str = "graph_g1";
 pub const ROOT: &str = "session-root";
@@ -29,7 +29,7 @@ impl Fixture {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("sandgraph.redb")).unwrap();
-        let graphs = store.agent_graphs().with_clock(|| 1_700_000_000_000);
+        let graphs = AgentGraphStore::open(&store).with_clock(|| 1_700_000_000_000);
         let tools = AgentGraphTools::new(graphs.clone(), ROOT);
         Fixture {
             _dir: dir,

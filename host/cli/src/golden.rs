@@ -108,7 +108,7 @@ struct Suite {
 /// `sandgraph test [DIR|GRAPH.wasm]`.
 pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
     let started = Instant::now();
-    let loaded = crate::tools::load_operator_config(args.config.as_deref())?;
+    let loaded = crate::config::LoadedConfig::load(args.config.as_deref())?;
     let config = loaded.config;
     let runtime = Runtime::with_config(RuntimeConfig {
         load_limits: config.load_limits(),
@@ -152,7 +152,7 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
         };
         let (_, report) = Registry::open(runtime.clone(), options)
             .await
-            .map_err(crate::tools::registry_failure)?;
+            .map_err(crate::mount::registry_failure)?;
         for w in &report.warnings {
             eprintln!(
                 "warning: {}",
@@ -394,9 +394,7 @@ fn cassette(
     let provider = sandgraph_llm::cassette::Replay::open(path).map_err(|e| e.to_string())?;
     let http = HttpReplay::open(path).map_err(|e| e.to_string())?;
     // Offline: no key is read and nothing is sent.
-    let default_model = sandgraph_agent::AgentConfig::from_operator(config)
-        .map(|c| c.llm.model)
-        .unwrap_or_default();
+    let default_model = crate::config::model::default_model(config);
     Ok((
         Some(LlmBackend {
             provider: Arc::new(provider),

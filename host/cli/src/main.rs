@@ -14,8 +14,10 @@ mod build_js;
 mod build_py;
 mod cache;
 mod check;
+mod config;
 mod exit;
 mod golden;
+mod mount;
 mod new;
 mod oci;
 mod route;
@@ -30,11 +32,9 @@ mod tools;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use std::time::Duration;
-
 use clap::{Parser, Subcommand};
 use sandgraph_core::json;
-use sandgraph_runtime::{ErrorCode, Limits, RunError};
+use sandgraph_runtime::{ErrorCode, RunError};
 use serde_json::Value;
 
 use crate::exit::Failure;
@@ -85,7 +85,7 @@ enum Command {
         #[arg(long, required_unless_present = "thread")]
         input: Option<String>,
         #[command(flatten)]
-        limits: LimitArgs,
+        limits: config::LimitArgs,
         #[command(flatten)]
         thread: threads::ThreadArgs,
         /// Also print one JSON line per superstep to stderr
@@ -125,54 +125,6 @@ enum Command {
     /// Inspect agent graphs: their work, records and wakes
     #[command(subcommand)]
     AgentGraph(supervise::AgentGraphCommand),
-}
-
-/// Per-run limits; unset ones keep the defaults documented in
-/// `host/runtime/src/limits.rs`.
-#[derive(clap::Args)]
-struct LimitArgs {
-    /// Wall-clock budget of the run in milliseconds (default 30000)
-    #[arg(long, value_name = "N")]
-    timeout_ms: Option<u64>,
-    /// Fuel budget of the run (default 200000000000)
-    #[arg(long, value_name = "N")]
-    fuel: Option<u64>,
-    /// Memory cap per instance in MiB (default 128)
-    #[arg(long, value_name = "N")]
-    memory_mb: Option<usize>,
-    /// Superstep budget (default 25)
-    #[arg(long, value_name = "N")]
-    recursion_limit: Option<u32>,
-    /// Bytes the host may keep for the run (state, outputs, events, checkpoints) in MiB (default 64)
-    #[arg(long, value_name = "N")]
-    host_memory_mb: Option<usize>,
-    /// Instances the run may hold at once; its parallel tasks queue beyond this (default 8)
-    #[arg(long, value_name = "N")]
-    instances: Option<u32>,
-}
-
-impl LimitArgs {
-    fn apply(&self, mut l: Limits) -> Limits {
-        if let Some(ms) = self.timeout_ms {
-            l.timeout = Duration::from_millis(ms);
-        }
-        if let Some(f) = self.fuel {
-            l.fuel = f;
-        }
-        if let Some(mb) = self.memory_mb {
-            l.memory = mb.saturating_mul(1 << 20);
-        }
-        if let Some(r) = self.recursion_limit {
-            l.recursion_limit = r;
-        }
-        if let Some(mb) = self.host_memory_mb {
-            l.host_bytes = mb.saturating_mul(1 << 20);
-        }
-        if let Some(n) = self.instances {
-            l.instances = n;
-        }
-        l
-    }
 }
 
 fn main() -> ExitCode {

@@ -8,8 +8,9 @@ use sandgraph_runtime::{Graph, RunOptions, RunOutcome, Runtime};
 use serde_json::Value;
 
 use crate::cache::CacheArgs;
+use crate::config::LimitArgs;
 use crate::exit::{self, Failure};
-use crate::{LimitArgs, print_pretty, read_input, show, threads};
+use crate::{print_pretty, read_input, show, threads};
 
 /// Loads the graph at `path` through the compile cache of `cache`. The
 /// cache is closed again once the graph is loaded, so a long run does not

@@ -26,15 +26,15 @@ use sandgraph_controller::{AgentGraphStore, ControlError, OpenAgentGraphs};
 use sandgraph_mcp::{
     ConnLimits, ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions, Tokens,
 };
-use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
 
 use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
 
+use crate::config::store::{db_path, open_data};
+use crate::config::{LoadedConfig, Resolved, Role};
 use crate::exit::Failure;
-use crate::threads::db_path;
-use crate::tools::{self, MountArgs};
+use crate::mount::{self, MountArgs};
 
 /// `sandgraph serve --graphs DIR [--http ADDR] ...`
 #[derive(clap::Args)]
@@ -138,18 +138,12 @@ pub fn controller_options(store: &Store, coordinator: Option<Coordinator>) -> Co
 /// `[controller].model`), the agents of `[agents]`. Without a usable model
 /// (no key, say) work is recorded but not run, and a warning says why.
 fn coordinator(
-    args: &ServeArgs,
+    operator: LoadedConfig,
     store: &Store,
     registry: &sandgraph_registry::Registry,
 ) -> Result<Option<Coordinator>, Failure> {
-    let operator = tools::load_operator_config(args.mount.config.as_deref())?;
-    let config = crate::route::agent_config(&operator)?;
-    let controller = crate::supervise::controller_config(&operator)?;
-    let model = controller.model.unwrap_or_else(|| config.llm.model.clone());
-    let max_new_activations = controller
-        .max_new_activations
-        .unwrap_or(sandgraph_supervisor::DEFAULT_MAX_NEW_ACTIVATIONS);
-    let provider = match sandgraph_llm::OpenAiClient::new(config.llm.clone()) {
+    let resolved = Resolved::resolve(operator, None, false, Role::Coordinator)?;
+    let provider = match sandgraph_llm::OpenAiClient::new(resolved.client) {
         Ok(p) => std::sync::Arc::new(p) as std::sync::Arc<dyn sandgraph_llm::Provider>,
         Err(e) => {
             eprintln!("warning: scheduled agent-graph work will not run: {e}");
@@ -160,10 +154,10 @@ fn coordinator(
         store.agent_graphs(),
         registry.clone(),
         provider,
-        config,
+        resolved.agents,
         CoordinatorOptions {
-            max_new_activations,
-            model,
+            max_new_activations: resolved.controller.max_new_activations,
+            model: resolved.model,
             journal: Some(store.journal()),
             threads: Some(store.threads()),
         },
@@ -273,7 +267,7 @@ fn open_store(args: &ServeArgs) -> Result<Option<Store>, Failure> {
         return Ok(None);
     }
     let path = db_path(args.db.as_deref())?;
-    Ok(Some(crate::threads::open_data(&path)?))
+    Ok(Some(open_data(&path)?))
 }
 
 /// The Streamable HTTP options of `serve --http addr`.
@@ -332,15 +326,16 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         None
     };
     let store = open_store(&args)?;
-    let log = tools::capability_log(store.as_ref(), args.db.as_deref());
-    let (registry, _) = tools::open(&args.mount, LimitOverrides::default(), log).await?;
+    let log = mount::capability_log(store.as_ref(), args.db.as_deref());
+    let operator = LoadedConfig::load(args.mount.config.as_deref())?;
+    let (registry, _) = mount::open(&args.mount, &operator, log).await?;
     let _watching = if args.watch {
-        Some(registry.watch().map_err(tools::registry_failure)?)
+        Some(registry.watch().map_err(mount::registry_failure)?)
     } else {
         None
     };
     let coordinator = match &store {
-        Some(store) => coordinator(&args, store, &registry)?,
+        Some(store) => coordinator(operator, store, &registry)?,
         None => None,
     };
     let controller = store

@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use sandgraph_artifact::{
-    Digest, LockEntry, LockFile, SecretKey, Sidecar, TrustedKeys, sha256_file,
-};
+use sandgraph_artifact::{Digest, LockEntry, LockFile, SecretKey, Sidecar, sha256_file};
 use sandgraph_registry::{Registry, RegistryOptions};
 use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
 
@@ -46,8 +44,8 @@ pub struct LockArgs {
 pub async fn lock(args: LockArgs) -> Result<ExitCode, Failure> {
     // Mounted as `serve` would mount them: a graph whose `describe` needs
     // the operator's load limits loads here too.
-    let config = crate::tools::load_operator_config(args.config.as_deref())?.config;
-    config.check().map_err(crate::tools::registry_failure)?;
+    let config = crate::config::LoadedConfig::load(args.config.as_deref())?.config;
+    config.check().map_err(crate::mount::registry_failure)?;
     let runtime = Runtime::with_config(RuntimeConfig {
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
@@ -210,23 +208,10 @@ pub struct VerifyArgs {
     key: Vec<PathBuf>,
 }
 
-/// The keys of `--trusted-keys DIR` (each a folder of `*.pub` files) and
-/// `--key FILE`s.
-pub(crate) fn trusted_keys(dirs: &[PathBuf], files: &[PathBuf]) -> Result<TrustedKeys, Failure> {
-    let mut keys = TrustedKeys::new();
-    for dir in dirs {
-        keys.add_dir(dir).map_err(|e| invalid(e.to_string()))?;
-    }
-    for file in files {
-        keys.add_file(file).map_err(|e| invalid(e.to_string()))?;
-    }
-    Ok(keys)
-}
-
 /// Checks the component's sidecar against the trusted keys: exit 0 and the
 /// signer's key id, or [`crate::exit::CHECK_FAILED`] saying what is wrong.
 pub async fn verify(args: VerifyArgs) -> Result<ExitCode, Failure> {
-    let keys = trusted_keys(&args.trusted_keys, &args.key)?;
+    let keys = crate::mount::trusted_keys(&args.trusted_keys, &args.key)?;
     let digest = sha256_file(&args.graph).map_err(|e| invalid(e.to_string()))?;
     let verified = sandgraph_artifact::verify(&args.graph, &digest, &keys).map_err(|e| {
         Failure::new(

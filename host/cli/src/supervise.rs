@@ -5,17 +5,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use sandgraph_controller::{OpenAgentGraphs, SupervisorWake, WakeAttempt};
-use sandgraph_registry::LimitOverrides;
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
 use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions};
 use serde_json::json;
 
+use crate::config::store::{data_exists, db_path, open_data, storage};
+use crate::config::{ControllerArgs, LoadedConfig, ModelArgs, Resolved, Role};
 use crate::exit::{self, Failure};
-use crate::route::{ModelArgs, model_config, provider};
+use crate::mount::{self, MountArgs};
 use crate::show;
-use crate::threads::{db_path, storage};
-use crate::tools::{MountArgs, load_operator_config};
 
 /// `sandgraph supervise GOAL ...` / `sandgraph supervise --resume ID ...`
 #[derive(clap::Args)]
@@ -33,12 +32,8 @@ pub struct SuperviseArgs {
     mount: MountArgs,
     #[command(flatten)]
     model: ModelArgs,
-    /// Work items run at once [default: [controller].max_new_activations, else 4]
-    #[arg(long, value_name = "N")]
-    max_new_activations: Option<usize>,
-    /// Supervisor turns before giving up [default: 32]
-    #[arg(long, value_name = "N")]
-    max_turns: Option<u64>,
+    #[command(flatten)]
+    controller: ControllerArgs,
     /// The database of the graph [default: as `threads`]
     #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     db: Option<PathBuf>,
@@ -67,45 +62,6 @@ pub enum AgentGraphCommand {
         #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
         db: Option<PathBuf>,
     },
-}
-
-/// `[controller]` of `sandgraph.toml`, read by `supervise` and
-/// `serve --controller`.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct ControllerConfig {
-    /// Work items run at once.
-    pub max_new_activations: Option<usize>,
-    /// Supervisor turns before giving up.
-    pub max_turns: Option<u64>,
-    /// The model of the supervisor and of preset work, over `[llm].model`.
-    pub model: Option<String>,
-}
-
-/// `[controller]` of `operator`: unknown keys and wrong types are
-/// `invalid_input` naming the file and the table.
-pub(crate) fn controller_config(
-    operator: &sandgraph_registry::OperatorConfig,
-) -> Result<ControllerConfig, Failure> {
-    if operator.controller.is_empty() {
-        return Ok(ControllerConfig::default());
-    }
-    toml::Value::Table(operator.controller.clone())
-        .try_into()
-        .map_err(|e: toml::de::Error| {
-            let path = operator.source.as_ref().map_or_else(
-                || "<operator config>".to_owned(),
-                |p| p.display().to_string(),
-            );
-            RunError::new(
-                ErrorCode::InvalidInput,
-                format!(
-                    "{path}: [controller]: {}",
-                    e.message().trim_end_matches('.')
-                ),
-            )
-            .into()
-        })
 }
 
 /// The exit and message of a supervisor failure; `db` is the database the
@@ -158,29 +114,20 @@ fn progress(e: &Event) {
 
 /// `sandgraph supervise`.
 pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
-    let operator = load_operator_config(args.mount.config.as_deref())?;
-    let config = model_config(&operator, &args.model, args.verbose)?;
-    let controller = controller_config(&operator)?;
-    let (provider, mut model) = provider(&args.model, &config)?;
-    if args.model.model_flag().is_none()
-        && let Some(m) = &controller.model
-    {
-        model.clone_from(m);
-    }
+    let operator = LoadedConfig::load(args.mount.config.as_deref())?;
+    let role = Role::Supervisor(&args.controller);
+    let resolved = Resolved::resolve(operator, Some(&args.model), args.verbose, role)?;
+    let provider = crate::config::model::provider(&resolved.client)?;
     let path = db_path(args.db.as_deref())?;
-    let store = crate::threads::open_data(&path)?;
-    let log = crate::tools::capability_log(Some(&store), None);
-    let (registry, _) = crate::tools::open(&args.mount, LimitOverrides::default(), log).await?;
-    let mut options = SupervisorOptions::new(model);
-    options.max_new_activations = args
-        .max_new_activations
-        .or(controller.max_new_activations)
-        .unwrap_or(options.max_new_activations);
-    options.max_turns = args
-        .max_turns
-        .or(controller.max_turns)
-        .unwrap_or(options.max_turns);
-    let mut supervisor = Supervisor::new(store, registry, provider, config, options, true);
+    let store = open_data(&path)?;
+    let log = mount::capability_log(Some(&store), None);
+    let (registry, _) = mount::open(&args.mount, &resolved.operator, log).await?;
+    let mut options = SupervisorOptions::new(resolved.model);
+    options.max_new_activations = resolved.controller.max_new_activations;
+    if let Some(turns) = resolved.controller.max_turns {
+        options.max_turns = turns;
+    }
+    let mut supervisor = Supervisor::new(store, registry, provider, resolved.agents, options, true);
     if args.verbose {
         supervisor = supervisor.on_event(progress);
     }
@@ -193,27 +140,20 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
         (None, None) => unreachable!("clap requires a goal without --resume"),
     }
     .map_err(|e| failure(e, &path))?;
-    let printed = json!({
+    crate::print_pretty(&json!({
         "graph_id": outcome.graph_id,
         "status": "finished",
         "result_ids": outcome.result_ids,
         "reason": outcome.reason,
         "results": outcome.results,
         "turns": outcome.turns,
-    });
-    outln!(
-        "{}",
-        show::json(
-            &serde_json::to_string_pretty(&printed)
-                .map_err(|e| Failure::internal(format!("cannot render JSON: {e}")))?
-        )
-    );
+    }))?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
     let path = db_path(db)?;
-    if !crate::threads::data_exists(&path) {
+    if !data_exists(&path) {
         return Err(RunError::new(
             ErrorCode::InvalidInput,
             format!(
@@ -224,7 +164,7 @@ fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
         )
         .into());
     }
-    crate::threads::open_data(&path)
+    open_data(&path)
 }
 
 /// `sandgraph agent-graph ...`.

@@ -1,16 +1,17 @@
 //! Durable threads on the command line: `run --thread`, and
 //! `sandgraph threads list|show|history|delete|prune|fork|update`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
 use sandgraph_runtime::{
     ErrorCode, Graph, RunError, RunOptions, RunOutcome, Runtime, Start, StepEvent,
 };
-use sandgraph_store::{Durability, Store, StoreError, ThreadStore};
+use sandgraph_store::Durability;
 use serde_json::{Value, json};
 
+use crate::config::store::{db_path, open_threads, storage};
 use crate::exit::{self, Failure};
 
 /// Thread options of `sandgraph run`.
@@ -100,81 +101,8 @@ pub enum ThreadsCommand {
     },
 }
 
-/// The database path: the flag, `$SANDGRAPH_DB`, or the user's data dir.
-pub fn db_path(flag: Option<&Path>) -> Result<PathBuf, Failure> {
-    if let Some(p) = flag {
-        return Ok(p.to_path_buf());
-    }
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    if let Some(p) = env("SANDGRAPH_STORE").or_else(|| env("SANDGRAPH_DB")) {
-        return Ok(PathBuf::from(p));
-    }
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .ok_or_else(|| {
-            invalid("cannot find a data directory: pass --db PATH or set SANDGRAPH_DB")
-        })?;
-    Ok(data.join("sandgraph").join("threads.redb"))
-}
-
-/// Whether a `--db`/`--store` location is a PostgreSQL URL rather than a
-/// redb file.
-pub(crate) fn is_url(location: &Path) -> bool {
-    location
-        .to_str()
-        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
-}
-
-/// Opens the data store at `location`: a PostgreSQL URL shared by several
-/// hosts, or a redb file (created when missing).
-pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {
-    if is_url(location) {
-        let url = location.to_str().unwrap_or_default();
-        let store = Store::connect(url).map_err(storage)?;
-        return Ok(match lease_ttl()? {
-            Some(ttl) => store.with_thread_lease(ttl),
-            None => store,
-        });
-    }
-    Store::open(location).map_err(storage)
-}
-
-/// `$SANDGRAPH_LEASE_MS`: how long a shared (PostgreSQL) thread, or a claim
-/// of agent-graph work, held by a dead host stays busy before another host
-/// may take it over.
-fn lease_ttl() -> Result<Option<std::time::Duration>, Failure> {
-    let Some(value) = std::env::var_os("SANDGRAPH_LEASE_MS").filter(|v| !v.is_empty()) else {
-        return Ok(None);
-    };
-    match value.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
-        Some(ms) if ms >= 100 => Ok(Some(std::time::Duration::from_millis(ms))),
-        _ => Err(invalid(format!(
-            "SANDGRAPH_LEASE_MS={}: expected a number of milliseconds, at least 100",
-            value.to_string_lossy()
-        ))),
-    }
-}
-
-/// Whether the data store at `location` exists (a URL is assumed to).
-pub(crate) fn data_exists(location: &Path) -> bool {
-    is_url(location) || location.exists()
-}
-
 fn invalid(m: impl Into<String>) -> Failure {
     RunError::new(ErrorCode::InvalidInput, m).into()
-}
-
-pub fn storage(e: StoreError) -> Failure {
-    let code = match e {
-        StoreError::ThreadBusy { .. } => ErrorCode::ThreadBusy,
-        _ => ErrorCode::Storage,
-    };
-    RunError::new(code, e.to_string()).into()
-}
-
-pub(crate) fn open(db: Option<&Path>) -> Result<ThreadStore, Failure> {
-    Ok(open_data(&db_path(db)?)?.threads())
 }
 
 /// Runs `graph` on a durable thread and prints the outcome.
@@ -187,7 +115,7 @@ pub async fn run_on_thread(
     opts: RunOptions,
     on_step: &mut (dyn FnMut(&StepEvent) + Send),
 ) -> Result<ExitCode, Failure> {
-    let store = open(args.db.as_deref())?;
+    let store = open_threads(args.db.as_deref())?;
     let start = match (&input, &args.resume) {
         (Some(v), _) => Start::Input(v.clone()),
         (None, Some(r)) => Start::Resume(
@@ -238,13 +166,13 @@ pub async fn run_on_thread(
 pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
     match cmd {
         ThreadsCommand::List { db } => {
-            let list = open(db.as_deref())?.list().map_err(storage)?;
+            let list = open_threads(db.as_deref())?.list().map_err(storage)?;
             crate::print_pretty(
                 &serde_json::to_value(list).map_err(|e| Failure::internal(e.to_string()))?,
             )?;
         }
         ThreadsCommand::Show { thread, db } => {
-            let store = open(db.as_deref())?;
+            let store = open_threads(db.as_deref())?;
             let Some(t) = store.load(&thread).map_err(storage)? else {
                 return Err(invalid(format!(
                     "no thread {thread:?} in {}",
@@ -266,7 +194,7 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
             }))?;
         }
         ThreadsCommand::History { thread, limit, db } => {
-            let history = open(db.as_deref())?
+            let history = open_threads(db.as_deref())?
                 .history(&thread, limit)
                 .map_err(storage)?;
             let rows: Vec<Value> = history
@@ -282,7 +210,9 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
             crate::print_pretty(&Value::Array(rows))?;
         }
         ThreadsCommand::Delete { thread, db } => {
-            let deleted = open(db.as_deref())?.delete(&thread).map_err(storage)?;
+            let deleted = open_threads(db.as_deref())?
+                .delete(&thread)
+                .map_err(storage)?;
             if !deleted {
                 return Err(invalid(format!("no thread {thread:?} to delete")));
             }
@@ -294,7 +224,9 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
                     "--keep must be at least 1: the head checkpoint is always kept",
                 ));
             }
-            let removed = open(db.as_deref())?.prune(&thread, keep).map_err(storage)?;
+            let removed = open_threads(db.as_deref())?
+                .prune(&thread, keep)
+                .map_err(storage)?;
             eprintln!("removed {removed} checkpoint(s) of thread {thread:?}");
         }
         ThreadsCommand::Fork {
@@ -302,7 +234,7 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
             checkpoint,
             db,
         } => {
-            let c = open(db.as_deref())?
+            let c = open_threads(db.as_deref())?
                 .fork(&thread, &checkpoint)
                 .map_err(storage)?;
             crate::print_pretty(
@@ -317,7 +249,7 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
             db,
         } => {
             let values = crate::read_input(&values)?;
-            let store = open(db.as_deref())?;
+            let store = open_threads(db.as_deref())?;
             let rt = Runtime::new()?;
             // Through the default compile cache, as every command loads.
             let cache = crate::cache::open(None, false);

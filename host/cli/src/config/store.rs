@@ -1,0 +1,90 @@
+//! The data store (threads, journals, agent graphs) a command opens:
+//! `--db`/`--store` over `$SANDGRAPH_STORE` over `$SANDGRAPH_DB` over the
+//! user's data folder, a redb file or a PostgreSQL URL, and
+//! `$SANDGRAPH_LEASE_MS`.
+
+use std::path::{Path, PathBuf};
+
+use sandgraph_runtime::{ErrorCode, RunError};
+use sandgraph_store::{Store, StoreError, ThreadStore};
+
+use crate::exit::Failure;
+
+fn invalid(m: impl Into<String>) -> Failure {
+    RunError::new(ErrorCode::InvalidInput, m).into()
+}
+
+/// The database path: the flag, `$SANDGRAPH_DB`, or the user's data dir.
+pub(crate) fn db_path(flag: Option<&Path>) -> Result<PathBuf, Failure> {
+    if let Some(p) = flag {
+        return Ok(p.to_path_buf());
+    }
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(p) = env("SANDGRAPH_STORE").or_else(|| env("SANDGRAPH_DB")) {
+        return Ok(PathBuf::from(p));
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .ok_or_else(|| {
+            invalid("cannot find a data directory: pass --db PATH or set SANDGRAPH_DB")
+        })?;
+    Ok(data.join("sandgraph").join("threads.redb"))
+}
+
+/// Whether a `--db`/`--store` location is a PostgreSQL URL rather than a
+/// redb file.
+fn is_url(location: &Path) -> bool {
+    location
+        .to_str()
+        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// Opens the data store at `location`: a PostgreSQL URL shared by several
+/// hosts, or a redb file (created when missing).
+pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {
+    if is_url(location) {
+        let url = location.to_str().unwrap_or_default();
+        let store = Store::connect(url).map_err(storage)?;
+        return Ok(match lease_ttl()? {
+            Some(ttl) => store.with_thread_lease(ttl),
+            None => store,
+        });
+    }
+    Store::open(location).map_err(storage)
+}
+
+/// The thread store of the database `db` names (see [`db_path`]).
+pub(crate) fn open_threads(db: Option<&Path>) -> Result<ThreadStore, Failure> {
+    Ok(open_data(&db_path(db)?)?.threads())
+}
+
+/// `$SANDGRAPH_LEASE_MS`: how long a shared (PostgreSQL) thread, or a claim
+/// of agent-graph work, held by a dead host stays busy before another host
+/// may take it over.
+fn lease_ttl() -> Result<Option<std::time::Duration>, Failure> {
+    let Some(value) = std::env::var_os("SANDGRAPH_LEASE_MS").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    match value.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
+        Some(ms) if ms >= 100 => Ok(Some(std::time::Duration::from_millis(ms))),
+        _ => Err(invalid(format!(
+            "SANDGRAPH_LEASE_MS={}: expected a number of milliseconds, at least 100",
+            value.to_string_lossy()
+        ))),
+    }
+}
+
+/// Whether the data store at `location` exists (a URL is assumed to).
+pub(crate) fn data_exists(location: &Path) -> bool {
+    is_url(location) || location.exists()
+}
+
+/// The failure of a store operation: `thread_busy` or `storage`.
+pub(crate) fn storage(e: StoreError) -> Failure {
+    let code = match e {
+        StoreError::ThreadBusy { .. } => ErrorCode::ThreadBusy,
+        _ => ErrorCode::Storage,
+    };
+    RunError::new(code, e.to_string()).into()
+}

@@ -1,7 +1,7 @@
 //! Durable threads on the command line: `run --thread`, and
 //! `sandgraph threads list|show|history|delete|prune|fork|update`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
@@ -163,6 +163,7 @@ pub async fn run_on_thread(
     }
 }
 
+/// `sandgraph threads <command>`.
 pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
     match cmd {
         ThreadsCommand::List { db } => {
@@ -171,44 +172,8 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
                 &serde_json::to_value(list).map_err(|e| Failure::internal(e.to_string()))?,
             )?;
         }
-        ThreadsCommand::Show { thread, db } => {
-            let store = open_threads(db.as_deref())?;
-            let Some(t) = store.load(&thread).map_err(storage)? else {
-                return Err(invalid(format!(
-                    "no thread {thread:?} in {}",
-                    db_path(db.as_deref())?.display()
-                )));
-            };
-            let interrupts: Vec<Value> = t
-                .pending_interrupts()
-                .iter()
-                .map(|i| json!({"id": i.id, "node": i.node, "value": i.value}))
-                .collect();
-            crate::print_pretty(&json!({
-                "thread_id": thread,
-                "checkpoint_id": t.checkpoint.id,
-                "step": t.checkpoint.step,
-                "values": t.checkpoint.values,
-                "next": t.checkpoint.next_nodes(),
-                "interrupts": interrupts,
-            }))?;
-        }
-        ThreadsCommand::History { thread, limit, db } => {
-            let history = open_threads(db.as_deref())?
-                .history(&thread, limit)
-                .map_err(storage)?;
-            let rows: Vec<Value> = history
-                .iter()
-                .map(|c| {
-                    json!({
-                        "checkpoint_id": c.id, "parent_id": c.parent, "step": c.step,
-                        "source": c.source, "created_at_ms": c.created_at_ms,
-                        "values": c.values, "next": c.next_nodes(),
-                    })
-                })
-                .collect();
-            crate::print_pretty(&Value::Array(rows))?;
-        }
+        ThreadsCommand::Show { thread, db } => show(&thread, db.as_deref())?,
+        ThreadsCommand::History { thread, limit, db } => history(&thread, limit, db.as_deref())?,
         ThreadsCommand::Delete { thread, db } => {
             let deleted = open_threads(db.as_deref())?
                 .delete(&thread)
@@ -247,24 +212,72 @@ pub async fn threads(cmd: ThreadsCommand) -> Result<ExitCode, Failure> {
             values,
             as_node,
             db,
-        } => {
-            let values = crate::read_input(&values)?;
-            let store = open_threads(db.as_deref())?;
-            let rt = Runtime::new()?;
-            // Through the default compile cache, as every command loads.
-            let cache = crate::cache::open(None, false);
-            let graph = crate::cache::load(&rt, cache.as_ref(), &graph).await?;
-            let Some(t) = store.load(&thread).map_err(storage)? else {
-                return Err(invalid(format!("no thread {thread:?} to update")));
-            };
-            let c = rt
-                .update_state(&graph, t, values, as_node.as_deref())
-                .await?;
-            store.put_update(&thread, &c).map_err(storage)?;
-            crate::print_pretty(
-                &json!({"thread_id": thread, "checkpoint_id": c.id, "values": c.values, "next": c.next_nodes()}),
-            )?;
-        }
+        } => update(&thread, &graph, &values, as_node.as_deref(), db.as_deref()).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `threads show`: the thread's head, next nodes and pending interrupts.
+fn show(thread: &str, db: Option<&Path>) -> Result<(), Failure> {
+    let store = open_threads(db)?;
+    let Some(t) = store.load(thread).map_err(storage)? else {
+        return Err(invalid(format!(
+            "no thread {thread:?} in {}",
+            db_path(db)?.display()
+        )));
+    };
+    let interrupts: Vec<Value> = t
+        .pending_interrupts()
+        .iter()
+        .map(|i| json!({"id": i.id, "node": i.node, "value": i.value}))
+        .collect();
+    crate::print_pretty(&json!({
+        "thread_id": thread,
+        "checkpoint_id": t.checkpoint.id,
+        "step": t.checkpoint.step,
+        "values": t.checkpoint.values,
+        "next": t.checkpoint.next_nodes(),
+        "interrupts": interrupts,
+    }))
+}
+
+/// `threads history`: the thread's checkpoints, newest first.
+fn history(thread: &str, limit: Option<usize>, db: Option<&Path>) -> Result<(), Failure> {
+    let history = open_threads(db)?.history(thread, limit).map_err(storage)?;
+    let rows: Vec<Value> = history
+        .iter()
+        .map(|c| {
+            json!({
+                "checkpoint_id": c.id, "parent_id": c.parent, "step": c.step,
+                "source": c.source, "created_at_ms": c.created_at_ms,
+                "values": c.values, "next": c.next_nodes(),
+            })
+        })
+        .collect();
+    crate::print_pretty(&Value::Array(rows))
+}
+
+/// `threads update`: the thread's state as if `as_node` (default: the
+/// node that ran last) had written `values`.
+async fn update(
+    thread: &str,
+    graph: &Path,
+    values: &str,
+    as_node: Option<&str>,
+    db: Option<&Path>,
+) -> Result<(), Failure> {
+    let values = crate::read_input(values)?;
+    let store = open_threads(db)?;
+    let rt = Runtime::new()?;
+    // Through the default compile cache, as every command loads.
+    let cache = crate::cache::open(None, false);
+    let graph = crate::cache::load(&rt, cache.as_ref(), graph).await?;
+    let Some(t) = store.load(thread).map_err(storage)? else {
+        return Err(invalid(format!("no thread {thread:?} to update")));
+    };
+    let c = rt.update_state(&graph, t, values, as_node).await?;
+    store.put_update(thread, &c).map_err(storage)?;
+    crate::print_pretty(
+        &json!({"thread_id": thread, "checkpoint_id": c.id, "values": c.values, "next": c.next_nodes()}),
+    )
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandgraph_core::NodeContext;
-use sandgraph_registry::{CallOptions, OperatorConfig, Registry, RegistryOptions};
+use sandgraph_registry::{CallOptions, GraphTool, OperatorConfig, Registry, RegistryOptions};
 use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
 use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::{
@@ -108,8 +108,7 @@ struct Suite {
 /// `sandgraph test [DIR|GRAPH.wasm]`.
 pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
     let started = Instant::now();
-    let loaded = crate::config::LoadedConfig::load(args.config.as_deref())?;
-    let config = loaded.config;
+    let config = crate::config::LoadedConfig::load(args.config.as_deref())?.config;
     let runtime = Runtime::with_config(RuntimeConfig {
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
@@ -126,39 +125,11 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
     }
     let scratch = Scratch::new()?;
     let store = args.cache.open();
-    let (wasm, cases_dir) = if args.target.is_dir() {
-        let out = scratch.path().join("graph.wasm");
-        crate::build::build_to(&args.target, &out, false, store.as_ref()).await?;
-        let cases = args
-            .cases
-            .clone()
-            .unwrap_or_else(|| args.target.join("tests"));
-        (out, cases)
-    } else {
-        let beside = args.target.parent().unwrap_or(Path::new("")).join("tests");
-        (args.target.clone(), args.cases.clone().unwrap_or(beside))
-    };
+    let (wasm, cases_dir) = graph_and_cases(&args, &scratch, store.as_ref()).await?;
     let cases = case::load_dir(&cases_dir)?;
     let graph = crate::cache::load(&runtime, store.as_ref(), &wasm).await?;
     if !args.graphs.is_empty() {
-        // Mounted once up front: what cannot be mounted is said once (not
-        // per case), and the cache holds the rest for the cases' mounts.
-        let options = RegistryOptions {
-            dirs: args.graphs.clone(),
-            cache: store.clone(),
-            config: config.clone(),
-            log_warnings: false,
-            ..RegistryOptions::default()
-        };
-        let (_, report) = Registry::open(runtime.clone(), options)
-            .await
-            .map_err(crate::mount::registry_failure)?;
-        for w in &report.warnings {
-            eprintln!(
-                "warning: {}",
-                show::line(&w.to_string(), show::MAX_LINE_BYTES)
-            );
-        }
+        mount_tools(&runtime, &args.graphs, store.clone(), &config).await?;
     }
     let total = cases.len();
     let selected: Vec<Case> = match &args.filter {
@@ -187,10 +158,72 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
     );
     let results = run_all(&suite, selected, jobs).await;
     let elapsed = started.elapsed();
-    report::print_failures(&results);
-    report::print_summary(&results, filtered_out, elapsed);
+    finish(&results, filtered_out, elapsed, suite.graph.name(), &args)
+}
+
+/// The graph component and the cases folder of `args.target`: a crate
+/// folder is built into `scratch` first, its cases in its `tests/`; a
+/// component's are in `tests/` beside it (`--cases` over both).
+async fn graph_and_cases(
+    args: &TestArgs,
+    scratch: &Scratch,
+    cache: Option<&Store>,
+) -> Result<(PathBuf, PathBuf), Failure> {
+    if args.target.is_dir() {
+        let out = scratch.path().join("graph.wasm");
+        crate::build::build_to(&args.target, &out, false, cache).await?;
+        let cases = args
+            .cases
+            .clone()
+            .unwrap_or_else(|| args.target.join("tests"));
+        Ok((out, cases))
+    } else {
+        let beside = args.target.parent().unwrap_or(Path::new("")).join("tests");
+        Ok((args.target.clone(), args.cases.clone().unwrap_or(beside)))
+    }
+}
+
+/// Mounts the graph tools of `--graphs` once up front: what cannot be
+/// mounted is said once (not per case), and the cache holds the rest for
+/// the cases' mounts.
+async fn mount_tools(
+    runtime: &Runtime,
+    dirs: &[PathBuf],
+    cache: Option<Store>,
+    config: &OperatorConfig,
+) -> Result<(), Failure> {
+    let options = RegistryOptions {
+        dirs: dirs.to_vec(),
+        cache,
+        config: config.clone(),
+        log_warnings: false,
+        ..RegistryOptions::default()
+    };
+    let (_, report) = Registry::open(runtime.clone(), options)
+        .await
+        .map_err(crate::mount::registry_failure)?;
+    for w in &report.warnings {
+        eprintln!(
+            "warning: {}",
+            show::line(&w.to_string(), show::MAX_LINE_BYTES)
+        );
+    }
+    Ok(())
+}
+
+/// Prints the failures and the summary, writes `--junit`, and exits 1 when
+/// a case failed.
+fn finish(
+    results: &[CaseResult],
+    filtered_out: usize,
+    elapsed: Duration,
+    graph: &str,
+    args: &TestArgs,
+) -> Result<ExitCode, Failure> {
+    report::print_failures(results);
+    report::print_summary(results, filtered_out, elapsed);
     if let Some(path) = &args.junit {
-        let xml = junit::render(suite.graph.name(), &results, elapsed);
+        let xml = junit::render(graph, results, elapsed);
         std::fs::write(path, xml).map_err(|e| {
             Failure::from(RunError::new(
                 ErrorCode::InvalidInput,
@@ -283,37 +316,10 @@ impl From<Result<RunOutcome, RunError>> for Got {
 
 /// Runs one case; `Err` says how it failed.
 async fn run_case(suite: &Suite, case: &Case, index: usize) -> Result<(), Mismatch> {
-    let setup = |m: String| Mismatch::new(format!("cannot set the case up: {m}"));
     let graph = &suite.graph;
-    let mut config = suite.config.clone();
-    config.limits = config.limits.merged_with(&case.limits);
-    if let Some(grants) = &case.grants {
-        config
-            .graphs
-            .entry(graph.name().to_owned())
-            .or_default()
-            .grants = grants.clone();
-    }
-    config.check().map_err(|e| setup(e.to_string()))?;
-    let (llm, http_cassette) = match &case.cassette {
-        Some(path) => cassette(&config, path).map_err(setup)?,
-        None => (None, None),
-    };
-    let options = RegistryOptions {
-        dirs: suite.tools.clone(),
-        cache: suite.cache.clone(),
-        config,
-        log_warnings: false,
-        llm,
-        http_cassette,
-        ..RegistryOptions::default()
-    };
-    let (registry, _) = Registry::open(suite.runtime.clone(), options)
-        .await
-        .map_err(|e| setup(e.to_string()))?;
-    let tool = registry
-        .create(graph.clone())
-        .map_err(|e| setup(e.to_string()))?;
+    // The registry lives as long as the tool: the graph's `tools` calls
+    // reach the graph tools mounted in it.
+    let (_registry, tool) = case_tool(suite, case).await?;
     let thread = (!case.steps.is_empty()).then(|| format!("case-{index}"));
     let opts = RunOptions {
         limits: Some(tool.limits().clone()),
@@ -346,6 +352,60 @@ async fn run_case(suite: &Suite, case: &Case, index: usize) -> Result<(), Mismat
         };
         return compare(&case.expect, &got, false).map_err(|m| m.at("the run"));
     };
+    run_steps(suite, case, index, &thread, opts, input).await
+}
+
+fn setup(m: String) -> Mismatch {
+    Mismatch::new(format!("cannot set the case up: {m}"))
+}
+
+/// The graph as a tool of its own registry (returned with it), under the
+/// suite's config with the case's limits, grants and cassette over it.
+async fn case_tool(suite: &Suite, case: &Case) -> Result<(Registry, GraphTool), Mismatch> {
+    let graph = &suite.graph;
+    let mut config = suite.config.clone();
+    config.limits = config.limits.merged_with(&case.limits);
+    if let Some(grants) = &case.grants {
+        config
+            .graphs
+            .entry(graph.name().to_owned())
+            .or_default()
+            .grants = grants.clone();
+    }
+    config.check().map_err(|e| setup(e.to_string()))?;
+    let (llm, http_cassette) = match &case.cassette {
+        Some(path) => cassette(&config, path).map_err(setup)?,
+        None => (None, None),
+    };
+    let options = RegistryOptions {
+        dirs: suite.tools.clone(),
+        cache: suite.cache.clone(),
+        config,
+        log_warnings: false,
+        llm,
+        http_cassette,
+        ..RegistryOptions::default()
+    };
+    let (registry, _) = Registry::open(suite.runtime.clone(), options)
+        .await
+        .map_err(|e| setup(e.to_string()))?;
+    let tool = registry
+        .create(graph.clone())
+        .map_err(|e| setup(e.to_string()))?;
+    Ok((registry, tool))
+}
+
+/// A case with `steps`: the first run on the throwaway thread `thread`,
+/// then one resume per step, each compared with its expectation.
+async fn run_steps(
+    suite: &Suite,
+    case: &Case,
+    index: usize,
+    thread: &str,
+    opts: RunOptions,
+    input: Result<Value, RunError>,
+) -> Result<(), Mismatch> {
+    let graph = &suite.graph;
     let db = suite.scratch.path().join(format!("case-{index}.redb"));
     let threads = Store::open(&db)
         .map_err(|e| setup(format!("cannot open a thread database: {e}")))?
@@ -353,10 +413,9 @@ async fn run_case(suite: &Suite, case: &Case, index: usize) -> Result<(), Mismat
     let run = |start: Start| {
         let threads = threads.clone();
         let opts = opts.clone();
-        let thread = thread.clone();
         async move {
-            let writer = threads.begin(&thread, graph.name(), Durability::Sync)?;
-            let existing = threads.load(&thread)?;
+            let writer = threads.begin(thread, graph.name(), Durability::Sync)?;
+            let existing = threads.load(thread)?;
             suite
                 .runtime
                 .run_thread(graph, existing, start, opts, &writer, &mut |_| {})

@@ -281,77 +281,11 @@ fn string<'a>(o: &'a Map<String, Value>, key: &str, at: &str) -> Result<Option<&
 fn parse_case(file: &Path, v: &Value, at: &str, stem: Option<&str>) -> Result<Case, At> {
     let o = object(v, at)?;
     known_keys(o, CASE_KEYS, at)?;
-    let name = match (string(o, "name", at)?, stem) {
-        (Some(n), _) => n.to_owned(),
-        (None, Some(stem)) => stem.to_owned(),
-        (None, None) => {
-            return Err((
-                format!("{at}.name"),
-                "is required when a file holds several cases".into(),
-            ));
-        }
-    };
-    if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err((
-            format!("{at}.name"),
-            format!("must be 1 to {MAX_NAME_BYTES} bytes long"),
-        ));
-    }
-    let begin = match (o.get("input"), o.get("args")) {
-        (Some(_), Some(_)) => {
-            return Err((
-                at.to_owned(),
-                "give either \"input\" (graph input) or \"args\" (tool arguments), not both".into(),
-            ));
-        }
-        (Some(v), None) => {
-            object(v, &format!("{at}.input"))?;
-            Begin::Input(v.clone())
-        }
-        (None, Some(v)) => {
-            object(v, &format!("{at}.args"))?;
-            Begin::Args(v.clone())
-        }
-        (None, None) => {
-            return Err((
-                at.to_owned(),
-                "the case needs \"input\" (graph input) or \"args\" (tool arguments)".into(),
-            ));
-        }
-    };
+    let name = parse_name(o, at, stem)?;
+    let begin = parse_begin(o, at)?;
     let steps = match o.get("steps") {
         None => Vec::new(),
-        Some(Value::Array(items)) => {
-            if items.is_empty() || items.len() > MAX_STEPS {
-                return Err((
-                    format!("{at}.steps"),
-                    format!("must hold 1 to {MAX_STEPS} steps"),
-                ));
-            }
-            let mut steps = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                let sat = format!("{at}.steps[{i}]");
-                let so = object(item, &sat)?;
-                known_keys(so, STEP_KEYS, &sat)?;
-                let resume = so.get("resume").cloned().ok_or_else(|| {
-                    (
-                        sat.clone(),
-                        "a step needs \"resume\": the value the interrupt is answered with".into(),
-                    )
-                })?;
-                steps.push(Step {
-                    resume,
-                    expect: parse_expect(so, &sat, i + 1 < items.len())?,
-                });
-            }
-            steps
-        }
-        Some(v) => {
-            return Err((
-                format!("{at}.steps"),
-                format!("must be an array, not {}", kind(v)),
-            ));
-        }
+        Some(v) => parse_steps(v, at)?,
     };
     let expect = parse_expect(o, at, !steps.is_empty())?;
     let limits = match o.get("limits") {
@@ -382,6 +316,82 @@ fn parse_case(file: &Path, v: &Value, at: &str, stem: Option<&str>) -> Result<Ca
         grants,
         cassette,
     })
+}
+
+/// The case's `name`, else the file's stem when the file holds one case.
+fn parse_name(o: &Map<String, Value>, at: &str, stem: Option<&str>) -> Result<String, At> {
+    let name = match (string(o, "name", at)?, stem) {
+        (Some(n), _) => n.to_owned(),
+        (None, Some(stem)) => stem.to_owned(),
+        (None, None) => {
+            return Err((
+                format!("{at}.name"),
+                "is required when a file holds several cases".into(),
+            ));
+        }
+    };
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Err((
+            format!("{at}.name"),
+            format!("must be 1 to {MAX_NAME_BYTES} bytes long"),
+        ));
+    }
+    Ok(name)
+}
+
+/// `input` (graph input) or `args` (tool arguments): one of them.
+fn parse_begin(o: &Map<String, Value>, at: &str) -> Result<Begin, At> {
+    match (o.get("input"), o.get("args")) {
+        (Some(_), Some(_)) => Err((
+            at.to_owned(),
+            "give either \"input\" (graph input) or \"args\" (tool arguments), not both".into(),
+        )),
+        (Some(v), None) => {
+            object(v, &format!("{at}.input"))?;
+            Ok(Begin::Input(v.clone()))
+        }
+        (None, Some(v)) => {
+            object(v, &format!("{at}.args"))?;
+            Ok(Begin::Args(v.clone()))
+        }
+        (None, None) => Err((
+            at.to_owned(),
+            "the case needs \"input\" (graph input) or \"args\" (tool arguments)".into(),
+        )),
+    }
+}
+
+/// `steps`: 1 to [`MAX_STEPS`] resume steps, each with its expectation.
+fn parse_steps(v: &Value, at: &str) -> Result<Vec<Step>, At> {
+    let Value::Array(items) = v else {
+        return Err((
+            format!("{at}.steps"),
+            format!("must be an array, not {}", kind(v)),
+        ));
+    };
+    if items.is_empty() || items.len() > MAX_STEPS {
+        return Err((
+            format!("{at}.steps"),
+            format!("must hold 1 to {MAX_STEPS} steps"),
+        ));
+    }
+    let mut steps = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let sat = format!("{at}.steps[{i}]");
+        let so = object(item, &sat)?;
+        known_keys(so, STEP_KEYS, &sat)?;
+        let resume = so.get("resume").cloned().ok_or_else(|| {
+            (
+                sat.clone(),
+                "a step needs \"resume\": the value the interrupt is answered with".into(),
+            )
+        })?;
+        steps.push(Step {
+            resume,
+            expect: parse_expect(so, &sat, i + 1 < items.len())?,
+        });
+    }
+    Ok(steps)
 }
 
 /// The expectation keys of `o`; `more`: resume steps follow this run.

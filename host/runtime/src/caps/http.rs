@@ -1010,34 +1010,15 @@ async fn exchange(
         key,
         ..
     } = c;
-    let uri = &parts.uri;
-    // The request line carries the path only (an absolute URI there would
-    // address a proxy); the host header the guest's authority.
-    let mut out = http::Request::new(Full::new(body));
-    *out.method_mut() = parts.method.clone();
-    *out.headers_mut() = parts.headers;
-    *out.uri_mut() = http::Uri::builder()
-        .path_and_query(uri.path_and_query().map_or("/", |p| p.as_str()))
-        .build()
-        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let out = outgoing(parts, body)?;
     let first_byte = timeout(
         options.and_then(|o| o.first_byte_timeout),
         FIRST_BYTE_TIMEOUT,
     );
-    let response = {
-        let send = tokio::time::timeout(first_byte, sender.send_request(out));
-        tokio::pin!(send);
-        let mut conn_done = false;
-        loop {
-            tokio::select! {
-                r = &mut send => break r.map_err(|_| Error::ConnectionReadTimeout)??,
-                r = &mut conn, if !conn_done => {
-                    conn_done = true;
-                    r?;
-                }
-            }
-        }
-    };
+    let send = tokio::time::timeout(first_byte, sender.send_request(out));
+    let response = driving(&mut conn, send)
+        .await?
+        .map_err(|_| Error::ConnectionReadTimeout)??;
     let response_cap = grant.max_response_bytes;
     if let Some(len) = wasmtime_wasi_http_content_length(response.headers())
         && len > response_cap
@@ -1066,34 +1047,61 @@ async fn exchange(
         .boxed_unsync()
     });
     if let Some(HttpCassette::Record(writer)) = &grant.cassette {
-        // The body is read whole (under the cap, as the guest would), kept
-        // in the cassette, and handed to the guest from memory.
-        let (head, body) = response.into_parts();
-        let collected = {
-            let collect = body.collect();
-            tokio::pin!(collect);
-            let mut conn_done = false;
-            loop {
-                tokio::select! {
-                    r = &mut collect => break r?.to_bytes(),
-                    r = &mut conn, if !conn_done => {
-                        conn_done = true;
-                        r?;
-                    }
-                }
-            }
-        };
-        let (method, url) = key.split_once(' ').unwrap_or((&key, ""));
-        writer.append(&cassette_line(method, url, &head, &collected));
-        let response = http::Response::from_parts(
-            head,
-            Full::new(collected)
-                .map_err(|never| match never {})
-                .boxed_unsync(),
-        );
-        let io: IoFuture = Box::new(async move { conn.await.map_err(Error::from) });
-        return Ok((response, io));
+        return record(writer, &key, response, conn).await;
     }
+    let io: IoFuture = Box::new(async move { conn.await.map_err(Error::from) });
+    Ok((response, io))
+}
+
+/// The request to send for the guest's: the request line carries the path
+/// only (an absolute URI there would address a proxy); the host header the
+/// guest's authority.
+fn outgoing(parts: http::request::Parts, body: Bytes) -> Result<http::Request<Full<Bytes>>, Error> {
+    let mut out = http::Request::new(Full::new(body));
+    *out.method_mut() = parts.method.clone();
+    *out.headers_mut() = parts.headers;
+    *out.uri_mut() = http::Uri::builder()
+        .path_and_query(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    Ok(out)
+}
+
+/// Awaits `work` while driving `conn`, which must run for the exchange to
+/// progress; the connection's failure fails the wait, its end does not.
+async fn driving<T>(conn: &mut Connection, work: impl Future<Output = T>) -> Result<T, Error> {
+    tokio::pin!(work);
+    let mut conn_done = false;
+    loop {
+        tokio::select! {
+            r = &mut work => break Ok(r),
+            r = &mut *conn, if !conn_done => {
+                conn_done = true;
+                r?;
+            }
+        }
+    }
+}
+
+/// Reads the response body whole (under the cap, as the guest would),
+/// keeps it in the cassette under `key`, and hands it to the guest from
+/// memory.
+async fn record(
+    writer: &CassetteWriter,
+    key: &str,
+    response: http::Response<WasiBody>,
+    mut conn: Connection,
+) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    let (head, body) = response.into_parts();
+    let collected = driving(&mut conn, body.collect()).await??.to_bytes();
+    let (method, url) = key.split_once(' ').unwrap_or((key, ""));
+    writer.append(&cassette_line(method, url, &head, &collected));
+    let response = http::Response::from_parts(
+        head,
+        Full::new(collected)
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
     let io: IoFuture = Box::new(async move { conn.await.map_err(Error::from) });
     Ok((response, io))
 }

@@ -402,61 +402,19 @@ impl Remote {
             (None, RegistryAuth::Basic(u, p)) => request.basic_auth(u, Some(p)),
             (None, _) => request,
         };
-        let mut response = request
+        let response = request
             .send()
             .await
             .map_err(|e| self.unreachable(what, &e))?;
-        let status = response.status();
-        if !status.is_success() {
-            let mut body = Vec::new();
-            // An error body is quoted, never read whole.
-            while body.len() < 4096
-                && let Ok(Some(chunk)) = response.chunk().await
-            {
-                body.extend_from_slice(&chunk);
-            }
-            let message = String::from_utf8_lossy(&body).into_owned();
-            return Err(self.explain(
-                what,
-                match serde_json::from_slice(&body) {
-                    Ok(envelope) if status.is_client_error() => {
-                        OciDistributionError::RegistryError { envelope, url }
-                    }
-                    _ => OciDistributionError::ServerError {
-                        code: status.as_u16(),
-                        url,
-                        message,
-                    },
-                },
-            ));
-        }
-        if let Some(len) = response.content_length()
-            && len > MAX_MANIFEST_BYTES as u64
-        {
-            return Err(Error::TooLarge(format!(
-                "{what}: the manifest is {len} bytes, more than {MAX_MANIFEST_BYTES}: it is not \
-                 a graph component's"
-            )));
+        if !response.status().is_success() {
+            return Err(self.error_status(what, url, response).await);
         }
         let header = response
             .headers()
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| self.unreachable(what, &e))?
-        {
-            if body.len() + chunk.len() > MAX_MANIFEST_BYTES {
-                return Err(Error::TooLarge(format!(
-                    "{what}: the manifest is more than {MAX_MANIFEST_BYTES} bytes: it is not a \
-                     graph component's"
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = self.read_manifest(what, response).await?;
         let digest = sha256_digest(&body);
         if let Some(pinned) = self.reference.digest()
             && pinned != digest
@@ -476,6 +434,70 @@ impl Remote {
             )));
         }
         Ok((body, digest))
+    }
+
+    /// The error of a manifest GET of `url` answered with an error status,
+    /// quoting the start of its body.
+    async fn error_status(
+        &self,
+        what: &str,
+        url: String,
+        mut response: reqwest::Response,
+    ) -> Error {
+        let status = response.status();
+        let mut body = Vec::new();
+        // An error body is quoted, never read whole.
+        while body.len() < 4096
+            && let Ok(Some(chunk)) = response.chunk().await
+        {
+            body.extend_from_slice(&chunk);
+        }
+        let message = String::from_utf8_lossy(&body).into_owned();
+        self.explain(
+            what,
+            match serde_json::from_slice(&body) {
+                Ok(envelope) if status.is_client_error() => {
+                    OciDistributionError::RegistryError { envelope, url }
+                }
+                _ => OciDistributionError::ServerError {
+                    code: status.as_u16(),
+                    url,
+                    message,
+                },
+            },
+        )
+    }
+
+    /// Reads a manifest response's body, refusing one over
+    /// [`MAX_MANIFEST_BYTES`].
+    async fn read_manifest(
+        &self,
+        what: &str,
+        mut response: reqwest::Response,
+    ) -> Result<Vec<u8>, Error> {
+        if let Some(len) = response.content_length()
+            && len > MAX_MANIFEST_BYTES as u64
+        {
+            return Err(Error::TooLarge(format!(
+                "{what}: the manifest is {len} bytes, more than {MAX_MANIFEST_BYTES}: it is not \
+                 a graph component's"
+            )));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.unreachable(what, &e))?
+        {
+            if body.len() + chunk.len() > MAX_MANIFEST_BYTES {
+                return Err(Error::TooLarge(format!(
+                    "{what}: the manifest is more than {MAX_MANIFEST_BYTES} bytes: it is not a \
+                     graph component's"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// Downloads the blob `desc` names, reading at most its declared size

@@ -24,7 +24,7 @@ use crate::error::{MountErrorKind, MountWarning, RegistryError};
 use crate::tool::{Built, GraphTool, ToolSource};
 
 /// The name no graph tool may take: it belongs to the code-running tool.
-pub const RESERVED_NAME: &str = "run_code";
+pub const RESERVED_NAME: &str = sandgraph_core::RESERVED_GRAPH_NAME;
 
 /// Files of a folder read, compiled and described at once by
 /// [`Registry::open`]. More lanes let more slow `describe`s wait out their

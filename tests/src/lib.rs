@@ -15,6 +15,10 @@
 //! async fn echo() { /* load sandgraph_tests::ECHO ... */ }
 //! // ... one function per graph, or the build fails naming the missing one.
 //! ```
+//!
+//! Besides the paths it holds the fixtures the host crates' tests share:
+//! [`graph_folder`] (a temporary folder of copied components), a
+//! PostgreSQL server ([`postgres`]) and an OCI registry ([`oci_registry`]).
 
 #![deny(missing_docs)]
 
@@ -87,5 +91,8 @@ mod tests {
         assert!(names.contains(&"loop_graph") && names.contains(&"hostile_panic"));
     }
 }
+mod folder;
 pub mod oci_registry;
 pub mod postgres;
+
+pub use folder::{copy_graphs, graph_folder};

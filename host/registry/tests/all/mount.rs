@@ -165,10 +165,8 @@ async fn folders_are_mounted_in_sorted_path_order_whatever_order_they_are_given(
     let root = tempfile::tempdir().unwrap();
     let d1 = root.path().join("d1");
     let d2 = root.path().join("d2");
-    std::fs::create_dir_all(&d1).unwrap();
-    std::fs::create_dir_all(&d2).unwrap();
-    std::fs::copy(ECHO, d1.join("z.wasm")).unwrap();
-    std::fs::copy(ECHO, d2.join("a.wasm")).unwrap();
+    sandgraph_tests::copy_graphs(&d1, &[("z.wasm", ECHO)]);
+    sandgraph_tests::copy_graphs(&d2, &[("a.wasm", ECHO)]);
     for dirs in [[&d1, &d2], [&d2, &d1]] {
         let (registry, report) =
             Registry::open(runtime(), options(&[dirs[0].as_path(), dirs[1].as_path()]))

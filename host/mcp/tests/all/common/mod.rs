@@ -31,10 +31,7 @@ pub struct Folder {
 impl Folder {
     pub fn new(graphs: &[(&str, &str)], config: &str) -> Folder {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        for (name, path) in graphs {
-            std::fs::copy(path, dir.path().join("graphs").join(name)).unwrap();
-        }
+        sandgraph_tests::copy_graphs(&dir.path().join("graphs"), graphs);
         std::fs::write(dir.path().join("sandgraph.toml"), config).unwrap();
         Folder { dir }
     }

@@ -25,13 +25,7 @@ pub fn fresh_runtime() -> Runtime {
 }
 
 /// A temporary folder holding `files`: (file name, component path).
-pub fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, component) in files {
-        std::fs::copy(component, dir.path().join(name)).unwrap();
-    }
-    dir
-}
+pub use sandgraph_tests::graph_folder as folder;
 
 /// Options mounting `dirs` with no cache and no config.
 pub fn options(dirs: &[&Path]) -> RegistryOptions {

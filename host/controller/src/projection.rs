@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::state::{
     AdmissionStatus, AgentGraphStore, GraphRecord, IntentClaim, RecordFacet, RecordOutcome,
-    ScheduleUpdate, ScheduledWork,
+    ScheduleUpdate, ScheduledWork, WorkStop,
 };
 
 use crate::error::ToolFailure;
@@ -171,110 +171,17 @@ impl Projection {
                 .cmp(&b.revision)
                 .then_with(|| cmp_utf16(&a.request.update_id, &b.request.update_id))
         });
-        let mut work: Vec<WorkEntry> = Vec::new();
-        let mut work_ids: HashSet<String> = HashSet::new();
-        let mut superseded: HashSet<String> = HashSet::new();
-        let mut stopped: Vec<StoppedTarget> = Vec::new();
-        let mut finish: Option<FinishEntry> = None;
+        let mut fold = Fold::default();
         for (index, update) in updates.iter().enumerate() {
-            let request = &update.request;
-            if request.graph_id != graph_id {
-                return Err(ToolFailure::plain(format!(
-                    "agent graph {graph_id}: update {} belongs to {}",
-                    request.update_id, request.graph_id
-                )));
-            }
-            if update.revision != index as u64 + 1 {
-                return Err(ToolFailure::plain(format!(
-                    "agent graph {graph_id}: non-contiguous revision {}",
-                    update.revision
-                )));
-            }
-            if finish.is_some() {
-                return Err(ToolFailure::plain(format!(
-                    "agent graph {graph_id}: update {} after finish",
-                    request.update_id
-                )));
-            }
-            for item in &request.add_work {
-                if !work_ids.insert(item.work_id.clone()) {
-                    return Err(ToolFailure::plain(format!(
-                        "agent graph {graph_id}: update repeats work {}",
-                        item.work_id
-                    )));
-                }
-                if let Some(replaces) = &item.replaces {
-                    superseded.insert(replaces.clone());
-                }
-                work.push(WorkEntry {
-                    intent_id: scheduled_work_intent_id(graph_id, &item.work_id),
-                    work: item.clone(),
-                    status: WorkStatus::Requested,
-                    update_id: request.update_id.clone(),
-                    revision: update.revision,
-                    committed_at: update.committed_at,
-                });
-            }
-            for stop in &request.stop {
-                let entry = StoppedTarget {
-                    target_id: stop.target_id.clone(),
-                    reason: stop.reason.clone(),
-                    update_id: request.update_id.clone(),
-                    revision: update.revision,
-                    committed_at: update.committed_at,
-                };
-                match stopped.iter_mut().find(|s| s.target_id == stop.target_id) {
-                    Some(existing) => *existing = entry,
-                    None => stopped.push(entry),
-                }
-            }
-            if let Some(f) = &request.finish {
-                finish = Some(FinishEntry {
-                    result_ids: f.result_ids.clone(),
-                    reason: f.reason.clone(),
-                    update_id: request.update_id.clone(),
-                    revision: update.revision,
-                    committed_at: update.committed_at,
-                });
-            }
+            fold.apply(graph_id, index, update)?;
         }
-        stopped.sort_by(|a, b| {
-            a.revision
-                .cmp(&b.revision)
-                .then_with(|| cmp_utf16(&a.target_id, &b.target_id))
-        });
-
-        // The last terminal record of each work item decides how it ended.
-        let mut ended: HashMap<&str, RecordOutcome> = HashMap::new();
-        for record in &records {
-            if let (Some(work_id), Some(outcome)) = (&record.work_id, record.outcome)
-                && record.facets.contains(&RecordFacet::Terminal)
-            {
-                ended.insert(work_id, outcome);
-            }
-        }
-        let stopped_ids: HashSet<&str> = stopped.iter().map(|s| s.target_id.as_str()).collect();
-        for entry in &mut work {
-            let id = entry.work.work_id.as_str();
-            entry.status = if stopped_ids.contains(id) {
-                WorkStatus::Stopped
-            } else if superseded.contains(id) {
-                WorkStatus::Superseded
-            } else {
-                match ended.get(id) {
-                    Some(RecordOutcome::Completed) => WorkStatus::Completed,
-                    Some(RecordOutcome::Failed) => WorkStatus::Failed,
-                    None => WorkStatus::Requested,
-                }
-            };
-        }
-
+        fold.settle(&records);
         Ok(Projection {
             graph_id: graph_id.to_owned(),
             updates,
-            work,
-            stopped_targets: stopped,
-            finish,
+            work: fold.work,
+            stopped_targets: fold.stopped,
+            finish: fold.finish,
             claims,
             records,
         })
@@ -358,5 +265,139 @@ impl Projection {
                 AdmissionStatus::Claimed | AdmissionStatus::Executing
             ) && requested.contains(c.request.intent_id.as_str())
         })
+    }
+}
+
+/// What folding the schedule log builds, update by update.
+#[derive(Default)]
+struct Fold {
+    work: Vec<WorkEntry>,
+    work_ids: HashSet<String>,
+    superseded: HashSet<String>,
+    stopped: Vec<StoppedTarget>,
+    finish: Option<FinishEntry>,
+}
+
+impl Fold {
+    /// Checks the update at `index` of the sorted log and applies it.
+    fn apply(
+        &mut self,
+        graph_id: &str,
+        index: usize,
+        update: &ScheduleUpdate,
+    ) -> Result<(), ToolFailure> {
+        let request = &update.request;
+        if request.graph_id != graph_id {
+            return Err(ToolFailure::plain(format!(
+                "agent graph {graph_id}: update {} belongs to {}",
+                request.update_id, request.graph_id
+            )));
+        }
+        if update.revision != index as u64 + 1 {
+            return Err(ToolFailure::plain(format!(
+                "agent graph {graph_id}: non-contiguous revision {}",
+                update.revision
+            )));
+        }
+        if self.finish.is_some() {
+            return Err(ToolFailure::plain(format!(
+                "agent graph {graph_id}: update {} after finish",
+                request.update_id
+            )));
+        }
+        for item in &request.add_work {
+            self.add_work(graph_id, update, item)?;
+        }
+        for stop in &request.stop {
+            self.stop(update, stop);
+        }
+        if let Some(f) = &request.finish {
+            self.finish = Some(FinishEntry {
+                result_ids: f.result_ids.clone(),
+                reason: f.reason.clone(),
+                update_id: request.update_id.clone(),
+                revision: update.revision,
+                committed_at: update.committed_at,
+            });
+        }
+        Ok(())
+    }
+
+    fn add_work(
+        &mut self,
+        graph_id: &str,
+        update: &ScheduleUpdate,
+        item: &ScheduledWork,
+    ) -> Result<(), ToolFailure> {
+        if !self.work_ids.insert(item.work_id.clone()) {
+            return Err(ToolFailure::plain(format!(
+                "agent graph {graph_id}: update repeats work {}",
+                item.work_id
+            )));
+        }
+        if let Some(replaces) = &item.replaces {
+            self.superseded.insert(replaces.clone());
+        }
+        self.work.push(WorkEntry {
+            intent_id: scheduled_work_intent_id(graph_id, &item.work_id),
+            work: item.clone(),
+            status: WorkStatus::Requested,
+            update_id: update.request.update_id.clone(),
+            revision: update.revision,
+            committed_at: update.committed_at,
+        });
+        Ok(())
+    }
+
+    /// The last stop of a target replaces its earlier ones.
+    fn stop(&mut self, update: &ScheduleUpdate, stop: &WorkStop) {
+        let entry = StoppedTarget {
+            target_id: stop.target_id.clone(),
+            reason: stop.reason.clone(),
+            update_id: update.request.update_id.clone(),
+            revision: update.revision,
+            committed_at: update.committed_at,
+        };
+        match self
+            .stopped
+            .iter_mut()
+            .find(|s| s.target_id == stop.target_id)
+        {
+            Some(existing) => *existing = entry,
+            None => self.stopped.push(entry),
+        }
+    }
+
+    /// Sorts the stops and gives every work item its status: stopped, else
+    /// superseded, else as the last terminal record of it ended it.
+    fn settle(&mut self, records: &[GraphRecord]) {
+        self.stopped.sort_by(|a, b| {
+            a.revision
+                .cmp(&b.revision)
+                .then_with(|| cmp_utf16(&a.target_id, &b.target_id))
+        });
+        let mut ended: HashMap<&str, RecordOutcome> = HashMap::new();
+        for record in records {
+            if let (Some(work_id), Some(outcome)) = (&record.work_id, record.outcome)
+                && record.facets.contains(&RecordFacet::Terminal)
+            {
+                ended.insert(work_id, outcome);
+            }
+        }
+        let stopped: HashSet<&str> = self.stopped.iter().map(|s| s.target_id.as_str()).collect();
+        for entry in &mut self.work {
+            let id = entry.work.work_id.as_str();
+            entry.status = if stopped.contains(id) {
+                WorkStatus::Stopped
+            } else if self.superseded.contains(id) {
+                WorkStatus::Superseded
+            } else {
+                match ended.get(id) {
+                    Some(RecordOutcome::Completed) => WorkStatus::Completed,
+                    Some(RecordOutcome::Failed) => WorkStatus::Failed,
+                    None => WorkStatus::Requested,
+                }
+            };
+        }
     }
 }

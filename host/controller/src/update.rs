@@ -323,104 +323,20 @@ pub(crate) fn compile_update(
     let raw = clean_update_input(input);
 
     // 2. The source and the update id.
-    let source = match &raw.idempotency_key {
-        None => UpdateSource {
-            orchestration_mode: Some("graph".to_owned()),
-            ..call_source.clone()
-        },
-        Some(key) => {
-            let key = require_identity(Some(key), "idempotency key")?;
-            UpdateSource {
-                session_id: call_source.session_id.clone(),
-                run_id: key.clone(),
-                turn_id: key.clone(),
-                tool_call_id: key,
-                orchestration_mode: Some("graph".to_owned()),
-            }
-        }
-    };
+    let source = update_source(raw.idempotency_key.as_deref(), call_source)?;
     let update_id = graph_update_id(&graph_id, &source);
 
-    // 3. Payload selection (already done by the cleaning).
+    // 3. Payload selection (already done by the cleaning); 4., 5.
     let add_work_input = raw.add_work.unwrap_or_default();
     let stop_input = raw.stop.unwrap_or_default();
     let finish_input = raw.finish;
-    if add_work_input.is_empty() && stop_input.is_empty() && finish_input.is_none() {
-        return Err(ToolFailure::invalid(
-            "at least one addWork, stop, or finish operation is required",
-        ));
-    }
-    // 4.
-    if finish_input.is_some() && !add_work_input.is_empty() {
-        return Err(ToolFailure::invalid(
-            "finish cannot be combined with addWork",
-        ));
-    }
-    // 5. Counts.
-    if add_work_input.len() > MAX_ADD_WORK {
-        return Err(ToolFailure::invalid(format!(
-            "one graph update may add at most {MAX_ADD_WORK} work items (got {})",
-            add_work_input.len()
-        )));
-    }
-    if stop_input.len() > MAX_WORK_STOPS {
-        return Err(ToolFailure::invalid(format!(
-            "one graph update may stop at most {MAX_WORK_STOPS} targets (got {})",
-            stop_input.len()
-        )));
-    }
-    if let Some(finish) = &finish_input {
-        let count = finish.result_ids.as_ref().map_or(0, Vec::len);
-        if count > MAX_SCHEDULE_RESULT_IDS {
-            return Err(ToolFailure::invalid(format!(
-                "finish may select at most {MAX_SCHEDULE_RESULT_IDS} result ids (got {count})"
-            )));
-        }
-    }
+    check_payload(&add_work_input, &stop_input, finish_input.as_ref())?;
 
     // 6. The work items; 7. the selected results over all of them.
-    let mut add_work = Vec::with_capacity(add_work_input.len());
-    let mut total_selected = 0;
-    for (index, item) in add_work_input.into_iter().enumerate() {
-        let work = compile_add_work(&clean_add_work_input(item), &update_id, index)?;
-        total_selected += work.selected_result_inputs.len();
-        add_work.push(work);
-    }
-    if total_selected > MAX_SELECTED_RESULT_INPUTS {
-        return Err(ToolFailure::invalid(format!(
-            "one graph update may select at most {MAX_SELECTED_RESULT_INPUTS} historical results (got {total_selected})"
-        )));
-    }
-
-    // 8. Stops, sorted by target id.
-    let mut stop = stop_input
-        .iter()
-        .map(|s| {
-            Ok(WorkStop {
-                target_id: require_identity(Some(&s.target_id), "stop target id")?,
-                reason: require_text(&s.reason, MAX_SCHEDULE_REASON_CHARS, "stop reason")?,
-            })
-        })
-        .collect::<Result<Vec<_>, ToolFailure>>()?;
-    stop.sort_by(|a, b| cmp_utf16(&a.target_id, &b.target_id));
-    let stop_ids: Vec<String> = stop.iter().map(|s| s.target_id.clone()).collect();
-    ensure_unique(&stop_ids, "stop target id")?;
-
-    // 9. The finish.
-    let finish = match finish_input {
-        None => None,
-        Some(f) => {
-            let result_ids =
-                normalize_unique_identities(f.result_ids.as_deref(), "finish result id")?;
-            let reason = require_text(&f.reason, MAX_SCHEDULE_REASON_CHARS, "finish reason")?;
-            if result_ids.is_empty() {
-                return Err(ToolFailure::invalid(
-                    "finish requires at least one result id",
-                ));
-            }
-            Some(GraphFinish { result_ids, reason })
-        }
-    };
+    let add_work = compile_work_items(add_work_input, &update_id)?;
+    // 8. Stops; 9. the finish.
+    let stop = compile_stops(&stop_input)?;
+    let finish = finish_input.map(compile_finish).transpose()?;
 
     // 10. The fingerprint.
     let mut semantic = json!({
@@ -447,6 +363,119 @@ pub(crate) fn compile_update(
     })
 }
 
+/// Step 2: the call's source, or the idempotency key's (the key replaces
+/// run, turn and tool call id).
+fn update_source(
+    idempotency_key: Option<&str>,
+    call_source: &UpdateSource,
+) -> Result<UpdateSource, ToolFailure> {
+    Ok(match idempotency_key {
+        None => UpdateSource {
+            orchestration_mode: Some("graph".to_owned()),
+            ..call_source.clone()
+        },
+        Some(key) => {
+            let key = require_identity(Some(key), "idempotency key")?;
+            UpdateSource {
+                session_id: call_source.session_id.clone(),
+                run_id: key.clone(),
+                turn_id: key.clone(),
+                tool_call_id: key,
+                orchestration_mode: Some("graph".to_owned()),
+            }
+        }
+    })
+}
+
+/// Steps 3 to 5: something to do, no finish with addWork, and the counts.
+fn check_payload(
+    add_work: &[AddWorkInput],
+    stop: &[StopInput],
+    finish: Option<&FinishInput>,
+) -> Result<(), ToolFailure> {
+    if add_work.is_empty() && stop.is_empty() && finish.is_none() {
+        return Err(ToolFailure::invalid(
+            "at least one addWork, stop, or finish operation is required",
+        ));
+    }
+    if finish.is_some() && !add_work.is_empty() {
+        return Err(ToolFailure::invalid(
+            "finish cannot be combined with addWork",
+        ));
+    }
+    if add_work.len() > MAX_ADD_WORK {
+        return Err(ToolFailure::invalid(format!(
+            "one graph update may add at most {MAX_ADD_WORK} work items (got {})",
+            add_work.len()
+        )));
+    }
+    if stop.len() > MAX_WORK_STOPS {
+        return Err(ToolFailure::invalid(format!(
+            "one graph update may stop at most {MAX_WORK_STOPS} targets (got {})",
+            stop.len()
+        )));
+    }
+    let results = finish
+        .and_then(|f| f.result_ids.as_ref())
+        .map_or(0, Vec::len);
+    if results > MAX_SCHEDULE_RESULT_IDS {
+        return Err(ToolFailure::invalid(format!(
+            "finish may select at most {MAX_SCHEDULE_RESULT_IDS} result ids (got {results})"
+        )));
+    }
+    Ok(())
+}
+
+/// Steps 6 and 7: the cleaned work items, and the bound on the historical
+/// results they select together.
+fn compile_work_items(
+    items: Vec<AddWorkInput>,
+    update_id: &str,
+) -> Result<Vec<ScheduledWork>, ToolFailure> {
+    let mut add_work = Vec::with_capacity(items.len());
+    let mut total_selected = 0;
+    for (index, item) in items.into_iter().enumerate() {
+        let work = compile_add_work(&clean_add_work_input(item), update_id, index)?;
+        total_selected += work.selected_result_inputs.len();
+        add_work.push(work);
+    }
+    if total_selected > MAX_SELECTED_RESULT_INPUTS {
+        return Err(ToolFailure::invalid(format!(
+            "one graph update may select at most {MAX_SELECTED_RESULT_INPUTS} historical results (got {total_selected})"
+        )));
+    }
+    Ok(add_work)
+}
+
+/// Step 8: the stops, sorted by target id, each target once.
+fn compile_stops(stops: &[StopInput]) -> Result<Vec<WorkStop>, ToolFailure> {
+    let mut stop = stops
+        .iter()
+        .map(|s| {
+            Ok(WorkStop {
+                target_id: require_identity(Some(&s.target_id), "stop target id")?,
+                reason: require_text(&s.reason, MAX_SCHEDULE_REASON_CHARS, "stop reason")?,
+            })
+        })
+        .collect::<Result<Vec<_>, ToolFailure>>()?;
+    stop.sort_by(|a, b| cmp_utf16(&a.target_id, &b.target_id));
+    let stop_ids: Vec<String> = stop.iter().map(|s| s.target_id.clone()).collect();
+    ensure_unique(&stop_ids, "stop target id")?;
+    Ok(stop)
+}
+
+/// Step 9: the finish, with at least one result id.
+fn compile_finish(f: FinishInput) -> Result<GraphFinish, ToolFailure> {
+    let result_ids = normalize_unique_identities(f.result_ids.as_deref(), "finish result id")?;
+    let reason = require_text(&f.reason, MAX_SCHEDULE_REASON_CHARS, "finish reason")?;
+    if result_ids.is_empty() {
+        return Err(ToolFailure::invalid(
+            "finish requires at least one result id",
+        ));
+    }
+    Ok(GraphFinish { result_ids, reason })
+}
+
 /// `validateUpdateAgainstProjection`, plus the work-id checks the original
 /// lacked: self-replacement, new work ids unique in the update and in the
 /// graph, `replaces` and stop targets naming existing work, and a finish
@@ -456,7 +485,31 @@ pub(crate) fn validate_against_projection(
     projection: &Projection,
 ) -> Result<(), ToolFailure> {
     let g = &request.graph_id;
-    for work in &request.add_work {
+    let existing: HashSet<&str> = projection.work().iter().map(|w| w.work_id()).collect();
+    check_new_work(g, &request.add_work, &existing)?;
+    for stop in &request.stop {
+        if !existing.contains(stop.target_id.as_str()) {
+            return Err(ToolFailure::invalid(format!(
+                "agent graph {g}: stop target {} is not an existing work in the live projection",
+                stop.target_id
+            )));
+        }
+    }
+    match &request.finish {
+        Some(finish) => check_finish(g, finish, projection),
+        None => Ok(()),
+    }
+}
+
+/// The added work against itself and the graph's `existing` work: none
+/// replaces itself, ids are new and unique, `replaces` names existing work
+/// (not work of this update).
+fn check_new_work(
+    g: &str,
+    add_work: &[ScheduledWork],
+    existing: &HashSet<&str>,
+) -> Result<(), ToolFailure> {
+    for work in add_work {
         if work.replaces.as_deref() == Some(work.work_id.as_str()) {
             return Err(ToolFailure::invalid(format!(
                 "agent graph {g}: work {} cannot replace itself",
@@ -464,9 +517,8 @@ pub(crate) fn validate_against_projection(
             )));
         }
     }
-    let existing: HashSet<&str> = projection.work().iter().map(|w| w.work_id()).collect();
     let mut update_ids: HashSet<&str> = HashSet::new();
-    for work in &request.add_work {
+    for work in add_work {
         if !update_ids.insert(work.work_id.as_str()) {
             return Err(ToolFailure::invalid(format!(
                 "agent graph {g}: work id {} is repeated in this update",
@@ -480,7 +532,7 @@ pub(crate) fn validate_against_projection(
             )));
         }
     }
-    for work in &request.add_work {
+    for work in add_work {
         let Some(replaces) = &work.replaces else {
             continue;
         };
@@ -490,52 +542,48 @@ pub(crate) fn validate_against_projection(
             )));
         }
     }
-    for stop in &request.stop {
-        if !existing.contains(stop.target_id.as_str()) {
-            return Err(ToolFailure::invalid(format!(
-                "agent graph {g}: stop target {} is not an existing work in the live projection",
-                stop.target_id
-            )));
-        }
+    Ok(())
+}
+
+/// A finish needs no requested work left unclaimed, and its result ids
+/// committed as records.
+fn check_finish(g: &str, finish: &GraphFinish, projection: &Projection) -> Result<(), ToolFailure> {
+    let claimed: HashSet<&str> = projection
+        .claims()
+        .iter()
+        .map(|c| c.request.intent_id.as_str())
+        .collect();
+    let pending: Vec<&str> = projection
+        .work()
+        .iter()
+        .filter(|w| {
+            w.status() == WorkStatus::Requested
+                && !claimed.contains(scheduled_work_intent_id(g, w.work_id()).as_str())
+        })
+        .map(|w| w.work_id())
+        .collect();
+    if !pending.is_empty() {
+        return Err(ToolFailure::invalid(format!(
+            "agent graph {g}: finish requires no pending non-terminal work (pending: {})",
+            pending.join(", ")
+        )));
     }
-    if let Some(finish) = &request.finish {
-        let claimed: HashSet<&str> = projection
-            .claims()
-            .iter()
-            .map(|c| c.request.intent_id.as_str())
-            .collect();
-        let pending: Vec<&str> = projection
-            .work()
-            .iter()
-            .filter(|w| {
-                w.status() == WorkStatus::Requested
-                    && !claimed.contains(scheduled_work_intent_id(g, w.work_id()).as_str())
-            })
-            .map(|w| w.work_id())
-            .collect();
-        if !pending.is_empty() {
-            return Err(ToolFailure::invalid(format!(
-                "agent graph {g}: finish requires no pending non-terminal work (pending: {})",
-                pending.join(", ")
-            )));
-        }
-        let committed: HashSet<&str> = projection
-            .records()
-            .iter()
-            .map(|r| r.record_id.as_str())
-            .collect();
-        let missing: Vec<&str> = finish
-            .result_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !committed.contains(id))
-            .collect();
-        if !missing.is_empty() {
-            return Err(ToolFailure::invalid(format!(
-                "agent graph {g}: finish result ids are not committed graph records: {}",
-                missing.join(", ")
-            )));
-        }
+    let committed: HashSet<&str> = projection
+        .records()
+        .iter()
+        .map(|r| r.record_id.as_str())
+        .collect();
+    let missing: Vec<&str> = finish
+        .result_ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| !committed.contains(id))
+        .collect();
+    if !missing.is_empty() {
+        return Err(ToolFailure::invalid(format!(
+            "agent graph {g}: finish result ids are not committed graph records: {}",
+            missing.join(", ")
+        )));
     }
     Ok(())
 }

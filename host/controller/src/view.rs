@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::state::{RecordFacet, SelectedResultInput, WorkTarget};
 
 use crate::error::ToolFailure;
-use crate::projection::{Projection, WorkStatus};
+use crate::projection::{Projection, WorkEntry, WorkStatus};
 use crate::rules::{
     VIEW_MAX_INSTRUCTION_CHARS, VIEW_MAX_LIVE_STATE, VIEW_MAX_READINESS, VIEW_MAX_RECORDS,
     VIEW_MAX_STOPPED_TARGETS, VIEW_MAX_SUMMARY_CHARS, VIEW_MAX_TERMINAL_WORK, one_line,
@@ -165,67 +165,10 @@ pub(crate) fn build_snapshot(
             .map(|r| ("record", r.record_id.as_str())),
     );
     let page = paginate(&entries, cursor)?;
-
-    let live = projection
-        .requested()
-        .filter(|w| page.work.contains(w.work_id()));
-    let terminal: Vec<_> = projection
-        .work()
-        .iter()
-        .filter(|w| w.status() != WorkStatus::Requested)
-        .collect();
-    let tail = &terminal[terminal.len().saturating_sub(VIEW_MAX_TERMINAL_WORK)..];
-    let work: Vec<WorkView> = live
-        .chain(tail.iter().copied())
-        .map(|entry| {
-            let w = entry.work();
-            let (instruction, instruction_truncated) =
-                truncate_utf16(&w.instruction, VIEW_MAX_INSTRUCTION_CHARS);
-            WorkView {
-                work_id: w.work_id.clone(),
-                target: w.target.clone(),
-                instruction,
-                instruction_truncated,
-                input_ids: w.input_ids.clone(),
-                selected_result_inputs: w.selected_result_inputs.clone(),
-                replaces: w.replaces.clone(),
-                status: entry.status().as_str(),
-            }
-        })
-        .collect();
-    let requested_off_page = projection
-        .requested()
-        .filter(|w| !page.work.contains(w.work_id()))
-        .count();
-
+    let (work, work_omitted) = work_views(projection, &page);
+    let (records, records_omitted) = record_views(projection, &page);
     let stopped = projection.stopped_targets();
     let stopped_tail = &stopped[stopped.len().saturating_sub(VIEW_MAX_STOPPED_TARGETS)..];
-
-    let on_page: Vec<_> = projection
-        .records()
-        .iter()
-        .filter(|r| page.records.contains(&r.record_id))
-        .collect();
-    let records_tail = &on_page[on_page.len().saturating_sub(VIEW_MAX_RECORDS)..];
-    let records: Vec<RecordView> = records_tail
-        .iter()
-        .map(|r| {
-            let (summary, summary_truncated) = truncate_utf16(&r.summary, VIEW_MAX_SUMMARY_CHARS);
-            RecordView {
-                record_id: r.record_id.clone(),
-                operator_id: r.operator_id.clone(),
-                summary,
-                summary_truncated,
-                facets: r.facets.clone(),
-                emitted_at: r.emitted_at,
-            }
-        })
-        .collect();
-    let records_off_page = projection
-        .records()
-        .iter()
-        .filter(|r| !page.records.contains(&r.record_id))
-        .count();
     let intents: Vec<Value> = Vec::new();
     debug_assert!(intents.len() <= VIEW_MAX_READINESS);
 
@@ -252,14 +195,81 @@ pub(crate) fn build_snapshot(
             routes_count: 0,
         },
         omitted: Omitted {
-            work: (terminal.len() - tail.len()) + requested_off_page,
+            work: work_omitted,
             stopped_targets: stopped.len() - stopped_tail.len(),
-            records: records_off_page,
+            records: records_omitted,
             partial_records: 0,
             readiness: 0,
         },
         next_cursor: page.next_cursor,
     })
+}
+
+/// The requested work on the page, then the last
+/// [`VIEW_MAX_TERMINAL_WORK`] ended items; and how many items are left out.
+fn work_views(projection: &Projection, page: &Page) -> (Vec<WorkView>, usize) {
+    let live = projection
+        .requested()
+        .filter(|w| page.work.contains(w.work_id()));
+    let terminal: Vec<&WorkEntry> = projection
+        .work()
+        .iter()
+        .filter(|w| w.status() != WorkStatus::Requested)
+        .collect();
+    let tail = &terminal[terminal.len().saturating_sub(VIEW_MAX_TERMINAL_WORK)..];
+    let work = live.chain(tail.iter().copied()).map(work_view).collect();
+    let requested_off_page = projection
+        .requested()
+        .filter(|w| !page.work.contains(w.work_id()))
+        .count();
+    (work, (terminal.len() - tail.len()) + requested_off_page)
+}
+
+fn work_view(entry: &WorkEntry) -> WorkView {
+    let w = entry.work();
+    let (instruction, instruction_truncated) =
+        truncate_utf16(&w.instruction, VIEW_MAX_INSTRUCTION_CHARS);
+    WorkView {
+        work_id: w.work_id.clone(),
+        target: w.target.clone(),
+        instruction,
+        instruction_truncated,
+        input_ids: w.input_ids.clone(),
+        selected_result_inputs: w.selected_result_inputs.clone(),
+        replaces: w.replaces.clone(),
+        status: entry.status().as_str(),
+    }
+}
+
+/// The last [`VIEW_MAX_RECORDS`] records on the page; and how many records
+/// are off the page.
+fn record_views(projection: &Projection, page: &Page) -> (Vec<RecordView>, usize) {
+    let on_page: Vec<_> = projection
+        .records()
+        .iter()
+        .filter(|r| page.records.contains(&r.record_id))
+        .collect();
+    let records_tail = &on_page[on_page.len().saturating_sub(VIEW_MAX_RECORDS)..];
+    let records = records_tail
+        .iter()
+        .map(|r| {
+            let (summary, summary_truncated) = truncate_utf16(&r.summary, VIEW_MAX_SUMMARY_CHARS);
+            RecordView {
+                record_id: r.record_id.clone(),
+                operator_id: r.operator_id.clone(),
+                summary,
+                summary_truncated,
+                facets: r.facets.clone(),
+                emitted_at: r.emitted_at,
+            }
+        })
+        .collect();
+    let records_off_page = projection
+        .records()
+        .iter()
+        .filter(|r| !page.records.contains(&r.record_id))
+        .count();
+    (records, records_off_page)
 }
 
 /// The text block the model sees.

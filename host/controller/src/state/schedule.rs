@@ -97,6 +97,60 @@ fn check_update_key(key: &(&str, u64), update: &ScheduleUpdate) -> Result<(), Co
     Ok(())
 }
 
+/// The stored update of a replayed update id (`owner`'s revision
+/// `revision`): the same graph and fingerprint, else a conflict.
+fn replayed(
+    schedule: &Table<'_, ScheduleKey, &'static str>,
+    req: &ScheduleUpdateRequest,
+    owner: &str,
+    revision: u64,
+) -> Result<ScheduleUpdate, ControlError> {
+    let (graph, id) = (req.graph_id.as_str(), req.update_id.as_str());
+    if owner != graph {
+        return Err(conflict(format!(
+            "agent graph {graph}: update id {id} is already used by agent graph {owner}"
+        )));
+    }
+    let Some(existing) = read_update(schedule, graph, revision)? else {
+        return Err(malformed(
+            tables::AG_UPDATE_IDS.name(),
+            &id,
+            format!("revision {revision} of agent graph {graph} is missing"),
+        ));
+    };
+    if existing.request.update_fingerprint != req.update_fingerprint {
+        return Err(conflict(format!(
+            "agent graph {graph}: update {id} replayed with a different payload"
+        )));
+    }
+    Ok(existing)
+}
+
+/// Refuses a work id the update adds twice, or that an earlier update of
+/// the graph added.
+fn check_new_work(
+    work_ids: &Table<'_, (&'static str, &'static str), u64>,
+    req: &ScheduleUpdateRequest,
+) -> Result<(), ControlError> {
+    let (graph, id) = (req.graph_id.as_str(), req.update_id.as_str());
+    let mut seen = BTreeSet::new();
+    for work in &req.add_work {
+        let w = work.work_id.as_str();
+        if !seen.insert(w) {
+            return Err(conflict(format!(
+                "agent graph {graph}: update {id} adds work {w} twice"
+            )));
+        }
+        if let Some(rev) = work_ids.get((graph, w))? {
+            return Err(conflict(format!(
+                "agent graph {graph}: update {id} adds work {w}, which revision {} already added",
+                rev
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn conflict(message: String) -> ControlError {
     ControlError::new(ControlErrorCode::ScheduleUpdateConflict, message)
 }
@@ -125,34 +179,16 @@ impl AgentGraphStore {
         self.write(|tx| {
             let mut ids = tx.open_table(tables::AG_UPDATE_IDS)?;
             let mut schedule = tx.open_table(tables::AG_SCHEDULE)?;
-            let known = ids.get(id)?;
-            if let Some((owner, revision)) = known {
-                if owner != graph {
-                    return Err(conflict(format!(
-                        "agent graph {graph}: update id {id} is already used by agent graph {owner}"
-                    )));
-                }
-                let Some(existing) = read_update(&schedule, graph, revision)? else {
-                    return Err(malformed(
-                        tables::AG_UPDATE_IDS.name(),
-                        &id,
-                        format!("revision {revision} of agent graph {graph} is missing"),
-                    ));
-                };
-                if existing.request.update_fingerprint != req.update_fingerprint {
-                    return Err(conflict(format!(
-                        "agent graph {graph}: update {id} replayed with a different payload"
-                    )));
-                }
+            if let Some((owner, revision)) = ids.get(id)? {
+                let update = replayed(&schedule, &req, &owner, revision)?;
                 return Ok((
                     CommitOutcome {
-                        update: existing,
+                        update,
                         created: false,
                     },
                     false,
                 ));
             }
-
             let src = &req.source;
             let source_key = (
                 graph,
@@ -164,12 +200,9 @@ impl AgentGraphStore {
             if let Some(other) = sources.get(source_key)? {
                 return Err(conflict(format!(
                     "agent graph {graph}: source {}:{}:{} already committed update {}, not {id}",
-                    src.session_id,
-                    src.run_id,
-                    src.tool_call_id, other
+                    src.session_id, src.run_id, src.tool_call_id, other
                 )));
             }
-
             let head = graph_head(&schedule, graph)?;
             if head.closed {
                 return Err(ControlError::new(
@@ -177,24 +210,8 @@ impl AgentGraphStore {
                     format!("agent graph {graph} is finished; update {id} was not committed"),
                 ));
             }
-
             let mut work_ids = tx.open_table(tables::AG_WORK_IDS)?;
-            let mut seen = BTreeSet::new();
-            for work in &req.add_work {
-                let w = work.work_id.as_str();
-                if !seen.insert(w) {
-                    return Err(conflict(format!(
-                        "agent graph {graph}: update {id} adds work {w} twice"
-                    )));
-                }
-                if let Some(rev) = work_ids.get((graph, w))? {
-                    return Err(conflict(format!(
-                        "agent graph {graph}: update {id} adds work {w}, which revision {} already added",
-                        rev
-                    )));
-                }
-            }
-
+            check_new_work(&work_ids, &req)?;
             let revision = head.revision + 1;
             let update = ScheduleUpdate {
                 revision,
@@ -208,13 +225,11 @@ impl AgentGraphStore {
             for work in &req.add_work {
                 work_ids.insert((graph, work.work_id.as_str()), revision)?;
             }
-            Ok((
-                CommitOutcome {
-                    update,
-                    created: true,
-                },
-                true,
-            ))
+            let created = CommitOutcome {
+                update,
+                created: true,
+            };
+            Ok((created, true))
         })
     }
 

@@ -3,6 +3,7 @@
 //! is a module here, so a test is named `<module>::<test>`. The modules
 //! that run on PostgreSQL share `fixture` and so one throwaway cluster.
 
+mod agent_graph;
 mod journal;
 mod postgres;
 mod threads;

@@ -319,7 +319,8 @@ impl AgentGraphTools {
     }
 
     /// The live projection of a graph (empty for an unknown graph), for the
-    /// coordinator and `agent-graph show`. No root-session check.
+    /// host that drives the root session's graphs. No root-session check.
+    /// Callers with no root session read it with [`Projection::load`].
     ///
     /// # Errors
     ///

@@ -582,7 +582,10 @@ impl McpServer {
                     let _ = tx.send(progress_of(token, ev));
                 }
             };
-            tool.call_streaming(args, opts, &mut on_step).await
+            // Boxed: the run's future nests the executor's, deep enough that
+            // a session future holding it inline overflows rustc's layout
+            // query depth (the MCP tests' `serve` task).
+            Box::pin(tool.call_streaming(args, opts, &mut on_step)).await
         };
         let client_cancel = ctx.ct.clone();
         let run = async move {

@@ -21,13 +21,12 @@ use rmcp::service::{
 };
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use sandgraph_controller::{ToolDef, ToolFailure, ToolResult};
-use sandgraph_core::ErrorCode;
 use sandgraph_core::text::{guest_name, guest_text};
+use sandgraph_core::{ErrorCode, RunError, StepEvent};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
-use sandgraph_runtime::{CancellationToken, RunError, StepEvent};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, broadcast, mpsc, watch};
-use tokio_util::sync::DropGuard;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::agent_graph::{self, AgentGraph, ControllerOptions};
 use crate::principal::Principal;
@@ -956,7 +955,7 @@ impl ServerHandler for McpServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sandgraph_runtime::ErrorCode;
+    use sandgraph_core::ErrorCode;
 
     #[test]
     fn errors_start_with_their_code() {

@@ -398,107 +398,37 @@ impl HttpServer {
             (None, Some(t)) => Some(Tokens::shared(t)),
             (None, None) => None,
         };
-        let listener = tokio::net::TcpListener::bind(options.addr)
-            .await
-            .map_err(|source| HttpError::Bind {
-                addr: options.addr,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| HttpError::Bind {
-            addr: options.addr,
-            source,
-        })?;
+        let (listener, addr) = listen(options.addr).await?;
         if !addr.ip().is_loopback() && tokens.is_none() {
             tracing::warn!(
                 "serving MCP on non-loopback {addr} without a bearer token: anyone who can reach \
                  it can run the graphs; set --token-env"
             );
         }
-        let mut hosts = loopback_hosts(addr.port());
-        if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
-            hosts.push(SocketAddr::new(addr.ip(), addr.port()).to_string());
-        }
-        hosts.extend(options.allowed_hosts.iter().cloned());
-        let mut origins = loopback_origins(addr.port());
-        origins.extend(options.allowed_origins.iter().cloned());
-
-        let sessions_stop = CancellationToken::new();
-        let config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
-            .with_allowed_origins(origins)
-            .enforce_origin_validation()
-            .with_max_request_body_bytes(options.max_body_bytes)
-            .with_cancellation_token(sessions_stop.clone());
-        let factory = server.clone();
-        let mut session_config = SessionConfig::default();
-        session_config.keep_alive = Some(options.session_idle);
-        let mut manager = LocalSessionManager::default();
-        manager.session_config = session_config;
-        let manager = Arc::new(manager);
-        let service =
-            StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
-        let requests = Requests(watch::channel(0).0);
-        let state = Guard {
-            tokens,
-            requests: requests.clone(),
-            sessions: Arc::new(SessionOwners {
-                manager,
-                owners: tokio::sync::Mutex::default(),
-                reservations: AtomicU64::new(0),
-                max: options.max_sessions.max(1),
-                per_principal: options.max_sessions_per_principal.max(1),
-            }),
+        let shutdown = Shutdown {
+            server,
+            requests: Requests(watch::channel(0).0),
+            stop_accepting: CancellationToken::new(),
+            sessions_stop: CancellationToken::new(),
+            grace: options.shutdown_grace,
         };
-        let router = Router::new()
-            .route_service(MCP_PATH, service)
-            .layer(middleware::from_fn_with_state(state, guard));
-
+        let router = router(
+            &shutdown.server,
+            &options,
+            addr,
+            tokens,
+            &shutdown.requests,
+            &shutdown.sessions_stop,
+        );
+        let serve = conn::serve(
+            listener,
+            router,
+            options.conn,
+            shutdown.stop_accepting.clone(),
+        );
+        let serving = tokio::spawn(serve);
         let trigger = CancellationToken::new();
-        let stop_accepting = CancellationToken::new();
-        let serve = conn::serve(listener, router, options.conn, stop_accepting.clone());
-        let mut serving = tokio::spawn(serve);
-        let grace = options.shutdown_grace;
-        let wait_trigger = trigger.clone();
-        let task = tokio::spawn(async move {
-            tokio::select! {
-                r = &mut serving => {
-                    // The listener stopped by itself.
-                    return match r {
-                        Ok(r) => r.map_err(HttpError::Serve),
-                        Err(e) => Err(HttpError::Serve(std::io::Error::other(e))),
-                    };
-                }
-                () = wait_trigger.cancelled() => {}
-            }
-            server.begin_shutdown();
-            stop_accepting.cancel();
-            let running = server.stats().in_flight;
-            tracing::info!(
-                running,
-                grace_ms = grace.as_millis() as u64,
-                "shutting down: no new connections; waiting for running calls"
-            );
-            if !requests.wait_idle(grace).await {
-                tracing::warn!(
-                    running = server.stats().in_flight,
-                    "grace period over: cancelling the running calls"
-                );
-                server.cancel_all();
-                requests.wait_idle(HARD_STOP_WAIT).await;
-            }
-            // Ends the sessions and their notification streams, which lets
-            // the connections close.
-            sessions_stop.cancel();
-            match tokio::time::timeout(HARD_STOP_WAIT, &mut serving).await {
-                Ok(Ok(r)) => r.map_err(HttpError::Serve),
-                Ok(Err(e)) => Err(HttpError::Serve(std::io::Error::other(e))),
-                Err(_) => {
-                    tracing::warn!("connections still open after the shutdown; closing them");
-                    serving.abort();
-                    Ok(())
-                }
-            }
-        });
+        let task = tokio::spawn(shutdown.run(serving, trigger.clone()));
         Ok(HttpServer {
             addr,
             trigger,
@@ -534,6 +464,139 @@ impl HttpServer {
             Err(e) => Err(HttpError::Serve(std::io::Error::other(e))),
         }
     }
+}
+
+/// Binds `addr`; returns the listener and the address it is bound to.
+async fn listen(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), HttpError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| HttpError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| HttpError::Bind { addr, source })?;
+    Ok((listener, bound))
+}
+
+/// The `Host` values accepted on the bound `addr`.
+fn allowed_hosts(addr: SocketAddr, options: &HttpOptions) -> Vec<String> {
+    let mut hosts = loopback_hosts(addr.port());
+    if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+        hosts.push(SocketAddr::new(addr.ip(), addr.port()).to_string());
+    }
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    hosts
+}
+
+/// The MCP service at [`MCP_PATH`] behind the [`guard`] middleware.
+fn router(
+    server: &McpServer,
+    options: &HttpOptions,
+    addr: SocketAddr,
+    tokens: Option<Tokens>,
+    requests: &Requests,
+    sessions_stop: &CancellationToken,
+) -> Router {
+    let mut origins = loopback_origins(addr.port());
+    origins.extend(options.allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts(addr, options))
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(sessions_stop.clone());
+    let factory = server.clone();
+    let mut session_config = SessionConfig::default();
+    session_config.keep_alive = Some(options.session_idle);
+    let mut manager = LocalSessionManager::default();
+    manager.session_config = session_config;
+    let manager = Arc::new(manager);
+    let service = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
+    let state = Guard {
+        tokens,
+        requests: requests.clone(),
+        sessions: Arc::new(SessionOwners {
+            manager,
+            owners: tokio::sync::Mutex::default(),
+            reservations: AtomicU64::new(0),
+            max: options.max_sessions.max(1),
+            per_principal: options.max_sessions_per_principal.max(1),
+        }),
+    };
+    Router::new()
+        .route_service(MCP_PATH, service)
+        .layer(middleware::from_fn_with_state(state, guard))
+}
+
+/// What a running server's shutdown needs: the server, the requests it
+/// waits for, and the tokens that stop accepting and end the sessions.
+struct Shutdown {
+    server: McpServer,
+    requests: Requests,
+    /// Stops accepting connections.
+    stop_accepting: CancellationToken,
+    /// Ends the MCP sessions and their notification streams.
+    sessions_stop: CancellationToken,
+    /// How long running calls get to finish.
+    grace: Duration,
+}
+
+impl Shutdown {
+    /// Waits until the listener stops by itself or `trigger` fires; then
+    /// stops accepting, gives running calls the grace period, cancels the
+    /// rest and ends the sessions.
+    async fn run(
+        self,
+        mut serving: JoinHandle<std::io::Result<()>>,
+        trigger: CancellationToken,
+    ) -> Result<(), HttpError> {
+        tokio::select! {
+            r = &mut serving => {
+                // The listener stopped by itself.
+                return served(r);
+            }
+            () = trigger.cancelled() => {}
+        }
+        let Shutdown {
+            server,
+            requests,
+            stop_accepting,
+            sessions_stop,
+            grace,
+        } = self;
+        server.begin_shutdown();
+        stop_accepting.cancel();
+        let running = server.stats().in_flight;
+        tracing::info!(
+            running,
+            grace_ms = grace.as_millis() as u64,
+            "shutting down: no new connections; waiting for running calls"
+        );
+        if !requests.wait_idle(grace).await {
+            tracing::warn!(
+                running = server.stats().in_flight,
+                "grace period over: cancelling the running calls"
+            );
+            server.cancel_all();
+            requests.wait_idle(HARD_STOP_WAIT).await;
+        }
+        // Ends the sessions and their notification streams, which lets
+        // the connections close.
+        sessions_stop.cancel();
+        match tokio::time::timeout(HARD_STOP_WAIT, &mut serving).await {
+            Ok(r) => served(r),
+            Err(_) => {
+                tracing::warn!("connections still open after the shutdown; closing them");
+                serving.abort();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The outcome of the listener's task.
+fn served(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), HttpError> {
+    r.map_err(|e| HttpError::Serve(std::io::Error::other(e)))?
+        .map_err(HttpError::Serve)
 }
 
 #[cfg(test)]

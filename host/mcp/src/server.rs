@@ -516,44 +516,18 @@ impl McpServer {
             return self.call_agent_graph(&agent, params, &ctx).await;
         }
         let Some(tool) = self.tool(name) else {
-            let names: Vec<String> = self
-                .definitions()
-                .iter()
-                .map(|t| t.name.to_string())
-                .collect();
-            let available = if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names.join(", ")
-            };
-            return error_result(
-                UNKNOWN_TOOL,
-                &format!("no tool named {}; available: {available}", guest_name(name)),
-            );
+            return self.unknown_tool(name);
         };
         let principal = principal_of(&ctx);
-        let thread_id = match call_thread(&params, &ctx, principal.as_ref(), name) {
+        let thread_id = match self.thread_of_call(&params, &ctx, principal.as_ref(), name) {
             Ok(t) => t,
             Err(why) => return error_result(ErrorCode::InvalidInput.as_str(), &why),
         };
-        if thread_id.is_some() && self.shared.threads.is_none() {
-            return error_result(
-                ErrorCode::InvalidInput.as_str(),
-                &format!(
-                    "_meta {THREAD_META_KEY:?}: this server keeps no durable threads \
-                     (start it with --store)"
-                ),
-            );
-        }
-        let _permit = match self.admit(principal.as_ref()) {
-            Ok(p) => p,
+        let _admitted = match self.enter(principal.as_ref()) {
+            Ok(a) => a,
             Err(why) => return error_result(BUSY, &why),
         };
         let s = &self.shared;
-        s.calls.fetch_add(1, Ordering::Relaxed);
-        s.in_flight.send_modify(|n| *n += 1);
-        let _in_flight = InFlight(&s.in_flight);
-
         tracing::info!(
             tool = name,
             thread = thread_id.as_deref(),
@@ -561,46 +535,13 @@ impl McpServer {
         );
         let started = Instant::now();
         let args = Value::Object(params.arguments.unwrap_or_default());
-        let cancel = s.stop.child_token();
         let opts = CallOptions {
-            cancel: cancel.clone(),
+            cancel: s.stop.child_token(),
             threads: thread_id.as_ref().and(s.threads.clone()),
             thread_id,
             ..CallOptions::default()
         };
-        let progress = ctx.meta.get_progress_token();
-        let (tx, rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
-        let forward = forward_progress(rx, ctx.peer.clone());
-        let run = async move {
-            let mut on_step = |ev: &StepEvent| {
-                // Progress counts the call's own supersteps (it must only
-                // grow); the steps of graphs it called through `tools` are
-                // not progress notifications.
-                if let Some(token) = progress.as_ref().filter(|_| ev.sub_run.is_empty()) {
-                    // The receiver lives until the run ends.
-                    let _ = tx.send(progress_of(token, ev));
-                }
-            };
-            // Boxed: the run's future nests the executor's, deep enough that
-            // a session future holding it inline overflows rustc's layout
-            // query depth (the MCP tests' `serve` task).
-            Box::pin(tool.call_streaming(args, opts, &mut on_step)).await
-        };
-        let client_cancel = ctx.ct.clone();
-        let run = async move {
-            tokio::pin!(run);
-            let mut by_client = false;
-            loop {
-                tokio::select! {
-                    r = &mut run => break (r, by_client),
-                    () = client_cancel.cancelled(), if !by_client => {
-                        by_client = true;
-                        cancel.cancel();
-                    }
-                }
-            }
-        };
-        let ((outcome, by_client), ()) = tokio::join!(run, forward);
+        let (outcome, by_client) = run_tool(tool, args, opts, &ctx).await;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if by_client {
             s.cancelled.fetch_add(1, Ordering::Relaxed);
@@ -619,6 +560,58 @@ impl McpServer {
         to_result(outcome)
     }
 
+    /// The result of a call to a name that is no listed tool.
+    fn unknown_tool(&self, name: &str) -> CallToolResult {
+        let names: Vec<String> = self
+            .definitions()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        let available = if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        };
+        error_result(
+            UNKNOWN_TOOL,
+            &format!("no tool named {}; available: {available}", guest_name(name)),
+        )
+    }
+
+    /// The durable thread a graph tool call runs on ([`call_thread`]), or
+    /// why the call is refused (the message of an `[invalid_input]` error):
+    /// an invalid thread name, or one given to a server that keeps no
+    /// threads.
+    fn thread_of_call(
+        &self,
+        params: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+        principal: Option<&Principal>,
+        tool: &str,
+    ) -> Result<Option<String>, String> {
+        let thread_id = call_thread(params, ctx, principal, tool)?;
+        if thread_id.is_some() && self.shared.threads.is_none() {
+            return Err(format!(
+                "_meta {THREAD_META_KEY:?}: this server keeps no durable threads \
+                 (start it with --store)"
+            ));
+        }
+        Ok(thread_id)
+    }
+
+    /// Admits a call ([`McpServer::admit`]) and counts it as started and in
+    /// flight until the returned guard drops.
+    fn enter(&self, principal: Option<&Principal>) -> Result<Admitted<'_>, String> {
+        let slot = self.admit(principal)?;
+        let s = &self.shared;
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        s.in_flight.send_modify(|n| *n += 1);
+        Ok(Admitted {
+            _in_flight: InFlight(&s.in_flight),
+            _slot: slot,
+        })
+    }
+
     /// One `tools/call` of an agent-graph tool: a store call on a blocking
     /// thread. It takes a run slot like any call (of the server and of the
     /// caller's principal) but is not cancelled: a committed update cannot
@@ -630,15 +623,10 @@ impl McpServer {
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let name = params.name.to_string();
-        let _permit = match self.admit(principal_of(ctx).as_ref()) {
-            Ok(p) => p,
+        let _admitted = match self.enter(principal_of(ctx).as_ref()) {
+            Ok(a) => a,
             Err(why) => return error_result(BUSY, &why),
         };
-        let s = &self.shared;
-        s.calls.fetch_add(1, Ordering::Relaxed);
-        s.in_flight.send_modify(|n| *n += 1);
-        let _in_flight = InFlight(&s.in_flight);
-
         tracing::info!(tool = name, "tool call started");
         let started = Instant::now();
         let session = caller_of(ctx, agent.local_session());
@@ -661,6 +649,59 @@ impl McpServer {
         tracing::info!(tool = name, outcome = code, elapsed_ms, "tool call ended");
         agent_graph_result(outcome)
     }
+}
+
+/// An admitted call: in flight and holding a run slot until it drops (the
+/// gauge first, then the slot).
+struct Admitted<'a> {
+    _in_flight: InFlight<'a>,
+    _slot: RunSlot,
+}
+
+/// Runs a graph tool call: its own supersteps become progress
+/// notifications to the client, and the client's cancellation cancels the
+/// run. Returns the outcome and whether the client cancelled.
+async fn run_tool(
+    tool: Arc<GraphTool>,
+    args: Value,
+    opts: CallOptions,
+    ctx: &RequestContext<RoleServer>,
+) -> (Result<ToolOutput, RunError>, bool) {
+    let cancel = opts.cancel.clone();
+    let progress = ctx.meta.get_progress_token();
+    let (tx, rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+    let forward = forward_progress(rx, ctx.peer.clone());
+    let run = async move {
+        let mut on_step = |ev: &StepEvent| {
+            // Progress counts the call's own supersteps (it must only
+            // grow); the steps of graphs it called through `tools` are
+            // not progress notifications.
+            if let Some(token) = progress.as_ref().filter(|_| ev.sub_run.is_empty()) {
+                // The receiver lives until the run ends.
+                let _ = tx.send(progress_of(token, ev));
+            }
+        };
+        // Boxed: the run's future nests the executor's, deep enough that
+        // a session future holding it inline overflows rustc's layout
+        // query depth (the MCP tests' `serve` task).
+        Box::pin(tool.call_streaming(args, opts, &mut on_step)).await
+    };
+    let client_cancel = ctx.ct.clone();
+    let run = async move {
+        tokio::pin!(run);
+        let mut by_client = false;
+        loop {
+            tokio::select! {
+                r = &mut run => break (r, by_client),
+                () = client_cancel.cancelled(), if !by_client => {
+                    by_client = true;
+                    cancel.cancel();
+                }
+            }
+        }
+    };
+    let ((outcome, by_client), ()) = tokio::join!(run, forward);
+    (outcome, by_client)
 }
 
 /// A run slot: released when the call ends, however it ends.
@@ -687,8 +728,6 @@ impl Drop for PrincipalRun {
     }
 }
 
-/// The principal of a Streamable HTTP request (set by the HTTP guard);
-/// `None` over stdio.
 /// The stored thread a graph tool call runs on: `_meta`'s
 /// [`THREAD_META_KEY`] under the caller (its principal key, or `stdio`)
 /// and the tool, or `None` when the call names no thread.
@@ -719,6 +758,8 @@ fn call_thread(
     Ok(Some(format!("{owner}/{name}/{tool}")))
 }
 
+/// The principal of a Streamable HTTP request (set by the HTTP guard);
+/// `None` over stdio.
 fn principal_of(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
     ctx.extensions
         .get::<axum::http::request::Parts>()?

@@ -11,7 +11,7 @@ use sandgraph_controller::{
     AgentGraphTools, AttemptStatus, CallIdentity, GraphRecord, OpenAgentGraphs, Projection,
     SupervisorWake, UPDATE_TOOL, WakeStatus, YIELD_TOOL, prompt_section, tool_defs,
 };
-use sandgraph_llm::{ChatRequest, LlmError, Message, Provider, ToolSpec};
+use sandgraph_llm::{ChatRequest, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::Registry;
 use sandgraph_store::{Store, SupervisorRun};
 use serde_json::{Value, json};
@@ -492,24 +492,21 @@ impl Supervisor {
         projection: &Projection,
         wake: SupervisorWake,
     ) -> Result<(), SuperviseError> {
-        let graph_id = run.graph_id.clone();
-        let stores = self.store.agent_graphs();
+        let graph_id = &run.graph_id;
         // An attempt left running by a crash failed.
         if wake.status == WakeStatus::Running
             && let Some(attempt) = wake.current_attempt_id.clone()
         {
-            let (s, g, w) = (stores.clone(), graph_id.clone(), wake.wake_id.clone());
-            self.blocking(move |_| {
-                s.complete_supervisor_wake_attempt(
-                    &g,
-                    &w,
-                    &attempt,
-                    AttemptStatus::RetryableFailed,
-                    Some("interrupted: the host stopped during delivery"),
-                )
-            })
+            let reason = Some("interrupted: the host stopped during delivery".to_owned());
+            self.complete_attempt(
+                graph_id,
+                &wake.wake_id,
+                attempt,
+                AttemptStatus::RetryableFailed,
+                reason,
+            )
             .await?
-            .map_err(|e| SuperviseError::Store(e.message))?;
+            .map_err(SuperviseError::Store)?;
         }
         let records: Vec<GraphRecord> = projection
             .records()
@@ -518,63 +515,25 @@ impl Supervisor {
             .cloned()
             .collect();
         let pending = projection.requested().count();
-        let message = wake_message(&graph_id, &records, pending);
+        let message = wake_message(graph_id, &records, pending);
         let mut index = u64::from(wake.attempt_count);
         loop {
             let attempt_id = graph_wake_attempt_id(&wake.wake_id, index);
-            let (s, g, w, a, max) = (
-                stores.clone(),
-                graph_id.clone(),
-                wake.wake_id.clone(),
-                attempt_id.clone(),
-                self.options.max_wake_attempts,
-            );
-            let begun = self
-                .blocking(move |_| s.begin_supervisor_wake_attempt(&g, &w, &a, &a, Some(max)))
+            if !self
+                .begin_attempt(graph_id, &wake.wake_id, &attempt_id)
                 .await?
-                .map_err(|e| SuperviseError::Store(e.message))?;
-            if !begun.acquired {
-                if begun.wake.status == WakeStatus::RetryableFailed {
-                    let (s, g, w) = (stores.clone(), graph_id.clone(), wake.wake_id.clone());
-                    self.blocking(move |_| {
-                        s.exhaust_supervisor_wake(&g, &w, "every delivery attempt failed")
-                    })
-                    .await?
-                    .map_err(|e| SuperviseError::Store(e.message))?;
-                    return Err(SuperviseError::Stalled(format!(
-                        "agent graph {graph_id}: wake {} could not be delivered in {} attempts",
-                        wake.wake_id, self.options.max_wake_attempts
-                    )));
-                }
+            {
                 return Ok(());
             }
             let outcome = self.turn(tools, run, message.clone()).await;
-            let (status, reason) = match &outcome {
-                Ok(_) => (AttemptStatus::Delivered, None),
-                Err(SuperviseError::Llm(e)) => {
-                    (AttemptStatus::RetryableFailed, Some(e.to_string()))
-                }
-                Err(_) => (
-                    AttemptStatus::RetryableFailed,
-                    Some("the turn failed".to_owned()),
-                ),
-            };
-            let (s, g, w, a) = (
-                stores.clone(),
-                graph_id.clone(),
-                wake.wake_id.clone(),
-                attempt_id,
-            );
-            let r = reason.clone();
+            let (status, reason) = attempt_status(&outcome);
             let completed = self
-                .blocking(move |_| {
-                    s.complete_supervisor_wake_attempt(&g, &w, &a, status, r.as_deref())
-                })
+                .complete_attempt(graph_id, &wake.wake_id, attempt_id, status, reason)
                 .await?;
             // Refused when a finish during the turn superseded the wake, which
             // is expected: logged only.
-            if let Err(e) = completed {
-                tracing::debug!("wake attempt completion: {}", e.message);
+            if let Err(message) = completed {
+                tracing::debug!("wake attempt completion: {message}");
             }
             match outcome {
                 Ok(_) => {
@@ -598,6 +557,72 @@ impl Supervisor {
         }
     }
 
+    /// Begins delivery attempt `attempt_id` of a wake; `false` when the
+    /// wake needs no more delivery. A wake whose attempts are used up is
+    /// exhausted and the graph stalled.
+    async fn begin_attempt(
+        &self,
+        graph_id: &str,
+        wake_id: &str,
+        attempt_id: &str,
+    ) -> Result<bool, SuperviseError> {
+        let (g, w, a, max) = (
+            graph_id.to_owned(),
+            wake_id.to_owned(),
+            attempt_id.to_owned(),
+            self.options.max_wake_attempts,
+        );
+        let begun = self
+            .blocking(move |s| {
+                s.agent_graphs()
+                    .begin_supervisor_wake_attempt(&g, &w, &a, &a, Some(max))
+            })
+            .await?
+            .map_err(|e| SuperviseError::Store(e.message))?;
+        if begun.acquired {
+            return Ok(true);
+        }
+        if begun.wake.status == WakeStatus::RetryableFailed {
+            let (g, w) = (graph_id.to_owned(), wake_id.to_owned());
+            self.blocking(move |s| {
+                s.agent_graphs()
+                    .exhaust_supervisor_wake(&g, &w, "every delivery attempt failed")
+            })
+            .await?
+            .map_err(|e| SuperviseError::Store(e.message))?;
+            return Err(SuperviseError::Stalled(format!(
+                "agent graph {graph_id}: wake {wake_id} could not be delivered in {} attempts",
+                self.options.max_wake_attempts
+            )));
+        }
+        Ok(false)
+    }
+
+    /// Completes a wake's delivery attempt with `status`; the inner error
+    /// is the store's refusal.
+    async fn complete_attempt(
+        &self,
+        graph_id: &str,
+        wake_id: &str,
+        attempt_id: String,
+        status: AttemptStatus,
+        reason: Option<String>,
+    ) -> Result<Result<(), String>, SuperviseError> {
+        let (g, w) = (graph_id.to_owned(), wake_id.to_owned());
+        let completed = self
+            .blocking(move |s| {
+                s.agent_graphs().complete_supervisor_wake_attempt(
+                    &g,
+                    &w,
+                    &attempt_id,
+                    status,
+                    reason.as_deref(),
+                )
+            })
+            .await?;
+        Ok(completed.map(drop).map_err(|e| e.message))
+    }
+
     /// One supervisor turn: model calls and tool calls until the model
     /// yields, finishes the graph or stops calling tools.
     async fn turn(
@@ -612,21 +637,11 @@ impl Supervisor {
             .await?
             .map_err(|e| SuperviseError::Store(e.to_string()))?;
         self.emit(Event::Turn { turn });
-        let mut system = self.options.system_prompt.clone().unwrap_or_else(|| {
-            "You are the supervisor of an agent graph: you plan work, schedule it on workers and finish the graph with the results.".to_owned()
-        });
-        system.push_str("\n\n");
-        system.push_str(&prompt_section(true).text);
-        let specs: Vec<ToolSpec> = tool_defs()
-            .into_iter()
-            .map(|d| ToolSpec {
-                name: d.name,
-                description: d.description,
-                parameters: d.parameters,
-            })
-            .collect();
+        let specs = tool_specs();
         let mut messages = vec![
-            Message::System { content: system },
+            Message::System {
+                content: self.system_prompt(),
+            },
             Message::User { content: message },
         ];
         for _ in 0..self.options.max_turn_steps {
@@ -652,37 +667,7 @@ impl Supervisor {
                     last_turn: turn,
                     tool_call_id: call.id.clone(),
                 };
-                let text =
-                    match serde_json::from_str::<Value>(if call.arguments.trim().is_empty() {
-                        "{}"
-                    } else {
-                        &call.arguments
-                    }) {
-                        Err(e) => format!("[invalid_input] the arguments are not valid JSON: {e}"),
-                        Ok(args) => {
-                            let (t, name, id) = (tools.clone(), call.name.clone(), identity);
-                            let result =
-                                tokio::task::spawn_blocking(move || t.call(&name, args, &id))
-                                    .await
-                                    .map_err(|e| {
-                                        SuperviseError::Store(format!("tool task failed: {e}"))
-                                    })?;
-                            match result {
-                                Ok(r) => {
-                                    if call.name == YIELD_TOOL {
-                                        end = end.or(Some(TurnEnd::Yielded));
-                                    }
-                                    if call.name == UPDATE_TOOL
-                                        && r.value["graph"]["closed"] == true
-                                    {
-                                        end = Some(TurnEnd::Finished);
-                                    }
-                                    r.text
-                                }
-                                Err(f) => f.to_string(),
-                            }
-                        }
-                    };
+                let text = call_tool(tools, &call, identity, &mut end).await?;
                 self.emit(Event::ToolCall {
                     tool: call.name.clone(),
                     result: text.lines().next().unwrap_or("").to_owned(),
@@ -697,5 +682,80 @@ impl Supervisor {
             }
         }
         Ok(TurnEnd::Stopped)
+    }
+
+    /// The supervisor's system message: the configured text (or the
+    /// default) and the agent-graph prompt section.
+    fn system_prompt(&self) -> String {
+        let mut system = self.options.system_prompt.clone().unwrap_or_else(|| {
+            "You are the supervisor of an agent graph: you plan work, schedule it on workers and finish the graph with the results.".to_owned()
+        });
+        system.push_str("\n\n");
+        system.push_str(&prompt_section(true).text);
+        system
+    }
+}
+
+/// The agent-graph tools as the supervisor model sees them.
+fn tool_specs() -> Vec<ToolSpec> {
+    tool_defs()
+        .into_iter()
+        .map(|d| ToolSpec {
+            name: d.name,
+            description: d.description,
+            parameters: d.parameters,
+        })
+        .collect()
+}
+
+/// Runs one tool call of the supervisor model; returns the text the model
+/// gets back, and notes in `end` a yield or a finish of the graph.
+async fn call_tool(
+    tools: &AgentGraphTools,
+    call: &ToolCall,
+    identity: CallIdentity,
+    end: &mut Option<TurnEnd>,
+) -> Result<String, SuperviseError> {
+    let arguments = if call.arguments.trim().is_empty() {
+        "{}"
+    } else {
+        &call.arguments
+    };
+    let args = match serde_json::from_str::<Value>(arguments) {
+        Err(e) => {
+            return Ok(format!(
+                "[invalid_input] the arguments are not valid JSON: {e}"
+            ));
+        }
+        Ok(args) => args,
+    };
+    let (t, name) = (tools.clone(), call.name.clone());
+    let result = tokio::task::spawn_blocking(move || t.call(&name, args, &identity))
+        .await
+        .map_err(|e| SuperviseError::Store(format!("tool task failed: {e}")))?;
+    Ok(match result {
+        Ok(r) => {
+            if call.name == YIELD_TOOL {
+                end.get_or_insert(TurnEnd::Yielded);
+            }
+            if call.name == UPDATE_TOOL && r.value["graph"]["closed"] == true {
+                *end = Some(TurnEnd::Finished);
+            }
+            r.text
+        }
+        Err(f) => f.to_string(),
+    })
+}
+
+/// How a delivery attempt ended, by its turn's outcome: the status and the
+/// failure reason.
+fn attempt_status(outcome: &Result<TurnEnd, SuperviseError>) -> (AttemptStatus, Option<String>) {
+    match outcome {
+        Ok(_) => (AttemptStatus::Delivered, None),
+        Err(SuperviseError::Llm(e)) => (AttemptStatus::RetryableFailed, Some(e.to_string())),
+        Err(_) => (
+            AttemptStatus::RetryableFailed,
+            Some("the turn failed".to_owned()),
+        ),
     }
 }

@@ -861,9 +861,16 @@ async fn three_hosts_share_agent_graph_work_through_postgres_and_take_over_a_kil
         .unwrap()
         .agent_graphs();
     // Host 1 runs work it was never asked for: wait until it has recorded
-    // some and holds a claim whose work has no record yet, then kill it.
+    // some and holds a claim whose work has no record yet, freeze it
+    // (SIGSTOP, so it records nothing more while we look), and kill it if
+    // it still holds unrecorded work; else let it go on and look again.
     let deadline = Instant::now() + SOON;
-    loop {
+    let signal = |pid: u32, sig: libc::c_int| {
+        // SAFETY: kill(2) on a child of this test, with a valid signal.
+        let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({pid}, {sig})");
+    };
+    let (orphans, recorded_at_kill) = loop {
         let (claims, records) = claims_and_records(&store, GRAPH).await;
         let recorded = recorded_intents(GRAPH, &records);
         let (done, running) = claims
@@ -871,34 +878,36 @@ async fn three_hosts_share_agent_graph_work_through_postgres_and_take_over_a_kil
             .filter(|c| c.lease.as_ref().is_some_and(|l| holder_pid(l) == pids[1]))
             .partition::<Vec<_>, _>(|c| recorded.contains(&c.request.intent_id));
         if !done.is_empty() && !running.is_empty() {
-            break;
+            signal(pids[1], libc::SIGSTOP);
+            // A commit already sent to the server lands in the meantime.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let (claims, records) = claims_and_records(&store, GRAPH).await;
+            let recorded_at_stop = recorded_intents(GRAPH, &records);
+            let orphans: Vec<String> = claims
+                .iter()
+                .filter(|c| {
+                    c.lease.as_ref().is_some_and(|l| holder_pid(l) == pids[1])
+                        && !recorded_at_stop.contains(&c.request.intent_id)
+                })
+                .map(|c| c.request.intent_id.clone())
+                .collect();
+            if !orphans.is_empty() {
+                break (orphans, recorded_at_stop);
+            }
+            signal(pids[1], libc::SIGCONT);
         }
         if Instant::now() >= deadline || records.len() == WORK {
             dump(&hosts);
             panic!("host 1 never held recorded and unrecorded work at once: {claims:#?}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    };
     // SIGKILL: no lease given back, no record written.
     hosts[1].child.start_kill().unwrap();
     tokio::time::timeout(SOON, hosts[1].child.wait())
         .await
         .expect("the killed host exits")
         .unwrap();
-    let (claims, records) = claims_and_records(&store, GRAPH).await;
-    let recorded_at_kill = recorded_intents(GRAPH, &records);
-    let orphans: Vec<String> = claims
-        .iter()
-        .filter(|c| {
-            c.lease.as_ref().is_some_and(|l| holder_pid(l) == pids[1])
-                && !recorded_at_kill.contains(&c.request.intent_id)
-        })
-        .map(|c| c.request.intent_id.clone())
-        .collect();
-    assert!(
-        !orphans.is_empty(),
-        "host 1 recorded all its work in the moment before it was killed: rerun"
-    );
 
     // The other hosts finish everything, the orphans after their leases
     // expire.

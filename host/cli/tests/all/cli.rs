@@ -5,20 +5,14 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use crate::common::{stderr, stdout};
+
 fn sandgraph(args: &[&str]) -> Output {
     sandgraph_cmd()
         .args(args)
         .env("SANDGRAPH_LOG", "off")
         .output()
         .expect("the sandgraph binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Asserts a failure with `error[<code>]` on stderr and exit code `exit`.
@@ -251,8 +245,9 @@ fn build_compiles_checks_and_writes_the_component() {
     let out_dir = tempfile::tempdir().unwrap();
     let out = out_dir.path().join("echo.wasm");
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../example-graphs/echo");
-    // A target dir of its own: the outer cargo holds the workspace one.
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/cli-build-test");
+    // Not the workspace's target folder, which the outer cargo holds: the
+    // one the other builds of the examples share.
+    let target = crate::common::cargo::shared_target();
     let o = sandgraph_cmd()
         .args([
             "build",
@@ -560,12 +555,14 @@ fn build_strips_debug_info_and_prints_the_digest() {
 }
 
 /// The CLI, with its compile cache in the build's temp folder rather than
-/// the user's home.
+/// the user's home; the test harness's own RUSTC_BOOTSTRAP (`--report-time`
+/// needs it) would make the cargo of `build` rebuild every dependency.
 fn sandgraph_cmd() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
     cmd.env(
         "SANDGRAPH_CACHE",
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-cache.redb"),
-    );
+    )
+    .env_remove("RUSTC_BOOTSTRAP");
     cmd
 }

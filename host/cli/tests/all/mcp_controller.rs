@@ -2,7 +2,7 @@
 //! MCP, the real binary driven by rmcp's client, on stdio and over
 //! Streamable HTTP, with the data checked in the database afterwards.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +16,9 @@ use sandgraph_controller::OpenAgentGraphs;
 use sandgraph_store::{Store, StoreError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
+
+use crate::common::Env;
 
 /// Safety net for anything that should happen soon; never a speed claim.
 const SOON: Duration = Duration::from_secs(60);
@@ -29,60 +31,28 @@ const AGENT_GRAPH_TOOLS: [&str; 3] = [
 
 type Session = RunningService<RoleClient, ()>;
 
-/// A working directory with `graphs/` and a compile cache; the data
-/// database is `data.redb` in it.
-struct Env {
-    dir: tempfile::TempDir,
+/// A working folder with `graphs` in `graphs/`, its server logging the
+/// MCP calls; the data database, `data.redb`, is passed by flag.
+fn folder(graphs: &[(&str, &str)]) -> Env {
+    Env::new(graphs).with_log("sandgraph_mcp=info,warn")
 }
 
-impl Env {
-    fn new(graphs: &[(&str, &str)]) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        for (name, component) in graphs {
-            std::fs::copy(component, dir.path().join("graphs").join(name)).unwrap();
-        }
-        Env { dir }
-    }
+/// `serve --controller --db data.redb EXTRA` in `env` on stdio, with its
+/// client.
+async fn stdio(env: &Env, extra: &[&str]) -> Session {
+    let db = env.db();
+    let mut args = vec!["--controller", "--db", db.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (transport, _) = TokioChildProcess::builder(env.serve(&args))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ().serve(transport).await.unwrap()
+}
 
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("data.redb")
-    }
-
-    fn command(&self, extra: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-        cmd.arg("serve")
-            .arg("--graphs")
-            .arg("graphs")
-            .args(extra)
-            .current_dir(self.dir.path())
-            .env("SANDGRAPH_LOG", "sandgraph_mcp=info,warn")
-            .env("SANDGRAPH_CACHE", self.dir.path().join("cache.redb"))
-            .env_remove("SANDGRAPH_DB")
-            // The tests' sandgraph.toml names a loopback model server: a
-            // real key in the environment would make it a refused
-            // redirect (and must never be sent there).
-            .env_remove("DEEPSEEK_API_KEY")
-            .kill_on_drop(true);
-        cmd
-    }
-
-    /// `serve --controller --db data.redb` on stdio, with its client.
-    async fn stdio(&self, extra: &[&str]) -> Session {
-        let db = self.db();
-        let mut args = vec!["--controller", "--db", db.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let (transport, _) = TokioChildProcess::builder(self.command(&args))
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        ().serve(transport).await.unwrap()
-    }
-
-    /// Waits until the server let go of the database, then opens it.
-    async fn open_db(&self) -> Store {
-        open_when_free(&self.db()).await
-    }
+/// Waits until the server let go of `env`'s database, then opens it.
+async fn open_db(env: &Env) -> Store {
+    open_when_free(&env.db()).await
 }
 
 async fn open_when_free(path: &Path) -> Store {
@@ -156,8 +126,8 @@ fn schema_shape(t: &Tool) -> (Vec<String>, Value) {
 
 #[tokio::test]
 async fn over_stdio_the_three_tools_schedule_view_and_yield_durably() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
-    let client = env.stdio(&[]).await;
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let client = stdio(&env, &[]).await;
 
     let tools = client.list_all_tools().await.unwrap();
     // After the graph tools.
@@ -290,7 +260,7 @@ async fn over_stdio_the_three_tools_schedule_view_and_yield_durably() {
     client.cancel().await.unwrap();
 
     // On disk, rooted in the stdio session.
-    let store = env.open_db().await;
+    let store = open_db(&env).await;
     let graphs = store.agent_graphs();
     let rows = graphs.list_schedule_updates("g1").unwrap();
     assert_eq!(rows.len(), 1);
@@ -310,8 +280,8 @@ async fn over_stdio_the_three_tools_schedule_view_and_yield_durably() {
 
 #[tokio::test]
 async fn without_controller_the_tools_are_absent() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
-    let (transport, _) = TokioChildProcess::builder(env.command(&[]))
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let (transport, _) = TokioChildProcess::builder(env.serve(&[]))
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -335,12 +305,11 @@ async fn without_controller_the_tools_are_absent() {
 async fn over_postgres_the_controller_offers_the_tools_and_keeps_graphs_there() {
     let pg = sandgraph_tests::postgres::TestPostgres::shared();
     let url = pg.fresh_db("controller_tools");
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
-    let (transport, _) =
-        TokioChildProcess::builder(env.command(&["--controller", "--store", &url]))
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let (transport, _) = TokioChildProcess::builder(env.serve(&["--controller", "--store", &url]))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let client = ().serve(transport).await.unwrap();
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(
@@ -373,7 +342,7 @@ struct HttpServe {
 impl HttpServe {
     async fn start(env: &Env) -> HttpServe {
         let mut child = env
-            .command(&["--controller", "--http", "127.0.0.1:0"])
+            .serve(&["--controller", "--http", "127.0.0.1:0"])
             .env("SANDGRAPH_DB", env.db())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -456,7 +425,7 @@ fn not_root<'a>(r: &'a CallToolResult, graph: &str, root: &str) -> &'a str {
 
 #[tokio::test]
 async fn over_http_only_the_creating_session_may_call_the_tools_across_restarts() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let server = HttpServe::start(&env).await;
     let a = server.client().await;
     let b = server.client().await;
@@ -485,7 +454,7 @@ async fn over_http_only_the_creating_session_may_call_the_tools_across_restarts(
 
     // A second server cannot open the database while this one holds it.
     let out = env
-        .command(&["--controller", "--db", env.db().to_str().unwrap()])
+        .serve(&["--controller", "--db", env.db().to_str().unwrap()])
         .stdin(Stdio::null())
         .output()
         .await
@@ -512,7 +481,7 @@ async fn over_http_only_the_creating_session_may_call_the_tools_across_restarts(
     c.cancel().await.unwrap();
     server.stop().await;
 
-    let store = env.open_db().await;
+    let store = open_db(&env).await;
     let graphs = store.agent_graphs();
     let ga = graphs.list_schedule_updates("ga").unwrap();
     assert_eq!(ga.len(), 1);
@@ -527,7 +496,7 @@ async fn over_http_only_the_creating_session_may_call_the_tools_across_restarts(
 #[tokio::test(flavor = "multi_thread")]
 async fn scheduled_work_runs_and_its_records_show_in_the_view() {
     use sandgraph_test_llm::{Reply, ScriptedLlm};
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     // The worker model: fill echo_graph's input from the instruction.
     let llm = ScriptedLlm::start([Reply::tool_call(
         "echo_graph",
@@ -542,7 +511,7 @@ async fn scheduled_work_runs_and_its_records_show_in_the_view() {
         ),
     )
     .unwrap();
-    let client = env.stdio(&[]).await;
+    let client = stdio(&env, &[]).await;
     let update = call(
         &client,
         "update_agent_graph",
@@ -586,7 +555,7 @@ async fn scheduled_work_runs_and_its_records_show_in_the_view() {
 
 #[tokio::test]
 async fn a_bad_controller_section_fails_before_serving() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     std::fs::write(
         env.dir.path().join("sandgraph.toml"),
         "[controller]\nmax_new_activations = \"four\"\n",
@@ -594,7 +563,7 @@ async fn a_bad_controller_section_fails_before_serving() {
     .unwrap();
     let db = env.db();
     let out = env
-        .command(&["--controller", "--db", db.to_str().unwrap()])
+        .serve(&["--controller", "--db", db.to_str().unwrap()])
         .stdin(Stdio::null())
         .output()
         .await
@@ -615,10 +584,10 @@ async fn a_bad_controller_section_fails_before_serving() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
     use sandgraph_test_llm::{Reply, ScriptedLlm};
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     // No sandgraph.toml: the default model has no key, so work is recorded
     // but not run.
-    let client = env.stdio(&[]).await;
+    let client = stdio(&env, &[]).await;
     let update = call(
         &client,
         "update_agent_graph",
@@ -631,7 +600,7 @@ async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
     ok(&update);
     client.cancel().await.unwrap();
     {
-        let store = env.open_db().await;
+        let store = open_db(&env).await;
         assert_eq!(store.agent_graphs().list_records("g1").unwrap(), []);
     }
 
@@ -649,7 +618,7 @@ async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
     )
     .unwrap();
     let db = env.db();
-    let mut cmd = env.command(&["--controller", "--db", db.to_str().unwrap()]);
+    let mut cmd = env.serve(&["--controller", "--db", db.to_str().unwrap()]);
     cmd.env("SANDGRAPH_LOG", "sandgraph::serve=info,warn")
         .env("SANDGRAPH_POLL_MS", "100");
     let (transport, stderr) = TokioChildProcess::builder(cmd)
@@ -673,7 +642,7 @@ async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
     assert_eq!(llm.requests().len(), 2);
     client.cancel().await.unwrap();
 
-    let store = env.open_db().await;
+    let store = open_db(&env).await;
     let mut summaries: Vec<String> = store
         .agent_graphs()
         .list_records("g1")
@@ -693,10 +662,10 @@ async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
 
 #[tokio::test]
 async fn a_poll_interval_under_50_ms_is_refused_at_start() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     let db = env.db();
     let out = env
-        .command(&["--controller", "--db", db.to_str().unwrap()])
+        .serve(&["--controller", "--db", db.to_str().unwrap()])
         .env("SANDGRAPH_POLL_MS", "49")
         .stdin(Stdio::null())
         .output()

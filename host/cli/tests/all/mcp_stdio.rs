@@ -11,8 +11,10 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStderr, Command};
+use tokio::process::ChildStderr;
 use tokio::sync::watch;
+
+use crate::common::Env;
 
 /// Safety net for anything that should happen soon; never a speed claim.
 const SOON: Duration = Duration::from_secs(60);
@@ -30,38 +32,12 @@ timeout_ms = 600000
 fuel = 100000000000000
 "#;
 
-/// A working directory with `graphs/`, `sandgraph.toml` and a cache.
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new(graphs: &[(&str, &str)]) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        for (name, component) in graphs {
-            std::fs::copy(component, dir.path().join("graphs").join(name)).unwrap();
-        }
-        std::fs::write(dir.path().join("sandgraph.toml"), CONFIG).unwrap();
-        Env { dir }
-    }
-
-    fn graphs(&self) -> std::path::PathBuf {
-        self.dir.path().join("graphs")
-    }
-
-    fn command(&self, extra: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-        cmd.arg("serve")
-            .arg("--graphs")
-            .arg("graphs")
-            .args(extra)
-            .current_dir(self.dir.path())
-            .env("SANDGRAPH_LOG", "sandgraph_mcp=info,warn")
-            .env("SANDGRAPH_CACHE", self.dir.path().join("cache.redb"))
-            .kill_on_drop(true);
-        cmd
-    }
+/// A working folder with `graphs` in `graphs/` and [`CONFIG`] in
+/// `sandgraph.toml`, its server logging the MCP calls.
+fn folder(graphs: &[(&str, &str)]) -> Env {
+    let env = Env::new(graphs).with_log("sandgraph_mcp=info,warn");
+    env.write("sandgraph.toml", CONFIG);
+    env
 }
 
 #[derive(Clone)]
@@ -79,7 +55,7 @@ type Session = RunningService<RoleClient, Client>;
 
 /// The server as a child process, its client session, and its stderr.
 async fn connect(env: &Env, extra: &[&str]) -> (Session, Stderr) {
-    let (transport, stderr) = TokioChildProcess::builder(env.command(extra))
+    let (transport, stderr) = TokioChildProcess::builder(env.serve(extra))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -152,7 +128,7 @@ fn text(r: &CallToolResult) -> &str {
 
 #[tokio::test]
 async fn an_mcp_client_lists_and_calls_the_graphs_of_a_folder() {
-    let env = Env::new(&[
+    let env = folder(&[
         ("echo.wasm", sandgraph_tests::ECHO),
         ("greet.wasm", sandgraph_tests::GREET),
         ("fanout.wasm", sandgraph_tests::FANOUT),
@@ -193,7 +169,7 @@ async fn an_mcp_client_lists_and_calls_the_graphs_of_a_folder() {
 
 #[tokio::test]
 async fn a_cancelled_call_ends_its_run_and_the_server_serves_the_next() {
-    let env = Env::new(&[
+    let env = folder(&[
         ("echo.wasm", sandgraph_tests::ECHO),
         ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
     ]);
@@ -226,7 +202,7 @@ async fn a_cancelled_call_ends_its_run_and_the_server_serves_the_next() {
 
 #[tokio::test]
 async fn with_watch_a_new_component_shows_up_in_the_tool_list() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     let (client, _stderr) = connect(&env, &["--watch"]).await;
     assert_eq!(client.list_all_tools().await.unwrap().len(), 1);
     let tmp = env.graphs().join("greet.part");
@@ -273,12 +249,12 @@ async fn read_until(
 
 #[tokio::test]
 async fn stdout_carries_only_protocol_messages_with_progress_before_results() {
-    let env = Env::new(&[
+    let env = folder(&[
         ("loop.wasm", sandgraph_tests::LOOP_GRAPH),
         ("flood.wasm", sandgraph_tests::HOSTILE_STDOUT_FLOOD),
     ]);
     let mut child = env
-        .command(&[])
+        .serve(&[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -360,12 +336,8 @@ async fn stdout_carries_only_protocol_messages_with_progress_before_results() {
 
 #[tokio::test]
 async fn bad_http_options_are_refused_before_serving() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
-    let out = env
-        .command(&["--http", "0.0.0.0:0"])
-        .output()
-        .await
-        .unwrap();
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let out = env.serve(&["--http", "0.0.0.0:0"]).output().await.unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -376,7 +348,7 @@ async fn bad_http_options_are_refused_before_serving() {
     );
     assert!(out.stdout.is_empty());
     let out = env
-        .command(&[
+        .serve(&[
             "--http",
             "127.0.0.1:0",
             "--token-env",

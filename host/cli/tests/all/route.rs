@@ -1,95 +1,67 @@
 //! `sandgraph route` and `sandgraph journal` end to end, against a real
 //! OpenAI-compatible server on loopback.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 use serde_json::{Value, json};
 
-struct Env {
-    dir: tempfile::TempDir,
+use crate::common::{Env, output_off_runtime, stderr, stdout};
+
+/// A working folder with echo and greet in `graphs/` (see [`folder_with`]).
+fn folder() -> Env {
+    folder_with(&[
+        ("echo.wasm", sandgraph_tests::ECHO),
+        ("greet.wasm", sandgraph_tests::GREET),
+    ])
 }
 
-impl Env {
-    fn new() -> Env {
-        Env::with(&[
-            ("echo.wasm", sandgraph_tests::ECHO),
-            ("greet.wasm", sandgraph_tests::GREET),
-        ])
-    }
-
-    /// A working directory with `graphs/` holding `graphs` ((file name,
-    /// component) pairs).
-    fn with(graphs: &[(&str, &str)]) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        for (name, component) in graphs {
-            std::fs::copy(component, dir.path().join("graphs").join(name)).unwrap();
-        }
-        Env { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// `sandgraph route REQUEST --graphs graphs --base-url URL ...extra`,
-    /// run off the async runtime so the scripted server keeps serving.
-    async fn route(&self, server: &ScriptedLlm, request: &str, extra: &[&str]) -> Output {
-        let mut args = vec![
-            "route".to_owned(),
-            request.to_owned(),
-            "--graphs".to_owned(),
-            "graphs".to_owned(),
-            "--base-url".to_owned(),
-            server.base_url(),
-            "--model".to_owned(),
-            "test-model".to_owned(),
-        ];
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        self.run(args, &[]).await
-    }
-
-    async fn run(&self, args: Vec<String>, env: &[(&str, &str)]) -> Output {
-        self.run_in(self.dir.path(), args, env).await
-    }
-
-    /// [`Env::run`] with `cwd` as the working directory.
-    async fn run_in(&self, cwd: &Path, args: Vec<String>, env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-        cmd.args(&args)
-            .current_dir(cwd)
-            .env("SANDGRAPH_LOG", "debug")
-            .env("SANDGRAPH_CACHE", self.path("cache.redb"))
-            .env("SANDGRAPH_DB", self.path("data.redb"))
-            .env_remove("DEEPSEEK_API_KEY");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        tokio::task::spawn_blocking(move || cmd.output().expect("the sandgraph binary runs"))
-            .await
-            .unwrap()
-    }
+/// A working folder with `graphs/` holding `graphs` ((file name, component)
+/// pairs), its commands logging at debug, its data in `data.redb`.
+fn folder_with(graphs: &[(&str, &str)]) -> Env {
+    Env::new(graphs).with_log("debug").with_db("data.redb")
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+/// `sandgraph route REQUEST --graphs graphs --base-url URL ...extra` in
+/// `env`, run off the async runtime so the scripted server keeps serving.
+async fn route(env: &Env, server: &ScriptedLlm, request: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "route".to_owned(),
+        request.to_owned(),
+        "--graphs".to_owned(),
+        "graphs".to_owned(),
+        "--base-url".to_owned(),
+        server.base_url(),
+        "--model".to_owned(),
+        "test-model".to_owned(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    run(env, args, &[]).await
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// `sandgraph ARGS` in `env` with the variables `vars` set.
+async fn run(env: &Env, args: Vec<String>, vars: &[(&str, &str)]) -> Output {
+    run_in(env, env.dir.path(), args, vars).await
+}
+
+/// [`run`] with `cwd` as the working directory.
+async fn run_in(env: &Env, cwd: &Path, args: Vec<String>, vars: &[(&str, &str)]) -> Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = env.command(&args);
+    cmd.current_dir(cwd).envs(vars.iter().copied());
+    output_off_runtime(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn route_prints_the_choice_and_the_journal_records_it() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start([
         Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"loud"}"#),
         Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"casual"}"#),
     ])
     .await;
-    let out = env.route(&server, "greet Ada casually", &[]).await;
+    let out = route(&env, &server, "greet Ada casually", &[]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
@@ -104,7 +76,7 @@ async fn route_prints_the_choice_and_the_journal_records_it() {
     // No local server needs a key: none was sent.
     assert_eq!(server.requests()[0].header("authorization"), None);
 
-    let journal = env.run(vec!["journal".into(), "--json".into()], &[]).await;
+    let journal = run(&env, vec!["journal".into(), "--json".into()], &[]).await;
     assert!(journal.status.success(), "{}", stderr(&journal));
     let rows: Vec<Value> = stdout(&journal)
         .lines()
@@ -118,7 +90,7 @@ async fn route_prints_the_choice_and_the_journal_records_it() {
     assert_eq!(rows[1]["outcome"]["greeting"], "Hey Ada!");
     assert_eq!(rows[0]["route_id"], rows[1]["route_id"]);
 
-    let text = env.run(vec!["journal".into()], &[]).await;
+    let text = run(&env, vec!["journal".into()], &[]).await;
     let text = stdout(&text);
     assert!(
         text.starts_with("request: greet Ada casually\n#1 route-"),
@@ -136,11 +108,9 @@ async fn route_prints_the_choice_and_the_journal_records_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn plain_text_prints_fallback_true() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start([Reply::text("no tool fits")]).await;
-    let out = env
-        .route(&server, "what time is it", &["--no-journal"])
-        .await;
+    let out = route(&env, &server, "what time is it", &["--no-journal"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
@@ -155,7 +125,7 @@ async fn plain_text_prints_fallback_true() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_api_key_is_sent_but_never_printed() {
-    let env = Env::new();
+    let env = folder();
     let key = "sk-test-3f9a1c-very-secret";
     let server = ScriptedLlm::start([
         Reply::status(
@@ -164,21 +134,21 @@ async fn the_api_key_is_sent_but_never_printed() {
         ),
     ])
     .await;
-    let out = env
-        .run(
-            vec![
-                "route".into(),
-                "echo hi".into(),
-                "--graphs".into(),
-                "graphs".into(),
-                "--base-url".into(),
-                server.base_url(),
-                "--api-key-env".into(),
-                "SANDGRAPH_CLI_TEST_KEY".into(),
-            ],
-            &[("SANDGRAPH_CLI_TEST_KEY", key)],
-        )
-        .await;
+    let out = run(
+        &env,
+        vec![
+            "route".into(),
+            "echo hi".into(),
+            "--graphs".into(),
+            "graphs".into(),
+            "--base-url".into(),
+            server.base_url(),
+            "--api-key-env".into(),
+            "SANDGRAPH_CLI_TEST_KEY".into(),
+        ],
+        &[("SANDGRAPH_CLI_TEST_KEY", key)],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(17), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -199,7 +169,7 @@ async fn the_api_key_is_sent_but_never_printed() {
         Some(format!("Bearer {key}").as_str())
     );
     // Nor is it in the journal.
-    let journal = env.run(vec!["journal".into(), "--json".into()], &[]).await;
+    let journal = run(&env, vec!["journal".into(), "--json".into()], &[]).await;
     assert!(!stdout(&journal).contains(key));
     assert!(
         stdout(&journal).contains("\"decision\":\"error\""),
@@ -210,18 +180,18 @@ async fn the_api_key_is_sent_but_never_printed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_key_for_a_remote_provider_fails_before_any_call() {
-    let env = Env::new();
-    let out = env
-        .run(
-            vec![
-                "route".into(),
-                "echo hi".into(),
-                "--graphs".into(),
-                "graphs".into(),
-            ],
-            &[],
-        )
-        .await;
+    let env = folder();
+    let out = run(
+        &env,
+        vec![
+            "route".into(),
+            "echo hi".into(),
+            "--graphs".into(),
+            "graphs".into(),
+        ],
+        &[],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(17), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("error[missing_key]"), "{err}");
@@ -230,13 +200,13 @@ async fn a_missing_key_for_a_remote_provider_fails_before_any_call() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rate_limit_is_retried_after_retry_after() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start([
         Reply::status(429, r#"{"error":{"message":"slow down"}}"#).with_header("Retry-After", "1"),
         Reply::tool_call("echo_graph", r#"{"input":{"topic":"hi"}}"#),
     ])
     .await;
-    let out = env.route(&server, "echo hi", &["--no-journal"]).await;
+    let out = route(&env, &server, "echo hi", &["--no-journal"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
@@ -248,15 +218,13 @@ async fn a_rate_limit_is_retried_after_retry_after() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exhausted_retries_and_bad_filters_have_their_exit_codes() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start([
         Reply::tool_call("nope", "{}"),
         Reply::tool_call("nope", "{}"),
     ])
     .await;
-    let out = env
-        .route(&server, "x", &["--max-retries", "1", "--no-journal"])
-        .await;
+    let out = route(&env, &server, "x", &["--max-retries", "1", "--no-journal"]).await;
     assert_eq!(out.status.code(), Some(18), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("error[routing_exhausted]: routing failed after 2 attempts: unknown tool \"nope\"; choose one of: echo_graph, greet_graph"),
@@ -265,9 +233,7 @@ async fn exhausted_retries_and_bad_filters_have_their_exit_codes() {
     );
 
     let server = ScriptedLlm::start([]).await;
-    let out = env
-        .route(&server, "x", &["--allow", "echo_graph,ghost"])
-        .await;
+    let out = route(&env, &server, "x", &["--allow", "echo_graph,ghost"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("error[routing_config]: routing configuration: filter allow names unknown graph tool \"ghost\""),
@@ -279,7 +245,7 @@ async fn exhausted_retries_and_bad_filters_have_their_exit_codes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_config_file_sets_the_model_and_the_policy() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start([
         Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"casual"}"#),
         Reply::tool_call("echo_graph", r#"{"input":{"topic":"hi"}}"#),
@@ -295,18 +261,18 @@ async fn the_config_file_sets_the_model_and_the_policy() {
     .unwrap();
     // Found in the working directory, it may name a local server: with no
     // key set (DEEPSEEK_API_KEY is removed) no key would be sent.
-    let out = env
-        .run(
-            vec![
-                "route".into(),
-                "hi".into(),
-                "--graphs".into(),
-                "graphs".into(),
-                "--no-journal".into(),
-            ],
-            &[],
-        )
-        .await;
+    let out = run(
+        &env,
+        vec![
+            "route".into(),
+            "hi".into(),
+            "--graphs".into(),
+            "graphs".into(),
+            "--no-journal".into(),
+        ],
+        &[],
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let requests = server.requests();
     assert_eq!(requests[0].body["model"], "from-config");
@@ -318,19 +284,27 @@ async fn the_config_file_sets_the_model_and_the_policy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_a_thread_the_chosen_graph_continues_its_state() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start([
         Reply::tool_call("echo_graph", r#"{"input":{"topic":"one"}}"#),
         Reply::tool_call("echo_graph", r#"{"input":{"topic":"two"}}"#),
     ])
     .await;
-    let first = env
-        .route(&server, "echo one", &["--thread", "t1", "--no-journal"])
-        .await;
+    let first = route(
+        &env,
+        &server,
+        "echo one",
+        &["--thread", "t1", "--no-journal"],
+    )
+    .await;
     assert!(first.status.success(), "{}", stderr(&first));
-    let second = env
-        .route(&server, "echo two", &["--thread", "t1", "--no-journal"])
-        .await;
+    let second = route(
+        &env,
+        &server,
+        "echo two",
+        &["--thread", "t1", "--no-journal"],
+    )
+    .await;
     assert!(second.status.success(), "{}", stderr(&second));
     let printed: Value = serde_json::from_str(&stdout(&second)).unwrap();
     assert_eq!(
@@ -338,7 +312,7 @@ async fn with_a_thread_the_chosen_graph_continues_its_state() {
         json!({"topic": "two", "log": ["seen:one", "seen:two"]})
     );
     // The thread is t1/echo_graph in the database.
-    let threads = env.run(vec!["threads".into(), "list".into()], &[]).await;
+    let threads = run(&env, vec!["threads".into(), "list".into()], &[]).await;
     assert!(
         stdout(&threads).contains("\"t1/echo_graph\""),
         "{}",
@@ -366,7 +340,7 @@ fn stored_thread(db: &Path, id: &str) -> sandgraph_core::ThreadState {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_discovered_config_cannot_send_the_key_to_another_host() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start([]).await;
     std::fs::write(
         env.path("sandgraph.toml"),
@@ -374,7 +348,7 @@ async fn a_discovered_config_cannot_send_the_key_to_another_host() {
     )
     .unwrap();
     let key = [("DEEPSEEK_API_KEY", KEY)];
-    let out = env.run(route_args("echo hi", "graphs", &[]), &key).await;
+    let out = run(&env, route_args("echo hi", "graphs", &[]), &key).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(
         stderr(&out).lines().last().unwrap(),
@@ -388,13 +362,13 @@ async fn a_discovered_config_cannot_send_the_key_to_another_host() {
     );
     // Found from a folder below too, and named by its full path.
     std::fs::create_dir(env.path("sub")).unwrap();
-    let out = env
-        .run_in(
-            &env.path("sub"),
-            route_args("echo hi", "../graphs", &[]),
-            &key,
-        )
-        .await;
+    let out = run_in(
+        &env,
+        &env.path("sub"),
+        route_args("echo hi", "../graphs", &[]),
+        &key,
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let found = env.path("sandgraph.toml").canonicalize().unwrap();
     let (err, found) = (stderr(&out), found.display());
@@ -415,12 +389,12 @@ async fn a_discovered_config_cannot_send_the_key_to_another_host() {
         ),
     )
     .unwrap();
-    let out = env
-        .run(
-            route_args("echo hi", "graphs", &[]),
-            &[("SANDGRAPH_ROUTE_TEST_SECRET", KEY)],
-        )
-        .await;
+    let out = run(
+        &env,
+        route_args("echo hi", "graphs", &[]),
+        &[("SANDGRAPH_ROUTE_TEST_SECRET", KEY)],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("the API key in SANDGRAPH_ROUTE_TEST_SECRET would go to"),
@@ -437,7 +411,7 @@ async fn a_discovered_config_cannot_send_the_key_to_another_host() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_operator_accepts_another_host_with_config_or_base_url_and_v_says_which() {
-    let env = Env::new();
+    let env = folder();
     let call = || Reply::tool_call("echo_graph", r#"{"input":{"topic":"hi"}}"#);
     let server = ScriptedLlm::start([call(), call()]).await;
     std::fs::write(
@@ -447,12 +421,12 @@ async fn the_operator_accepts_another_host_with_config_or_base_url_and_v_says_wh
     .unwrap();
     let key = [("DEEPSEEK_API_KEY", KEY)];
     // The same file given with --config is the operator's word.
-    let out = env
-        .run(
-            route_args("echo hi", "graphs", &["--config", "sandgraph.toml", "-v"]),
-            &key,
-        )
-        .await;
+    let out = run(
+        &env,
+        route_args("echo hi", "graphs", &["--config", "sandgraph.toml", "-v"]),
+        &key,
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(printed["result"]["topic"], "hi");
@@ -467,16 +441,16 @@ async fn the_operator_accepts_another_host_with_config_or_base_url_and_v_says_wh
     );
     assert!(!err.contains(KEY), "{err}");
     // So is a URL named with --base-url, over the discovered file.
-    let out = env
-        .run(
-            route_args(
-                "echo hi",
-                "graphs",
-                &["--base-url", &server.base_url(), "--verbose"],
-            ),
-            &key,
-        )
-        .await;
+    let out = run(
+        &env,
+        route_args(
+            "echo hi",
+            "graphs",
+            &["--base-url", &server.base_url(), "--verbose"],
+        ),
+        &key,
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&format!(
@@ -499,9 +473,9 @@ async fn the_operator_accepts_another_host_with_config_or_base_url_and_v_says_wh
 
 #[tokio::test(flavor = "multi_thread")]
 async fn v_says_no_config_and_the_default_url_and_escapes_what_it_prints() {
-    let env = Env::new();
+    let env = folder();
     // No key for the default host: the model call fails, after -v spoke.
-    let out = env.run(route_args("x", "graphs", &["-v"]), &[]).await;
+    let out = run(&env, route_args("x", "graphs", &["-v"]), &[]).await;
     assert_eq!(out.status.code(), Some(17), "{}", stderr(&out));
     assert!(
         stderr(&out).starts_with(
@@ -514,9 +488,12 @@ async fn v_says_no_config_and_the_default_url_and_escapes_what_it_prints() {
     // A file name with a control character is printed inert.
     let odd = "odd\u{1b}[31m.toml";
     std::fs::write(env.path(odd), "[llm]\nmodel = \"m\"\n").unwrap();
-    let out = env
-        .run(route_args("x", "graphs", &["-v", "--config", odd]), &[])
-        .await;
+    let out = run(
+        &env,
+        route_args("x", "graphs", &["-v", "--config", odd]),
+        &[],
+    )
+    .await;
     let err = stderr(&out);
     assert!(
         err.starts_with("config: odd\\u{1b}[31m.toml (given with --config)\n"),
@@ -527,11 +504,11 @@ async fn v_says_no_config_and_the_default_url_and_escapes_what_it_prints() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_routed_run_is_on_disk_when_route_returns() {
-    let env = Env::with(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    let env = folder_with(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
     let server = ScriptedLlm::start([Reply::tool_call("graph_interrupt", r#"{"input":{}}"#)]).await;
     let db = env.path("threads.redb");
     let on_thread = ["--thread", "t1", "--db", db.to_str().unwrap()];
-    let out = env.route(&server, "ask for approval", &on_thread).await;
+    let out = route(&env, &server, "ask for approval", &on_thread).await;
     // As `run` and `call`: an interrupted run exits 20, and says so.
     assert_eq!(out.status.code(), Some(20), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -549,7 +526,7 @@ async fn an_interrupted_routed_run_is_on_disk_when_route_returns() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fallback_graph_runs_on_the_thread_too() {
-    let env = Env::with(&[
+    let env = folder_with(&[
         ("echo.wasm", sandgraph_tests::ECHO),
         ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
     ]);
@@ -557,7 +534,7 @@ async fn a_fallback_graph_runs_on_the_thread_too() {
     let db = env.path("threads.redb");
     let (fallback, db_arg) = ("graph_fallback", db.to_str().unwrap());
     let args = ["--fallback", fallback, "--thread", "t2", "--db", db_arg];
-    let out = env.route(&server, "what time is it", &args).await;
+    let out = route(&env, &server, "what time is it", &args).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(printed["fallback"], true);

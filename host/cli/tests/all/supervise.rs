@@ -4,7 +4,7 @@
 //! then resumed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,45 +14,7 @@ use sandgraph_test_llm::demo::{supervisor_demo, supervisor_demo_with};
 use sandgraph_test_llm::{Recorded, ScriptedLlm};
 use serde_json::Value;
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        for (name, component) in [
-            ("echo.wasm", sandgraph_tests::ECHO),
-            ("greet.wasm", sandgraph_tests::GREET),
-        ] {
-            std::fs::copy(component, dir.path().join("graphs").join(name)).unwrap();
-        }
-        Env { dir }
-    }
-
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("data.redb")
-    }
-
-    fn command(&self, args: &[String]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-        cmd.args(args)
-            .current_dir(self.dir.path())
-            .env("SANDGRAPH_LOG", "warn")
-            .env("SANDGRAPH_CACHE", self.dir.path().join("cache.redb"))
-            .env("SANDGRAPH_DB", self.db())
-            .env_remove("DEEPSEEK_API_KEY");
-        cmd
-    }
-
-    async fn run(&self, args: Vec<String>) -> Output {
-        let mut cmd = self.command(&args);
-        tokio::task::spawn_blocking(move || cmd.output().expect("sandgraph runs"))
-            .await
-            .unwrap()
-    }
-}
+use crate::common::{Env, output_off_runtime, stderr, stdout};
 
 fn supervise_args(server: &ScriptedLlm, tail: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = vec![
@@ -68,24 +30,38 @@ fn supervise_args(server: &ScriptedLlm, tail: &[&str]) -> Vec<String> {
     args
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+/// `sandgraph ARGS` in `env`.
+fn command(env: &Env, args: &[String]) -> Command {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    env.command(&args)
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// `sandgraph ARGS` in `env` to its end, off the async runtime (the
+/// scripted model keeps serving).
+async fn run(env: &Env, args: Vec<String>) -> Output {
+    output_off_runtime(command(env, &args)).await
+}
+
+/// A working folder with echo and greet in `graphs/`, its data in
+/// `data.redb`.
+fn folder() -> Env {
+    Env::new(&[
+        ("echo.wasm", sandgraph_tests::ECHO),
+        ("greet.wasm", sandgraph_tests::GREET),
+    ])
+    .with_log("warn")
+    .with_db("data.redb")
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn supervise_runs_a_graph_to_its_end_and_show_prints_it() {
-    let env = Env::new();
+    let env = folder();
     let server = ScriptedLlm::start((0..10).map(|_| supervisor_demo(Duration::ZERO))).await;
-    let out = env
-        .run(supervise_args(
-            &server,
-            &["greet three friends", "--graph-id", "g1", "-v"],
-        ))
-        .await;
+    let out = run(
+        &env,
+        supervise_args(&server, &["greet three friends", "--graph-id", "g1", "-v"]),
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(printed["graph_id"], "g1");
@@ -95,9 +71,7 @@ async fn supervise_runs_a_graph_to_its_end_and_show_prints_it() {
     let progress = stderr(&out);
     assert!(progress.contains("supervisor turn 1\n  update_agent_graph: Agent graph update committed at revision 1.\n  yield_agent_graph: Yielded agent graph g1"), "{progress}");
 
-    let show = env
-        .run(vec!["agent-graph".into(), "show".into(), "g1".into()])
-        .await;
+    let show = run(&env, vec!["agent-graph".into(), "show".into(), "g1".into()]).await;
     assert!(show.status.success(), "{}", stderr(&show));
     let text = stdout(&show);
     assert!(text.starts_with("agent graph g1 (finished, revision 2, 2 updates)\ngoal: greet three friends\nsupervisor turns: 2\n\nwork:\n  completed graph_work_"), "{text}");
@@ -114,31 +88,33 @@ async fn supervise_runs_a_graph_to_its_end_and_show_prints_it() {
     assert!(text.contains("\nwakes:\n  delivered graph_wake_"), "{text}");
     assert!(text.contains("\nfinished: graph_record_"), "{text}");
 
-    let json = env
-        .run(vec![
+    let json = run(
+        &env,
+        vec![
             "agent-graph".into(),
             "show".into(),
             "g1".into(),
             "--json".into(),
-        ])
-        .await;
+        ],
+    )
+    .await;
     let v: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(v["closed"], true);
     assert_eq!(v["work"].as_array().unwrap().len(), 3);
     assert_eq!(v["records"].as_array().unwrap().len(), 3);
     assert_eq!(v["wakes"][0]["wake"]["status"], "delivered");
 
-    let unknown = env
-        .run(vec!["agent-graph".into(), "show".into(), "nope".into()])
-        .await;
+    let unknown = run(
+        &env,
+        vec!["agent-graph".into(), "show".into(), "nope".into()],
+    )
+    .await;
     assert_eq!(unknown.status.code(), Some(2));
     assert!(
         stderr(&unknown).contains("error[invalid_input]: no agent graph nope in this database")
     );
 
-    let resume_unknown = env
-        .run(supervise_args(&server, &["--resume", "nope"]))
-        .await;
+    let resume_unknown = run(&env, supervise_args(&server, &["--resume", "nope"])).await;
     assert_eq!(
         resume_unknown.status.code(),
         Some(2),
@@ -211,15 +187,16 @@ async fn a_killed_supervise_resumes_without_losing_or_repeating_work() {
         (5, 260),
     ];
     for (n, (requests, extra_ms)) in kill_points.into_iter().enumerate() {
-        let env = Env::new();
+        let env = folder();
         let server =
             ScriptedLlm::start((0..40).map(|_| {
                 supervisor_demo_with(Duration::from_millis(300), Duration::from_millis(200))
             }))
             .await;
         let graph = format!("crash{n}");
-        let mut child = env
-            .command(&supervise_args(
+        let mut child = command(
+            &env,
+            &supervise_args(
                 &server,
                 &[
                     "greet three friends",
@@ -228,11 +205,12 @@ async fn a_killed_supervise_resumes_without_losing_or_repeating_work() {
                     "--max-new-activations",
                     "1",
                 ],
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            ),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while server.requests().len() < requests {
             assert!(
@@ -278,22 +256,23 @@ async fn a_killed_supervise_resumes_without_losing_or_repeating_work() {
             set
         };
 
-        let out = env
-            .run(supervise_args(&server, &["--resume", &graph]))
-            .await;
+        let out = run(&env, supervise_args(&server, &["--resume", &graph])).await;
         // A kill before the supervisor run was created leaves nothing to
         // resume; start it again then.
         let out = if out.status.code() == Some(2) && before.updates.is_empty() {
-            env.run(supervise_args(
-                &server,
-                &[
-                    "greet three friends",
-                    "--graph-id",
-                    &graph,
-                    "--max-new-activations",
-                    "1",
-                ],
-            ))
+            run(
+                &env,
+                supervise_args(
+                    &server,
+                    &[
+                        "greet three friends",
+                        "--graph-id",
+                        &graph,
+                        "--max-new-activations",
+                        "1",
+                    ],
+                ),
+            )
             .await
         } else {
             out

@@ -13,3 +13,11 @@ mod new;
 mod oci;
 mod python;
 mod sign;
+
+use crate::common::Env;
+
+/// The working folder of a toolkit test: `graphs` ((file name, component
+/// path) pairs) at its top, threads in `threads.redb`.
+fn folder(graphs: &[(&str, &str)]) -> Env {
+    Env::flat(graphs).with_db("threads.redb")
+}

@@ -1,60 +1,18 @@
 //! `sandgraph tools list` and `sandgraph call` end to end.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// A working directory (no stray `sandgraph.toml`), a graph folder and a
-/// cache file of its own.
-struct Env {
-    dir: tempfile::TempDir,
-}
+use crate::common::{Env, stderr, stdout};
 
-impl Env {
-    fn new(graphs: &[(&str, &str)]) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        let env = Env { dir };
-        for (name, component) in graphs {
-            std::fs::copy(component, env.graphs().join(name)).unwrap();
-        }
-        env
-    }
-
-    fn graphs(&self) -> PathBuf {
-        self.dir.path().join("graphs")
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-        cmd.args(args)
-            .current_dir(self.dir.path())
-            .env("SANDGRAPH_LOG", "off")
-            .env("SANDGRAPH_DB", self.path("threads.redb"))
-            .env("SANDGRAPH_CACHE", self.path("cache.redb"));
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .output()
-            .expect("the sandgraph binary runs")
-    }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// A working folder with `graphs` in `graphs/`, its threads in
+/// `threads.redb`.
+fn folder(graphs: &[(&str, &str)]) -> Env {
+    Env::new(graphs).with_db("threads.redb")
 }
 
 /// Asserts a failure with `error[<code>]: <message>` on stderr.
@@ -70,7 +28,7 @@ fn assert_error(o: &Output, code: &str, exit: i32, message: &str) {
 }
 
 fn messy() -> Env {
-    let env = Env::new(&[
+    let env = folder(&[
         ("a_echo.wasm", sandgraph_tests::ECHO),
         ("b_echo_copy.wasm", sandgraph_tests::ECHO),
         ("c_greet.wasm", sandgraph_tests::GREET),
@@ -175,7 +133,7 @@ fn strict_mode_fails_on_any_skipped_graph() {
 
 #[test]
 fn a_missing_folder_is_invalid_input() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let o = env.run(&["tools", "list", "--graphs", "nope"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
@@ -218,7 +176,7 @@ fn call_validates_runs_and_prints_pretty_json() {
 
 #[test]
 fn call_errors_have_codes_and_exit_codes() {
-    let env = Env::new(&[
+    let env = folder(&[
         ("echo.wasm", sandgraph_tests::ECHO),
         ("greet.wasm", sandgraph_tests::GREET),
     ]);
@@ -258,7 +216,7 @@ fn call_errors_have_codes_and_exit_codes() {
 
 #[test]
 fn the_operator_config_overrides_flags_and_limits() {
-    let env = Env::new(&[
+    let env = folder(&[
         ("greet.wasm", sandgraph_tests::GREET),
         ("loop.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
     ]);
@@ -317,7 +275,7 @@ fn the_operator_config_overrides_flags_and_limits() {
 
 #[test]
 fn an_interrupted_call_exits_20_with_the_thread_id() {
-    let env = Env::new(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    let env = folder(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
     let o = env.run(&[
         "call",
         "graph_interrupt",
@@ -344,7 +302,7 @@ fn an_interrupted_call_exits_20_with_the_thread_id() {
 
 #[test]
 fn the_compile_cache_is_written_where_told_and_not_at_all_with_no_cache() {
-    let env = Env::new(&[("greet.wasm", sandgraph_tests::GREET)]);
+    let env = folder(&[("greet.wasm", sandgraph_tests::GREET)]).cold();
     let args = r#"{"name":"Ada","style":"casual"}"#;
     let o = env.run(&[
         "call",
@@ -410,7 +368,7 @@ fn read_until(
 
 #[test]
 fn tools_list_watch_prints_changes_as_they_happen() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     let mut child = env
         .command(&["tools", "list", "--graphs", "graphs", "--watch"])
         .stdout(Stdio::piped())
@@ -477,7 +435,7 @@ async fn call_llm(env: &Env, file: &str, toml: String, flag: bool) -> Output {
 async fn call_serves_the_llm_grant_of_the_config_and_shows_capabilities() {
     let server =
         sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("hello")]).await;
-    let env = Env::new(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let env = folder(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
     let toml = format!(
         "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
          [llm.models]\nfast = \"deepseek-chat\"\n\
@@ -519,7 +477,7 @@ async fn call_serves_the_llm_grant_of_the_config_and_shows_capabilities() {
 
 #[test]
 fn a_graphs_tool_calls_are_in_the_capability_journal_allowed_or_refused() {
-    let env = Env::new(&[
+    let env = folder(&[
         ("tools.wasm", sandgraph_tests::GRAPH_TOOLS),
         ("echo.wasm", sandgraph_tests::ECHO),
     ]);
@@ -571,7 +529,7 @@ fn a_graphs_tool_calls_are_in_the_capability_journal_allowed_or_refused() {
 async fn an_llm_graph_recorded_once_replays_offline_without_a_key() {
     let server =
         sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("recorded")]).await;
-    let env = Env::new(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let env = folder(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
     let toml = format!(
         "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
          [llm.models]\nfast = \"deepseek-chat\"\n\

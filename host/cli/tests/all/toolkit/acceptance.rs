@@ -14,8 +14,10 @@ use rmcp::transport::TokioChildProcess;
 use sandgraph_tests::oci_registry::{self, Auth};
 use serde_json::{Value, json};
 
-use super::check::{Env, stderr, stdout};
-use super::new::{assert_ok, new_crate, run_in, sandgraph_in, sha256_hex, shared_target};
+use super::folder;
+use super::new::{assert_ok, new_crate, run_in, sandgraph_in};
+use crate::common::cargo::{CrateHome, shared_target};
+use crate::common::{sha256_hex, stderr, stdout};
 
 /// Reads a JUnit file with junitparser: (tests, failures + errors).
 fn junit_counts(path: &Path) -> (u64, u64) {
@@ -37,15 +39,16 @@ fn junit_counts(path: &Path) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_new_graph_goes_from_new_to_a_signed_locked_served_tool() {
-    let env = Env::new(&[]);
-    let target = shared_target();
+    let env = folder(&[]);
+    let home = CrateHome::new("acceptance-crate");
+    let target = home.target("wasm");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
 
     // Author: a crate that tests natively, builds, and passes its cases.
-    let krate = new_crate(&env, "ticket-triage", &[]);
+    let krate = new_crate(&env, &home, "ticket-triage", &[]);
     assert_ok(
         "cargo test",
-        &run_in(&krate, &target, &cargo, &["test", "-q"]),
+        &run_in(&krate, &shared_target(), &cargo, &["test", "-q"]),
     );
     std::fs::create_dir(env.path("dist")).unwrap();
     let dist_wasm = env.path("dist/ticket-triage.wasm");

@@ -1,65 +1,13 @@
 //! Tests of `sandgraph check`, and of the compile cache that `run`,
 //! `inspect`, `check` and `test` share (see ../toolkit.rs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// A working folder (no stray `sandgraph.toml`) with a compile cache of its
-/// own; the graphs are copied in by name.
-pub(crate) struct Env {
-    pub(crate) dir: tempfile::TempDir,
-}
-
-impl Env {
-    pub(crate) fn new(graphs: &[(&str, &str)]) -> Env {
-        let env = Env {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        for (name, component) in graphs {
-            std::fs::copy(component, env.path(name)).unwrap();
-        }
-        env
-    }
-
-    pub(crate) fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.path(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).unwrap();
-        }
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    pub(crate) fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-        cmd.args(args)
-            .current_dir(self.dir.path())
-            .env("SANDGRAPH_LOG", "off")
-            .env("SANDGRAPH_DB", self.path("threads.redb"))
-            .env("SANDGRAPH_CACHE", self.path("cache.redb"));
-        cmd
-    }
-
-    pub(crate) fn run(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .output()
-            .expect("the sandgraph binary runs")
-    }
-}
-
-pub(crate) fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-pub(crate) fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use super::folder;
+use crate::common::{Env, stderr, stdout};
 
 fn sha256(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
@@ -90,7 +38,7 @@ fn lints(graph: &Value) -> Vec<&str> {
 
 #[test]
 fn check_reports_the_world_capabilities_size_digest_and_lints() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     let o = env.run(&["check", "echo.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
@@ -127,7 +75,7 @@ fn check_reports_the_world_capabilities_size_digest_and_lints() {
 
 #[test]
 fn deny_warnings_fails_on_a_lint_and_passes_a_clean_graph() {
-    let env = Env::new(&[
+    let env = folder(&[
         ("echo.wasm", sandgraph_tests::ECHO),
         ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
     ]);
@@ -145,7 +93,7 @@ fn deny_warnings_fails_on_a_lint_and_passes_a_clean_graph() {
 
 #[test]
 fn the_lints_of_a_graph_without_description_or_parameters() {
-    let env = Env::new(&[("rec.wasm", sandgraph_tests::HOSTILE_RECURSION)]);
+    let env = folder(&[("rec.wasm", sandgraph_tests::HOSTILE_RECURSION)]);
     let (o, v) = check_json(&env, &["rec.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let g = &v["graphs"][0];
@@ -156,7 +104,7 @@ fn the_lints_of_a_graph_without_description_or_parameters() {
 
 #[test]
 fn the_capabilities_a_graph_imports_are_listed() {
-    let env = Env::new(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let env = folder(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
     let (o, v) = check_json(&env, &["llm.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(v["graphs"][0]["capabilities"], serde_json::json!(["llm"]));
@@ -170,7 +118,7 @@ fn the_capabilities_a_graph_imports_are_listed() {
 
 #[test]
 fn a_folder_is_every_wasm_in_it_and_a_load_failure_exits_with_its_code() {
-    let env = Env::new(&[("a_echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("a_echo.wasm", sandgraph_tests::ECHO)]);
     env.write("b_broken.wasm", "not wasm");
     env.write("notes.txt", "not a graph");
     let o = env.run(&["check", "."]);
@@ -219,7 +167,7 @@ const LOADED: &str = "compile cache: loaded the compiled artifact";
 
 #[test]
 fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]).cold();
     let run = ["run", "echo.wasm", "--input", r#"{"topic": "x"}"#];
     let (o, log) = cache_log(&env, &run);
     assert_eq!(o.status.code(), Some(0), "{log}");
@@ -256,7 +204,7 @@ fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
 
 #[test]
 fn a_thread_run_and_threads_update_load_the_cached_artifact() {
-    let env = Env::new(&[("approval.wasm", sandgraph_tests::APPROVAL)]);
+    let env = folder(&[("approval.wasm", sandgraph_tests::APPROVAL)]).cold();
     let args = [
         "run",
         "approval.wasm",
@@ -286,7 +234,7 @@ fn a_thread_run_and_threads_update_load_the_cached_artifact() {
 
 #[test]
 fn run_stream_stderr_stays_json_while_another_process_holds_the_cache() {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]).cold();
     // This process holds the cache file, as a running `serve` would.
     let held = sandgraph_store::Store::open(&env.path("cache.redb"));
     let _held = held.expect("the cache opens");

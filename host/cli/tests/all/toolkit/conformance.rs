@@ -15,8 +15,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use super::check::{stderr, stdout};
-use super::new::{assert_ok, repo, sha256_hex, shared_target};
+use super::new::assert_ok;
+use crate::common::cache::binary_stamp;
+use crate::common::cargo::{repo, shared_target};
+use crate::common::{sha256_hex, stderr, stdout};
 
 /// The examples every language ships, by folder name.
 const EXAMPLES: [&str; 4] = ["echo", "greet", "map-reduce", "approval"];
@@ -92,14 +94,6 @@ fn digest_tree(path: &Path, out: &mut Vec<u8>) {
     }
 }
 
-/// The `sandgraph` binary's identity for the build key: its size and
-/// modification time (hashing a debug build's 200 MB on every test would
-/// cost more than it saves).
-fn binary_stamp() -> String {
-    let meta = std::fs::metadata(env!("CARGO_BIN_EXE_sandgraph")).unwrap();
-    format!("{} {:?}", meta.len(), meta.modified().unwrap())
-}
-
 /// A `sandgraph` command with logs off and `lang`'s compile cache.
 fn sandgraph(lang: Lang, args: &[&str]) -> Output {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -116,6 +110,7 @@ fn sandgraph(lang: Lang, args: &[&str]) -> Output {
         .current_dir(tmp)
         .env("SANDGRAPH_LOG", "off")
         .env("CARGO_TARGET_DIR", shared_target())
+        .env_remove("RUSTC_BOOTSTRAP")
         .env(
             "SANDGRAPH_CACHE",
             tmp.join(format!("conformance-{}.redb", lang.name())),

@@ -5,12 +5,13 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use super::check::{Env, stderr, stdout};
+use super::folder;
+use crate::common::{Env, stderr, stdout};
 
 /// A folder with `graph.wasm` (a copy of `component`) and the case files
 /// `tests/<name>` beside it.
 fn suite(component: &str, cases: &[(&str, Value)]) -> Env {
-    let env = Env::new(&[("graph.wasm", component)]);
+    let env = folder(&[("graph.wasm", component)]);
     for (name, case) in cases {
         env.write(
             &format!("tests/{name}"),
@@ -213,7 +214,7 @@ async fn a_cassette_answers_the_model_offline() {
     const KEY: &str = "sk-golden-test-4kQ9";
     let server =
         sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("recorded")]).await;
-    let env = Env::new(&[("graph.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let env = folder(&[("graph.wasm", sandgraph_tests::GRAPH_LLM)]);
     env.write(
         "ops.toml",
         &format!(
@@ -305,7 +306,7 @@ fn a_crate_folder_is_built_first() {
     )
     .unwrap();
     let echo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../example-graphs/echo");
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let o = env.run(&["test", echo, "--cases", cases.path().to_str().unwrap()]);
     let text = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{text}{}", stderr(&o));

@@ -8,9 +8,11 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use super::check::{Env, stderr, stdout};
 use super::conformance::Lang;
-use super::new::{assert_ok, repo};
+use super::folder;
+use super::new::assert_ok;
+use crate::common::cargo::repo;
+use crate::common::{Env, stderr, stdout};
 
 /// What CI runs to install jco and the examples' links.
 const INSTALL: &str = "npm ci --prefix example-graphs/js";
@@ -60,7 +62,7 @@ fn built(name: &str) -> PathBuf {
 #[test]
 fn echo_builds_and_runs_in_the_host() {
     let wasm = built("echo");
-    let env = Env::new(&[("echo.wasm", wasm.to_str().unwrap())]);
+    let env = folder(&[("echo.wasm", wasm.to_str().unwrap())]);
     let o = env.run(&["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#]);
     assert_ok("sandgraph run", &o);
     let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -91,7 +93,7 @@ fn echo_copy(env: &Env, graph: &str) -> PathBuf {
 
 #[test]
 fn a_missing_jco_names_the_install_command() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let dir = echo_copy(
         &env,
         &std::fs::read_to_string(repo().join("example-graphs/js/echo/graph.js")).unwrap(),
@@ -126,7 +128,7 @@ fn a_missing_jco_names_the_install_command() {
 
 #[test]
 fn a_syntax_error_is_a_build_error_naming_the_file_and_line() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let dir = echo_copy(
         &env,
         "import { StateGraph } from \"@sandgraph/sdk\";\n\nexport const graph = {\n  oops: 1 +,\n};\n",
@@ -149,7 +151,7 @@ fn a_syntax_error_is_a_build_error_naming_the_file_and_line() {
 
 #[test]
 fn a_graph_that_compiles_badly_names_every_problem() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let dir = echo_copy(
         &env,
         "import { Annotation, START, StateGraph } from \"@sandgraph/sdk\";\n\
@@ -198,7 +200,7 @@ export const graph = new StateGraph(State)
 fn a_typescript_graph_type_checks_builds_and_runs() {
     let tsc = repo().join("example-graphs/js/node_modules/.bin/tsc");
     assert!(tsc.is_file(), "tsc is not installed: run `{INSTALL}`");
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let dir = env.path("echo-ts");
     std::fs::create_dir_all(dir.join("node_modules/@sandgraph")).unwrap();
     std::fs::write(

@@ -4,15 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::check::{Env, stderr, stdout};
-
-/// The repository root (host/cli/../..).
-pub(crate) fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+use super::folder;
+use crate::common::cargo::{CrateHome, repo, shared_target};
+use crate::common::{Env, sha256_hex, stderr, stdout};
 
 /// The SDK binds to its own copy of the WIT world (guest-sdk/wit), so the
 /// published crate builds alone; the copy must be wit/'s files, byte for
@@ -82,13 +76,6 @@ fn the_sdk_packages_and_builds_from_the_package_alone() {
     assert_ok("cargo package", &package(&[]));
 }
 
-/// The target directory every test that builds a graph crate shares (graph
-/// crates outside the workspace compile serde and wit-bindgen for wasm
-/// once; reruns are incremental).
-pub(crate) fn shared_target() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("toolkit-target")
-}
-
 /// The sha256 the build printed (`... sha256 <hex>) -> ...`).
 fn printed_digest(stderr: &str) -> String {
     let at = stderr
@@ -97,15 +84,16 @@ fn printed_digest(stderr: &str) -> String {
     stderr[at + 7..].chars().take(64).collect()
 }
 
-/// `sandgraph new NAME --dir <env>/NAME --sdk-path <repo>/guest-sdk`, in a
-/// temporary folder outside the workspace; returns the crate's folder.
-pub(crate) fn new_crate(env: &Env, name: &str, extra: &[&str]) -> PathBuf {
+/// `sandgraph new NAME --sdk-path <repo>/guest-sdk EXTRA` with `env`'s
+/// settings, run in `home`, a folder outside the workspace; returns the
+/// crate's folder.
+pub(crate) fn new_crate(env: &Env, home: &CrateHome, name: &str, extra: &[&str]) -> PathBuf {
     let sdk = repo().join("guest-sdk");
     let mut args = vec!["new", name, "--sdk-path", sdk.to_str().unwrap()];
     args.extend_from_slice(extra);
-    let o = env.run(&args);
+    let o = env.command(&args).current_dir(home.dir()).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    env.path(name)
+    home.path(name)
 }
 
 /// Runs `program args` in `dir` with `target` as the cargo target folder.
@@ -116,6 +104,9 @@ pub(crate) fn run_in(dir: &Path, target: &Path, program: &str, args: &[&str]) ->
         .env("CARGO_TARGET_DIR", target)
         .env("SANDGRAPH_LOG", "off")
         .env("SANDGRAPH_CACHE", dir.join("cache.redb"))
+        // The test harness's own RUSTC_BOOTSTRAP (`--report-time` needs
+        // it) would make cargo rebuild every dependency.
+        .env_remove("RUSTC_BOOTSTRAP")
         .output()
         .unwrap_or_else(|e| panic!("{program} runs: {e}"))
 }
@@ -134,12 +125,16 @@ pub(crate) fn assert_ok(what: &str, o: &Output) {
     );
 }
 
-/// A new crate's native tests pass (`cargo test`), it builds (`sandgraph
-/// build`), its golden cases pass (`sandgraph test`) and it checks clean.
-fn builds_and_passes(dir: &Path, name: &str) {
-    let target = shared_target();
+/// A new crate in `home`'s folder `dir`: its native tests pass (`cargo
+/// test`), it builds (`sandgraph build`), its golden cases pass
+/// (`sandgraph test`) and it checks clean.
+fn builds_and_passes(home: &CrateHome, dir: &Path, name: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    assert_ok("cargo test", &run_in(dir, &target, &cargo, &["test", "-q"]));
+    assert_ok(
+        "cargo test",
+        &run_in(dir, &shared_target(), &cargo, &["test", "-q"]),
+    );
+    let target = home.target("wasm");
     let wasm = format!("{name}.wasm");
     let o = sandgraph_in(dir, &target, &["build", ".", "--out", &wasm]);
     assert_ok("sandgraph build", &o);
@@ -156,15 +151,11 @@ fn builds_and_passes(dir: &Path, name: &str) {
     );
 }
 
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
 #[test]
 fn the_basic_crate_tests_builds_and_passes_its_golden_case() {
-    let env = Env::new(&[]);
-    let dir = new_crate(&env, "word-count", &[]);
+    let env = folder(&[]);
+    let home = CrateHome::new("basic-crate");
+    let dir = new_crate(&env, &home, "word-count", &[]);
     let mut files: Vec<String> = walk(&dir)
         .iter()
         .map(|p| p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned())
@@ -218,21 +209,22 @@ fn the_basic_crate_tests_builds_and_passes_its_golden_case() {
     ] {
         assert!(workflow.contains(step), "no {step:?} in:\n{workflow}");
     }
-    builds_and_passes(&dir, "word-count");
+    builds_and_passes(&home, &dir, "word-count");
 }
 
 #[test]
 fn the_agent_crate_answers_its_golden_case_from_the_cassette() {
-    let env = Env::new(&[]);
-    let dir = new_crate(&env, "ask", &["--template", "agent"]);
+    let env = folder(&[]);
+    let home = CrateHome::new("agent-crate");
+    let dir = new_crate(&env, &home, "ask", &["--template", "agent"]);
     let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
     assert!(lib.contains("ctx.llm().chat("), "{lib}");
     assert!(dir.join("tests/basic.cassette.jsonl").is_file());
-    builds_and_passes(&dir, "ask");
+    builds_and_passes(&home, &dir, "ask");
     // Without the cassette the case has no model to ask: it fails, so the
     // pass above came from the replayed answer.
     std::fs::remove_file(dir.join("tests/basic.cassette.jsonl")).unwrap();
-    let o = sandgraph_in(&dir, &shared_target(), &["test", "ask.wasm"]);
+    let o = sandgraph_in(&dir, &home.target("wasm"), &["test", "ask.wasm"]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
 }
 
@@ -252,7 +244,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn new_refuses_bad_names_and_a_non_empty_folder() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     for (name, why) in [
         ("1st", "must start with an ASCII letter"),
         ("my graph", "' ' is not allowed"),
@@ -290,7 +282,7 @@ fn new_refuses_bad_names_and_a_non_empty_folder() {
 
 #[test]
 fn the_sdk_dependency_is_the_published_crate_unless_told_otherwise() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let sdk_line = |dir: &str| -> toml::Value {
         let manifest = std::fs::read_to_string(env.path(dir).join("Cargo.toml")).unwrap();
         let manifest: toml::Table = toml::from_str(&manifest).unwrap();
@@ -333,8 +325,9 @@ fn the_sdk_dependency_is_the_published_crate_unless_told_otherwise() {
 /// same component, byte for byte.
 #[test]
 fn the_same_source_builds_to_the_same_digest_anywhere() {
-    let env = Env::new(&[]);
-    let source = new_crate(&env, "repro", &[]);
+    let env = folder(&[]);
+    let home = CrateHome::new("repro-crate");
+    let source = new_crate(&env, &home, "repro", &[]);
     // Sources the compiler knows by absolute path, in the crate folder and
     // in the target folder (a build script's output), named in the graph's
     // description: without remapping, each folder would be in the component.
@@ -360,11 +353,13 @@ fn the_same_source_builds_to_the_same_digest_anywhere() {
     );
     assert!(lib.contains("written_at()"), "the template changed: {lib}");
     std::fs::write(source.join("src/lib.rs"), lib).unwrap();
-    // The shared target folder and one of this test's own.
-    let own = Path::new(env!("CARGO_TARGET_TMPDIR")).join("repro-target");
+    // Two folders, two target folders.
     let mut digests = Vec::new();
-    for (copy, target) in [("one/repro", shared_target()), ("two/deeper/repro", own)] {
-        let dir = env.path(copy);
+    for (copy, target) in [
+        ("one/repro", home.target("one")),
+        ("two/deeper/repro", home.target("two")),
+    ] {
+        let dir = home.path(copy);
         copy_dir(&source, &dir);
         let o = sandgraph_in(&dir, &target, &["build", ".", "--out", "repro.wasm"]);
         assert_ok("sandgraph build", &o);
@@ -438,7 +433,7 @@ fn custom_sections(wasm: &[u8]) -> Vec<String> {
 fn echo_builds_small_and_debug_keeps_dwarf() {
     /// The bound for the echo example.
     const MAX_ECHO_BYTES: usize = 300 * 1024;
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let target = shared_target();
     let echo = repo().join("example-graphs/echo");
     let echo = echo.to_str().unwrap();

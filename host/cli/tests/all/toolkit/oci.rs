@@ -4,77 +4,56 @@
 //! test prints `skipping: ...` and returns.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use sandgraph_tests::oci_registry::{Auth, OciRegistry, start_or_skip};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
+use crate::common::Env;
+
 /// A working folder with an empty docker config of its own (never the
-/// user's), and its own compile cache.
-struct Env {
-    dir: tempfile::TempDir,
+/// user's, `DOCKER_CONFIG`), and its own compile cache.
+fn folder() -> Env {
+    let env = Env::bare();
+    let docker = env.path("docker");
+    std::fs::create_dir(&docker).unwrap();
+    env.with_var("DOCKER_CONFIG", docker)
 }
 
-impl Env {
-    fn new() -> Env {
-        let env = Env {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        std::fs::create_dir(env.path("docker")).unwrap();
-        env
-    }
+/// Copies the echo graph into `env` as `name`.
+fn echo(env: &Env, name: &str) -> PathBuf {
+    let path = env.path(name);
+    std::fs::copy(sandgraph_tests::ECHO, &path).unwrap();
+    path
+}
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
+/// Writes `$DOCKER_CONFIG/config.json` in `env` with basic credentials
+/// for `registry`.
+fn login(env: &Env, registry: &str, user: &str, password: &str) {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let config = json!({"auths": {registry: {"auth": auth}}});
+    std::fs::write(env.path("docker/config.json"), config.to_string()).unwrap();
+}
 
-    /// Copies the echo graph in as `name`.
-    fn echo(&self, name: &str) -> PathBuf {
-        let path = self.path(name);
-        std::fs::copy(sandgraph_tests::ECHO, &path).unwrap();
-        path
-    }
+/// Runs `args` in `env`, which must succeed; returns stdout.
+fn ok(env: &Env, args: &[&str]) -> String {
+    let out = env.run(args);
+    assert!(
+        out.status.success(),
+        "sandgraph {args:?} failed ({:?}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
 
-    /// Writes `$DOCKER_CONFIG/config.json` with basic credentials for
-    /// `registry`.
-    fn login(&self, registry: &str, user: &str, password: &str) {
-        use base64::Engine as _;
-        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        let config = json!({"auths": {registry: {"auth": auth}}});
-        std::fs::write(self.path("docker/config.json"), config.to_string()).unwrap();
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_sandgraph"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("SANDGRAPH_LOG", "off")
-            .env("SANDGRAPH_CACHE", self.path("cache.redb"))
-            .env("DOCKER_CONFIG", self.path("docker"))
-            .output()
-            .expect("the sandgraph binary runs")
-    }
-
-    /// Runs `args`, which must succeed; returns stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "sandgraph {args:?} failed ({:?}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// Runs `args`, which must fail with `exit`; returns stderr.
-    fn fails(&self, args: &[&str], exit: i32) -> String {
-        let out = self.run(args);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(exit), "sandgraph {args:?}: {err}");
-        err
-    }
+/// Runs `args` in `env`, which must fail with `exit`; returns stderr.
+fn fails(env: &Env, args: &[&str], exit: i32) -> String {
+    let out = env.run(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(exit), "sandgraph {args:?}: {err}");
+    err
 }
 
 /// The exit code of a registry failure (host/cli/src/oci.rs `REGISTRY`).
@@ -91,9 +70,9 @@ fn echo_bytes() -> Vec<u8> {
 /// Pushes the echo graph to `repo:tag` and returns the pinned reference
 /// `push` printed.
 fn push_echo(env: &Env, reg: &OciRegistry, repo_tag: &str) -> String {
-    let graph = env.echo("echo.wasm");
+    let graph = echo(env, "echo.wasm");
     let reference = format!("{}/{repo_tag}", reg.addr());
-    let out = env.ok(&["push", graph.to_str().unwrap(), &reference]);
+    let out = ok(env, &["push", graph.to_str().unwrap(), &reference]);
     let pinned = out.trim().to_string();
     let (named, digest) = pinned.split_once('@').expect("push prints REF@DIGEST");
     assert_eq!(named, reference);
@@ -171,7 +150,7 @@ async fn push_then_pull_gives_the_same_bytes_in_the_wasm_layout() {
     let Some(reg) = start_or_skip("push_then_pull", Auth::Open) else {
         return;
     };
-    let env = Env::new();
+    let env = folder().cold();
     let pinned = push_echo(&env, &reg, "graphs/echo:1.0");
     let digest = pinned.split_once('@').unwrap().1;
     // The load check went through the shared compile cache.
@@ -207,20 +186,20 @@ async fn push_then_pull_gives_the_same_bytes_in_the_wasm_layout() {
 
     // Pull into a file.
     let reference = format!("{}/graphs/echo:1.0", reg.addr());
-    let out = env.ok(&["pull", &reference, "--out", "copy.wasm"]);
+    let out = ok(&env, &["pull", &reference, "--out", "copy.wasm"]);
     assert_eq!(out.trim(), "copy.wasm");
     assert_eq!(std::fs::read(env.path("copy.wasm")).unwrap(), echo_bytes());
     assert!(!env.path("copy.wasm.sig").exists());
 
     // Pull into a folder: named after the repository.
     std::fs::create_dir(env.path("graphs")).unwrap();
-    env.ok(&["pull", &reference, "--out", "graphs"]);
+    ok(&env, &["pull", &reference, "--out", "graphs"]);
     assert_eq!(
         std::fs::read(env.path("graphs/echo.wasm")).unwrap(),
         echo_bytes()
     );
     // A folder that does not exist yet, written with a trailing slash.
-    env.ok(&["pull", &reference, "--out", "fresh/"]);
+    ok(&env, &["pull", &reference, "--out", "fresh/"]);
     assert_eq!(
         std::fs::read(env.path("fresh/echo.wasm")).unwrap(),
         echo_bytes()
@@ -233,7 +212,7 @@ async fn push_then_pull_gives_the_same_bytes_in_the_wasm_layout() {
     assert_eq!(names, ["echo.wasm"]);
 
     // Pull by digest.
-    env.ok(&["pull", &pinned, "--out", "pinned.wasm"]);
+    ok(&env, &["pull", &pinned, "--out", "pinned.wasm"]);
     assert_eq!(
         std::fs::read(env.path("pinned.wasm")).unwrap(),
         echo_bytes()
@@ -241,9 +220,10 @@ async fn push_then_pull_gives_the_same_bytes_in_the_wasm_layout() {
 
     // A digest the registry does not have, and a tag it does not have.
     let zeros = format!("{}/graphs/echo@sha256:{}", reg.addr(), "0".repeat(64));
-    let err = env.fails(&["pull", &zeros, "--out", "none.wasm"], REGISTRY_EXIT);
+    let err = fails(&env, &["pull", &zeros, "--out", "none.wasm"], REGISTRY_EXIT);
     assert!(err.contains("error[not_found]"), "{err}");
-    let err = env.fails(
+    let err = fails(
+        &env,
         &["pull", &format!("{}/graphs/echo:9.9", reg.addr())],
         REGISTRY_EXIT,
     );
@@ -259,7 +239,7 @@ async fn a_tampered_blob_or_manifest_is_refused_and_nothing_is_written() {
     let Some(reg) = start_or_skip("tampered", Auth::Open) else {
         return;
     };
-    let env = Env::new();
+    let env = folder();
     let pinned = push_echo(&env, &reg, "graphs/echo:1.0");
     let manifest_digest = pinned.split_once('@').unwrap().1.to_string();
     let reference = format!("{}/graphs/echo:1.0", reg.addr());
@@ -269,7 +249,11 @@ async fn a_tampered_blob_or_manifest_is_refused_and_nothing_is_written() {
     // The component's bytes damaged in the registry's storage.
     let layer = reg.blob_data(&sha256(&echo_bytes()));
     damage(&layer, 1000);
-    let err = env.fails(&["pull", &reference, "--out", "out.wasm"], REGISTRY_EXIT);
+    let err = fails(
+        &env,
+        &["pull", &reference, "--out", "out.wasm"],
+        REGISTRY_EXIT,
+    );
     assert!(err.contains("error[digest_mismatch]"), "{err}");
     assert!(
         err.contains("component blob") && err.contains("tampered"),
@@ -277,7 +261,7 @@ async fn a_tampered_blob_or_manifest_is_refused_and_nothing_is_written() {
     );
     assert_eq!(std::fs::read(env.path("out.wasm")).unwrap(), b"before");
     damage(&layer, 1000);
-    env.ok(&["pull", &reference, "--out", "out.wasm"]);
+    ok(&env, &["pull", &reference, "--out", "out.wasm"]);
     assert_eq!(std::fs::read(env.path("out.wasm")).unwrap(), echo_bytes());
 
     // The manifest damaged: by tag the registry's digest header and the
@@ -285,12 +269,16 @@ async fn a_tampered_blob_or_manifest_is_refused_and_nothing_is_written() {
     let stored = reg.blob_data(&manifest_digest);
     let text = std::fs::read_to_string(&stored).unwrap();
     std::fs::write(&stored, text.replace("\"echo", "\"acho")).unwrap();
-    let err = env.fails(&["pull", &reference, "--out", "m.wasm"], REGISTRY_EXIT);
+    let err = fails(
+        &env,
+        &["pull", &reference, "--out", "m.wasm"],
+        REGISTRY_EXIT,
+    );
     assert!(
         err.contains("error[digest_mismatch]") && err.contains("hashes to"),
         "{err}"
     );
-    let err = env.fails(&["pull", &pinned, "--out", "m.wasm"], REGISTRY_EXIT);
+    let err = fails(&env, &["pull", &pinned, "--out", "m.wasm"], REGISTRY_EXIT);
     assert!(
         err.contains("error[digest_mismatch]") && err.contains("pinned"),
         "{err}"
@@ -303,7 +291,7 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
     let Some(reg) = start_or_skip("not_wasm_layout", Auth::Open) else {
         return;
     };
-    let env = Env::new();
+    let env = folder();
     let echo = echo_bytes();
     let layer = put_blob(&reg, "other/app", &echo).await;
     let descriptor = |media: &str, digest: &str, size: usize| json!({"mediaType": media, "digest": digest, "size": size});
@@ -324,7 +312,8 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
         "layers": [descriptor("application/vnd.oci.image.layer.v1.tar", &layer, echo.len())],
     }))
     .await;
-    let err = env.fails(
+    let err = fails(
+        &env,
         &[
             "pull",
             &format!("{}/other/app:image", reg.addr()),
@@ -354,7 +343,8 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
         }),
     )
     .await;
-    let err = env.fails(
+    let err = fails(
+        &env,
         &[
             "pull",
             &format!("{}/other/app:tar", reg.addr()),
@@ -380,7 +370,8 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
         }),
     )
     .await;
-    let err = env.fails(
+    let err = fails(
+        &env,
         &[
             "pull",
             &format!("{}/other/app:mismatch", reg.addr()),
@@ -406,7 +397,8 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
         }),
     )
     .await;
-    let err = env.fails(
+    let err = fails(
+        &env,
         &[
             "pull",
             &format!("{}/other/app:size", reg.addr()),
@@ -435,7 +427,8 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
         }),
     )
     .await;
-    let err = env.fails(
+    let err = fails(
+        &env,
         &[
             "pull",
             &format!("{}/other/app:huge", reg.addr()),
@@ -463,7 +456,8 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
         }),
     )
     .await;
-    let err = env.fails(
+    let err = fails(
+        &env,
         &[
             "pull",
             &format!("{}/other/app:bloated", reg.addr()),
@@ -492,12 +486,15 @@ async fn a_manifest_that_is_not_the_wasm_layout_is_refused() {
         }),
     )
     .await;
-    env.ok(&[
-        "pull",
-        &format!("{}/other/app:good", reg.addr()),
-        "--out",
-        "x.wasm",
-    ]);
+    ok(
+        &env,
+        &[
+            "pull",
+            &format!("{}/other/app:good", reg.addr()),
+            "--out",
+            "x.wasm",
+        ],
+    );
     assert_eq!(std::fs::read(env.path("x.wasm")).unwrap(), echo);
 }
 
@@ -506,16 +503,16 @@ async fn the_signature_sidecar_travels_with_the_component() {
     let Some(reg) = start_or_skip("signature_sidecar", Auth::Open) else {
         return;
     };
-    let env = Env::new();
-    let graph = env.echo("echo.wasm");
+    let env = folder();
+    let graph = echo(&env, "echo.wasm");
     // Opaque bytes: push and pull carry them, they do not read them.
     let signature = b"{\"sig\":\"not checked here\"}\n\x00\xff".to_vec();
     std::fs::write(env.path("echo.wasm.sig"), &signature).unwrap();
     let signed = format!("{}/graphs/echo:signed", reg.addr());
-    env.ok(&["push", graph.to_str().unwrap(), &signed]);
+    ok(&env, &["push", graph.to_str().unwrap(), &signed]);
 
     std::fs::create_dir(env.path("pulled")).unwrap();
-    env.ok(&["pull", &signed, "--out", "pulled"]);
+    ok(&env, &["pull", &signed, "--out", "pulled"]);
     assert_eq!(
         std::fs::read(env.path("pulled/echo.wasm")).unwrap(),
         echo_bytes()
@@ -534,14 +531,14 @@ async fn the_signature_sidecar_travels_with_the_component() {
     // new file, so it goes.
     std::fs::remove_file(env.path("echo.wasm.sig")).unwrap();
     let unsigned = format!("{}/graphs/echo:unsigned", reg.addr());
-    env.ok(&["push", graph.to_str().unwrap(), &unsigned]);
-    env.ok(&["pull", &unsigned, "--out", "pulled"]);
+    ok(&env, &["push", graph.to_str().unwrap(), &unsigned]);
+    ok(&env, &["pull", &unsigned, "--out", "pulled"]);
     assert!(env.path("pulled/echo.wasm").exists());
     assert!(!env.path("pulled/echo.wasm.sig").exists());
 
     // A sidecar larger than a signature may be is refused before any push.
     std::fs::write(env.path("echo.wasm.sig"), vec![b'x'; 1 << 20]).unwrap();
-    let err = env.fails(&["push", graph.to_str().unwrap(), &signed], 2);
+    let err = fails(&env, &["push", graph.to_str().unwrap(), &signed], 2);
     assert!(
         err.contains("echo.wasm.sig") && err.contains("larger than"),
         "{err}"
@@ -553,12 +550,13 @@ async fn basic_auth_uses_the_docker_config() {
     let Some(reg) = start_or_skip("basic_auth", Auth::Basic("alice", "s3cret:pw")) else {
         return;
     };
-    let env = Env::new();
-    let graph = env.echo("echo.wasm");
+    let env = folder();
+    let graph = echo(&env, "echo.wasm");
     let reference = format!("{}/private/echo:1", reg.addr());
 
     // No credentials: refused, with how to log in.
-    let err = env.fails(
+    let err = fails(
+        &env,
         &["push", graph.to_str().unwrap(), &reference],
         REGISTRY_EXIT,
     );
@@ -569,8 +567,9 @@ async fn basic_auth_uses_the_docker_config() {
     );
 
     // A wrong password: refused, naming where the credentials came from.
-    env.login(reg.addr(), "alice", "wrong");
-    let err = env.fails(
+    login(&env, reg.addr(), "alice", "wrong");
+    let err = fails(
+        &env,
         &["push", graph.to_str().unwrap(), &reference],
         REGISTRY_EXIT,
     );
@@ -579,13 +578,17 @@ async fn basic_auth_uses_the_docker_config() {
         err.contains("refused the credentials") && err.contains("config.json"),
         "{err}"
     );
-    let err = env.fails(&["pull", &reference, "--out", "x.wasm"], REGISTRY_EXIT);
+    let err = fails(
+        &env,
+        &["pull", &reference, "--out", "x.wasm"],
+        REGISTRY_EXIT,
+    );
     assert!(err.contains("error[registry_auth]"), "{err}");
 
     // The right one: push and pull work.
-    env.login(reg.addr(), "alice", "s3cret:pw");
-    env.ok(&["push", graph.to_str().unwrap(), &reference]);
-    env.ok(&["pull", &reference, "--out", "x.wasm"]);
+    login(&env, reg.addr(), "alice", "s3cret:pw");
+    ok(&env, &["push", graph.to_str().unwrap(), &reference]);
+    ok(&env, &["pull", &reference, "--out", "x.wasm"]);
     assert_eq!(std::fs::read(env.path("x.wasm")).unwrap(), echo_bytes());
 }
 
@@ -594,13 +597,13 @@ async fn bearer_auth_through_a_token_service() {
     let Some(reg) = start_or_skip("bearer_auth", Auth::Token("bob", "t0ken-pw")) else {
         return;
     };
-    let env = Env::new();
-    let graph = env.echo("echo.wasm");
+    let env = folder();
+    let graph = echo(&env, "echo.wasm");
     let graph = graph.to_str().unwrap();
     let reference = format!("{}/team/echo:1", reg.addr());
 
     // No credentials: the token service gives no token.
-    let err = env.fails(&["push", graph, &reference], REGISTRY_EXIT);
+    let err = fails(&env, &["push", graph, &reference], REGISTRY_EXIT);
     assert!(err.contains("error[registry_auth]"), "{err}");
     assert!(
         err.contains("refused anonymous access") && err.contains("token service"),
@@ -608,29 +611,33 @@ async fn bearer_auth_through_a_token_service() {
     );
 
     // A wrong password: the token service refuses it.
-    env.login(reg.addr(), "bob", "wrong");
-    let err = env.fails(&["push", graph, &reference], REGISTRY_EXIT);
+    login(&env, reg.addr(), "bob", "wrong");
+    let err = fails(&env, &["push", graph, &reference], REGISTRY_EXIT);
     assert!(
         err.contains("refused the credentials") && err.contains("config.json"),
         "{err}"
     );
-    let err = env.fails(&["pull", &reference, "--out", "x.wasm"], REGISTRY_EXIT);
+    let err = fails(
+        &env,
+        &["pull", &reference, "--out", "x.wasm"],
+        REGISTRY_EXIT,
+    );
     assert!(err.contains("error[registry_auth]"), "{err}");
 
     // The right one: tokens for push and for pull (the manifest request
     // carries the token too), by tag and by digest.
-    env.login(reg.addr(), "bob", "t0ken-pw");
-    let pinned = env.ok(&["push", graph, &reference]).trim().to_string();
-    env.ok(&["pull", &reference, "--out", "x.wasm"]);
+    login(&env, reg.addr(), "bob", "t0ken-pw");
+    let pinned = ok(&env, &["push", graph, &reference]).trim().to_string();
+    ok(&env, &["pull", &reference, "--out", "x.wasm"]);
     assert_eq!(std::fs::read(env.path("x.wasm")).unwrap(), echo_bytes());
-    env.ok(&["pull", &pinned, "--out", "y.wasm"]);
+    ok(&env, &["pull", &pinned, "--out", "y.wasm"]);
     assert_eq!(std::fs::read(env.path("y.wasm")).unwrap(), echo_bytes());
 }
 
 #[test]
 fn only_a_graph_component_is_pushed() {
     // Refused before anything is sent: the port is never contacted.
-    let env = Env::new();
+    let env = folder();
     std::fs::write(env.path("notes.wasm"), b"not wasm at all").unwrap();
     let out = env.run(&["push", "notes.wasm", "127.0.0.1:9/graphs/notes:1"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -640,13 +647,14 @@ fn only_a_graph_component_is_pushed() {
         "{err}"
     );
 
-    let err = env.fails(&["push", "notes.wasm", "Not A Reference"], 2);
+    let err = fails(&env, &["push", "notes.wasm", "Not A Reference"], 2);
     assert!(err.contains("error[invalid_reference]"), "{err}");
     let pinned = format!("127.0.0.1:9/graphs/echo@sha256:{}", "0".repeat(64));
-    let graph = env.echo("echo.wasm");
-    let err = env.fails(&["push", graph.to_str().unwrap(), &pinned], 2);
+    let graph = echo(&env, "echo.wasm");
+    let err = fails(&env, &["push", graph.to_str().unwrap(), &pinned], 2);
     assert!(err.contains("names a tag"), "{err}");
-    let err = env.fails(
+    let err = fails(
+        &env,
         &["pull", "127.0.0.1:9/x:1", "--out", "missing/dir/x.wasm"],
         2,
     );

@@ -8,9 +8,11 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use super::check::{Env, stderr, stdout};
 use super::conformance::Lang;
-use super::new::{assert_ok, repo};
+use super::folder;
+use super::new::assert_ok;
+use crate::common::cargo::repo;
+use crate::common::{Env, stderr, stdout};
 
 /// What CI runs to install componentize-py.
 const INSTALL: &str = "python3 -m pip install -r example-graphs/python/requirements.txt";
@@ -96,7 +98,7 @@ fn run_cached(env: &Env, args: &[&str]) -> Output {
 #[test]
 fn echo_builds_and_runs_in_the_host() {
     let wasm = built("echo");
-    let env = Env::new(&[("echo.wasm", wasm.to_str().unwrap())]);
+    let env = folder(&[("echo.wasm", wasm.to_str().unwrap())]);
     let o = run_cached(
         &env,
         &["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#],
@@ -129,7 +131,7 @@ fn echo_copy(env: &Env, graph: &str) -> PathBuf {
 
 #[test]
 fn a_missing_componentize_py_names_the_install_command() {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let dir = echo_copy(
         &env,
         &std::fs::read_to_string(repo().join("example-graphs/python/echo/graph.py")).unwrap(),
@@ -156,7 +158,7 @@ fn a_missing_componentize_py_names_the_install_command() {
 #[test]
 fn a_graph_module_that_fails_at_import_is_a_build_error_with_its_python_error() {
     let tool = componentize_py();
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     let build = |graph: &str| {
         let dir = echo_copy(&env, graph);
         let o = env

@@ -5,11 +5,12 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use super::check::{Env, stderr, stdout};
+use super::folder;
+use crate::common::{Env, stderr, stdout};
 
 /// A folder `graphs/` holding echo and greet, in a fresh working folder.
 fn graphs() -> Env {
-    let env = Env::new(&[]);
+    let env = folder(&[]);
     std::fs::create_dir(env.path("graphs")).unwrap();
     for (name, component) in [
         ("echo.wasm", sandgraph_tests::ECHO),

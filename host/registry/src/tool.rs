@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
 
 use crate::compile::Cache;
-use crate::config::OperatorConfig;
+use crate::config::{GraphOverrides, OperatorConfig};
 use crate::error::{MountErrorKind, MountWarning};
 use crate::registry::RESERVED_NAME;
 
@@ -150,6 +150,49 @@ pub(crate) struct Built {
     pub(crate) notice: Option<String>,
 }
 
+/// The capabilities the operator granted a graph, each with its backend.
+fn granted(
+    overrides: Option<&GraphOverrides>,
+    backends: &Backends,
+) -> (Option<LlmAccess>, Option<ToolsAccess>, Option<HttpGrant>) {
+    let llm = overrides
+        .and_then(|o| o.grants.llm())
+        .map(|grant| LlmAccess {
+            grant,
+            backend: backends.llm.clone(),
+        });
+    let tools = overrides
+        .and_then(|o| o.grants.tools())
+        .map(|grant| ToolsAccess {
+            grant,
+            backend: backends.tools.clone(),
+        });
+    let http = overrides
+        .and_then(|o| o.grants.http())
+        .map(|g| match &backends.http_cassette {
+            Some(c) => g.with_cassette(c.clone()),
+            None => g,
+        });
+    (llm, tools, http)
+}
+
+/// The tool's description (the graph's, else one made from its spec) and
+/// its output schema.
+fn described(spec: &GraphSpec) -> (String, Value) {
+    let description = match spec.description.as_deref().map(str::trim) {
+        Some(d) if !d.is_empty() => d.to_owned(),
+        _ => synthesize_description(spec),
+    };
+    let output_schema = serde_json::json!({
+        "type": "object",
+        "description": format!(
+            "The final state of the graph: {}.",
+            key_list(spec, false)
+        ),
+    });
+    (description, output_schema)
+}
+
 impl GraphTool {
     /// Builds the tool of `spec`. The graph is `graph` when already loaded,
     /// else loaded at the first call from `lazy`.
@@ -190,39 +233,12 @@ impl GraphTool {
                 spec.name
             )
         });
-        let llm = overrides
-            .and_then(|o| o.grants.llm())
-            .map(|grant| LlmAccess {
-                grant,
-                backend: backends.llm.clone(),
-            });
-        let tools = overrides
-            .and_then(|o| o.grants.tools())
-            .map(|grant| ToolsAccess {
-                grant,
-                backend: backends.tools.clone(),
-            });
-        let http = overrides
-            .and_then(|o| o.grants.http())
-            .map(|g| match &backends.http_cassette {
-                Some(c) => g.with_cassette(c.clone()),
-                None => g,
-            });
+        let (llm, tools, http) = granted(overrides, backends);
         let mut limits = config.limits_for(&spec.name, &runtime.config().default_limits);
         if let Some(ms) = spec.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
         }
-        let description = match spec.description.as_deref().map(str::trim) {
-            Some(d) if !d.is_empty() => d.to_owned(),
-            _ => synthesize_description(&spec),
-        };
-        let output_schema = serde_json::json!({
-            "type": "object",
-            "description": format!(
-                "The final state of the graph: {}.",
-                key_list(&spec, false)
-            ),
-        });
+        let (description, output_schema) = described(&spec);
         let cell = OnceCell::new();
         if let Some(g) = graph {
             // A fresh cell cannot be full.

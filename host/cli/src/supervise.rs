@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use sandgraph_controller::{OpenAgentGraphs, SupervisorWake, WakeAttempt};
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
-use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions};
+use sandgraph_supervisor::{Event, SuperviseError, Supervisor};
 use serde_json::json;
 
 use crate::config::store::{data_exists, db_path, open_data, storage};
@@ -122,11 +122,7 @@ pub async fn supervise(args: SuperviseArgs) -> Result<ExitCode, Failure> {
     let store = open_data(&path)?;
     let log = mount::capability_log(Some(&store), None);
     let (registry, _) = mount::open(&args.mount, &resolved.operator, log).await?;
-    let mut options = SupervisorOptions::new(resolved.model);
-    options.max_new_activations = resolved.controller.max_new_activations;
-    if let Some(turns) = resolved.controller.max_turns {
-        options.max_turns = turns;
-    }
+    let options = resolved.controller.supervisor_options(resolved.model);
     let mut supervisor = Supervisor::new(store, registry, provider, resolved.agents, options, true);
     if args.verbose {
         supervisor = supervisor.on_event(progress);

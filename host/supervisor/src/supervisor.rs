@@ -32,7 +32,8 @@ pub struct SupervisorOptions {
     /// Delivery attempts of one wake (the seed's default is 3).
     pub max_wake_attempts: u32,
     /// Wait before the n-th retry of a wake: `wake_backoff × n` (the seed
-    /// waits 30 s × n).
+    /// waits 30 s × n; `[controller].wake_backoff_ms` in `sandgraph.toml`).
+    /// See [`SupervisorOptions::wake_retry_delay`].
     pub wake_backoff: Duration,
     /// Extra system text before the prompt section.
     pub system_prompt: Option<String>,
@@ -50,6 +51,13 @@ impl SupervisorOptions {
             wake_backoff: Duration::from_secs(30),
             system_prompt: None,
         }
+    }
+
+    /// The wait before the `retry`-th retry of a wake's delivery (1 for
+    /// the retry after the first failed attempt): `wake_backoff × retry`,
+    /// at most [`Duration::MAX`].
+    pub fn wake_retry_delay(&self, retry: u32) -> Duration {
+        self.wake_backoff.saturating_mul(retry)
     }
 }
 
@@ -547,10 +555,8 @@ impl Supervisor {
                     if index >= u64::from(self.options.max_wake_attempts) {
                         return Err(SuperviseError::Llm(e));
                     }
-                    tokio::time::sleep(
-                        self.options.wake_backoff * u32::try_from(index).unwrap_or(1),
-                    )
-                    .await;
+                    let retry = u32::try_from(index).unwrap_or(u32::MAX);
+                    tokio::time::sleep(self.options.wake_retry_delay(retry)).await;
                 }
                 Err(e) => return Err(e),
             }

@@ -63,6 +63,29 @@ fn options() -> SupervisorOptions {
     }
 }
 
+#[test]
+fn the_nth_retry_of_a_wake_waits_the_backoff_times_n() {
+    let options = SupervisorOptions {
+        wake_backoff: Duration::from_millis(250),
+        ..SupervisorOptions::new("test-model")
+    };
+    let waits: Vec<Duration> = (1..=3).map(|n| options.wake_retry_delay(n)).collect();
+    assert_eq!(
+        waits,
+        [250, 500, 750].map(Duration::from_millis),
+        "wake_backoff × n"
+    );
+    // The seed's default: 30 s × n.
+    let default = SupervisorOptions::new("test-model");
+    assert_eq!(default.wake_retry_delay(2), Duration::from_secs(60));
+    // No overflow: the wait saturates.
+    let long = SupervisorOptions {
+        wake_backoff: Duration::MAX,
+        ..SupervisorOptions::new("test-model")
+    };
+    assert_eq!(long.wake_retry_delay(u32::MAX), Duration::MAX);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn three_work_items_run_and_the_supervisor_finishes_with_their_records() {
     let server = ScriptedLlm::start((0..8).map(|_| supervisor_demo(Duration::ZERO))).await;

@@ -1,7 +1,10 @@
 //! `[controller]` of `sandgraph.toml` (`supervise`, `serve --controller`),
 //! with `supervise`'s flags over it.
 
+use std::time::Duration;
+
 use sandgraph_runtime::{ErrorCode, RunError};
+use sandgraph_supervisor::SupervisorOptions;
 
 use crate::exit::Failure;
 
@@ -23,6 +26,7 @@ struct ControllerTable {
     max_new_activations: Option<usize>,
     max_turns: Option<u64>,
     model: Option<String>,
+    wake_backoff_ms: Option<u64>,
 }
 
 /// `[controller]` with the flags over it, over the defaults.
@@ -36,6 +40,26 @@ pub(crate) struct Controller {
     pub(crate) max_turns: Option<u64>,
     /// The model of the supervisor and of preset work, over `[llm].model`.
     pub(crate) model: Option<String>,
+    /// The wait before the first retry of a wake's delivery (the n-th
+    /// waits n times as long): `wake_backoff_ms` of the file; `None` keeps
+    /// the supervisor's default (30 s).
+    pub(crate) wake_backoff: Option<Duration>,
+}
+
+impl Controller {
+    /// The supervisor's options for `model` with these settings over the
+    /// supervisor's defaults.
+    pub(crate) fn supervisor_options(&self, model: String) -> SupervisorOptions {
+        let mut options = SupervisorOptions::new(model);
+        options.max_new_activations = self.max_new_activations;
+        if let Some(turns) = self.max_turns {
+            options.max_turns = turns;
+        }
+        if let Some(backoff) = self.wake_backoff {
+            options.wake_backoff = backoff;
+        }
+        options
+    }
 }
 
 /// `[controller]` of `operator` with `flags` over it: unknown keys and
@@ -52,6 +76,7 @@ pub(crate) fn resolve(
             .unwrap_or(sandgraph_supervisor::DEFAULT_MAX_NEW_ACTIVATIONS),
         max_turns: flags.max_turns.or(file.max_turns),
         model: file.model,
+        wake_backoff: file.wake_backoff_ms.map(Duration::from_millis),
     })
 }
 
@@ -75,4 +100,33 @@ fn table(operator: &sandgraph_registry::OperatorConfig) -> Result<ControllerTabl
             )
             .into()
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(text: &str) -> Result<Controller, Failure> {
+        let operator =
+            sandgraph_registry::OperatorConfig::parse(text, std::path::Path::new("sandgraph.toml"))
+                .unwrap();
+        resolve(&operator, &ControllerArgs::default())
+    }
+
+    #[test]
+    fn wake_backoff_ms_is_the_supervisors_wake_backoff() {
+        let controller = resolved("[controller]\nwake_backoff_ms = 250\n").unwrap();
+        let options = controller.supervisor_options("m".to_owned());
+        assert_eq!(options.wake_backoff, Duration::from_millis(250));
+        assert_eq!(options.wake_retry_delay(3), Duration::from_millis(750));
+        // Unset: the supervisor's default, 30 s.
+        let options = resolved("").unwrap().supervisor_options("m".to_owned());
+        assert_eq!(options.wake_backoff, Duration::from_secs(30));
+        // Not a count of milliseconds: refused, naming the table.
+        let refused = resolved("[controller]\nwake_backoff_ms = -1\n").unwrap_err();
+        assert!(
+            format!("{refused:?}").contains("[controller]"),
+            "{refused:?}"
+        );
+    }
 }

@@ -7,6 +7,7 @@ use std::ops::Bound;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::wakes::{FINISHED_REASON, supersede_due_in};
 use super::{
     AgentGraphStore, CommitOutcome, ControlError, ControlErrorCode, ScheduleUpdate,
     ScheduleUpdateRequest, decode, encode, malformed, successor,
@@ -164,7 +165,12 @@ impl AgentGraphStore {
     /// session, run, tool call; not the turn) that committed another update
     /// is refused; a finished graph refuses the update (`schedule-closed`);
     /// a work id repeated inside the update or added by an earlier update is
-    /// refused. Otherwise the update gets `revision = last + 1` (from 1).
+    /// refused. Otherwise the update gets `revision = last + 1` (from 1),
+    /// and a `finish` supersedes, in the same transaction, the graph's
+    /// wakes still due for delivery (`pending` or `retryable_failed`;
+    /// reason `graph finished`): the seed's finish supersedes due wakes
+    /// without delivering them. A wake under delivery is settled by its
+    /// attempt.
     pub fn commit_schedule_update(
         &self,
         req: ScheduleUpdateRequest,
@@ -224,6 +230,9 @@ impl AgentGraphStore {
             sources.insert(source_key, id)?;
             for work in &req.add_work {
                 work_ids.insert((graph, work.work_id.as_str()), revision)?;
+            }
+            if req.finish.is_some() {
+                supersede_due_in(tx, graph, FINISHED_REASON, update.committed_at)?;
             }
             let created = CommitOutcome {
                 update,

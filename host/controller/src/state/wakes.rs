@@ -7,7 +7,7 @@ use super::{
     WakeAttempt, WakeClaimOutcome, WakeStatus, decode, encode, malformed, successor,
 };
 use sandgraph_store::agent_graph as tables;
-use sandgraph_store::agent_graph::Table;
+use sandgraph_store::agent_graph::{Table, Tx};
 
 type WakeKey = (&'static str, &'static str);
 type AttemptKey = (&'static str, &'static str, &'static str);
@@ -124,6 +124,42 @@ fn is_settled(status: AttemptStatus) -> bool {
         status,
         AttemptStatus::Delivered | AttemptStatus::Superseded | AttemptStatus::RetryableFailed
     )
+}
+
+/// Why [`supersede_due_in`] superseded a wake.
+pub(super) const FINISHED_REASON: &str = "graph finished";
+
+/// Inside `tx`: the wakes of `graph` still due for delivery (`pending`, or
+/// `retryable_failed` and waiting for a retry) become `superseded` with
+/// `reason`, at `now`. A wake under delivery (`running`,
+/// `waiting_permission`) is left to its attempt, which settles it.
+/// Returns how many changed.
+pub(super) fn supersede_due_in(
+    tx: &Tx<'_>,
+    graph: &str,
+    reason: &str,
+    now: u64,
+) -> Result<usize, ControlError> {
+    let mut wakes = tx.open_table(tables::AG_WAKES)?;
+    let end = successor(graph);
+    let mut due = Vec::new();
+    for ((g, w), value) in wakes.between((graph, ""), (end.as_str(), ""))? {
+        let wake = decode_wake(&(g.as_str(), w.as_str()), &value)?;
+        if matches!(
+            wake.status,
+            WakeStatus::Pending | WakeStatus::RetryableFailed
+        ) {
+            due.push(wake);
+        }
+    }
+    for wake in &mut due {
+        wake.status = WakeStatus::Superseded;
+        wake.superseded_reason = Some(reason.to_owned());
+        wake.updated_at = now;
+        let text = encode(tables::AG_WAKES.name(), &*wake)?;
+        wakes.insert((graph, wake.wake_id.as_str()), text.as_str())?;
+    }
+    Ok(due.len())
 }
 
 fn wake_order(w: &SupervisorWake) -> (u64, &str, &str) {

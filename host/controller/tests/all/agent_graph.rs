@@ -1216,6 +1216,48 @@ fn a_superseded_wake_stays_superseded_when_its_attempt_completes(db: Db) {
     assert_eq!(attempt.completed_at, Some(7_000));
 }
 
+fn a_finish_supersedes_the_graphs_wakes_still_due(db: Db) {
+    let ag = db.ag();
+    for w in ["pending", "retry", "running", "delivered"] {
+        ag.claim_supervisor_wake(G, w, "v", ROOT).unwrap();
+    }
+    ag.claim_supervisor_wake("graph_b", "other", "v", ROOT)
+        .unwrap();
+    for w in ["retry", "running", "delivered"] {
+        ag.begin_supervisor_wake_attempt(G, w, "a1", "t1", None)
+            .unwrap();
+    }
+    ag.complete_supervisor_wake_attempt(G, "retry", "a1", AttemptStatus::RetryableFailed, None)
+        .unwrap();
+    ag.complete_supervisor_wake_attempt(G, "delivered", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    ag.commit_schedule_update(update(G, 1)).unwrap();
+    let status = |g: &str, w: &str| ag.read_supervisor_wake(g, w).unwrap().unwrap();
+    // Adding work leaves the wakes alone.
+    assert_eq!(status(G, "pending").status, WakeStatus::Pending);
+    db.set_time(5_000);
+    ag.commit_schedule_update(finish(G, 2)).unwrap();
+    for w in ["pending", "retry"] {
+        let wake = status(G, w);
+        assert_eq!(wake.status, WakeStatus::Superseded, "{w}");
+        assert_eq!(wake.superseded_reason.as_deref(), Some("graph finished"));
+        assert_eq!(wake.updated_at, 5_000);
+    }
+    // A wake under delivery is settled by its attempt; a delivered one,
+    // and the wakes of other graphs, stay as they are.
+    assert_eq!(status(G, "running").status, WakeStatus::Running);
+    assert_eq!(status(G, "delivered").status, WakeStatus::Delivered);
+    assert_eq!(status("graph_b", "other").status, WakeStatus::Pending);
+    let settled = ag
+        .complete_supervisor_wake_attempt(G, "running", "a1", AttemptStatus::Delivered, None)
+        .unwrap();
+    assert_eq!(settled.status, WakeStatus::Delivered);
+    // A replayed finish changes nothing.
+    db.set_time(6_000);
+    assert!(!ag.commit_schedule_update(finish(G, 2)).unwrap().created);
+    assert_eq!(status(G, "pending").updated_at, 5_000);
+}
+
 fn only_the_current_attempt_moves_the_wake(db: Db) {
     let ag = db.ag();
     ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
@@ -1474,12 +1516,13 @@ fn everything_survives_closing_and_reopening_the_file(mut db: Db) {
     ag.provision_operator(provision(G, 1, 2)).unwrap();
     ag.append_record(record(G, "r1", 10, "op", "run", 1))
         .unwrap();
+    ag.commit_schedule_update(finish(G, 3)).unwrap();
+    // A wake claimed after the finish (one before it would be superseded).
     ag.claim_supervisor_wake(G, "w1", "v1", ROOT).unwrap();
     ag.begin_supervisor_wake_attempt(G, "w1", "a1", "t1", None)
         .unwrap();
     ag.complete_supervisor_wake_attempt(G, "w1", "a1", AttemptStatus::RetryableFailed, Some("x"))
         .unwrap();
-    ag.commit_schedule_update(finish(G, 3)).unwrap();
 
     type Snapshot = (
         Vec<String>,
@@ -2093,6 +2136,7 @@ conformance!(
     unknown_wakes_and_attempts_are_errors,
     completing_after_delivery_is_refused_unless_it_repeats_the_delivery,
     a_superseded_wake_stays_superseded_when_its_attempt_completes,
+    a_finish_supersedes_the_graphs_wakes_still_due,
     only_the_current_attempt_moves_the_wake,
     supersede_counts_only_non_terminal_wakes_of_the_given_roots_and_graphs,
     exhaust_only_from_retryable_failed_and_idempotent_once_exhausted,

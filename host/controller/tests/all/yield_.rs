@@ -1,5 +1,5 @@
-//! `yield_agent_graph`: closed and empty graphs, the idempotent wake and
-//! the pending count.
+//! `yield_agent_graph`: closed and empty graphs, the idempotent wake, the
+//! pending count, and the wake a finish supersedes.
 
 use crate::common::{Fixture, GRAPH, ROOT};
 use serde_json::json;
@@ -130,4 +130,36 @@ fn fix_a_claim_of_ended_work_is_not_live() {
     assert_eq!(p.live_claims().count(), 0);
     let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
     assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
+}
+
+#[test]
+fn finishing_the_graph_supersedes_its_pending_wake() {
+    let f = Fixture::new();
+    f.add("w-1");
+    let wake = yield_(&f)["wakeId"].as_str().unwrap().to_owned();
+    f.claim("w-1");
+    f.record("r1", Some("w-1"), "ok", Some(RecordOutcome::Completed), 1);
+    assert_eq!(
+        f.graphs
+            .read_supervisor_wake(GRAPH, &wake)
+            .unwrap()
+            .unwrap()
+            .status,
+        WakeStatus::Pending
+    );
+    f.update(json!({"graphId": GRAPH, "finish": {"resultIds": ["r1"], "reason": "done"}}))
+        .unwrap();
+    let after = f
+        .graphs
+        .read_supervisor_wake(GRAPH, &wake)
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.status, WakeStatus::Superseded);
+    assert_eq!(after.superseded_reason.as_deref(), Some("graph finished"));
+    assert!(
+        f.graphs
+            .list_unsettled_supervisor_wakes(Some(GRAPH))
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -28,7 +28,8 @@
 //! * `finish` needs `resultIds`, and `replacementMode: "replace"` needs
 //!   `replaces`;
 //! * work ends: a terminal record for a work item (in the store) makes it
-//!   `completed` or `failed`;
+//!   `completed` or `failed`, and the claim of work with a terminal record
+//!   no longer counts as live for `yield` (the claim stays `executing`);
 //! * the text rule refuses every control character but tab, LF and CR (the
 //!   original's pattern let U+0001..U+0007 through);
 //! * `not_root_session` does not name the root session (`only its root

@@ -54,6 +54,7 @@ pub struct WorkEntry {
     revision: u64,
     committed_at: u64,
     intent_id: String,
+    outcome: Option<RecordOutcome>,
 }
 
 impl WorkEntry {
@@ -90,6 +91,13 @@ impl WorkEntry {
     /// Its intent id ([`scheduled_work_intent_id`]), which its claim carries.
     pub fn intent_id(&self) -> &str {
         &self.intent_id
+    }
+
+    /// How the last terminal record of the work ended it, whatever its
+    /// status: stopped or superseded work that was already running may
+    /// still end with a record. `None` while no terminal record exists.
+    pub fn outcome(&self) -> Option<RecordOutcome> {
+        self.outcome
     }
 }
 
@@ -256,14 +264,22 @@ impl Projection {
         &self.records
     }
 
-    /// Claims `claimed` or `executing` whose work is still `requested`.
+    /// Claims `claimed` or `executing`, whatever their work's status (the
+    /// seed's rule: work stopped or superseded while it runs is still
+    /// live), except claims whose work already has a terminal record: the
+    /// claim of ended work stays `executing`, but nothing runs any more.
     pub fn live_claims(&self) -> impl Iterator<Item = &IntentClaim> {
-        let requested: HashSet<&str> = self.requested().map(|w| w.intent_id()).collect();
+        let ended: HashSet<&str> = self
+            .work
+            .iter()
+            .filter(|w| w.outcome.is_some())
+            .map(|w| w.intent_id())
+            .collect();
         self.claims.iter().filter(move |c| {
             matches!(
                 c.admission_status,
                 AdmissionStatus::Claimed | AdmissionStatus::Executing
-            ) && requested.contains(c.request.intent_id.as_str())
+            ) && !ended.contains(c.request.intent_id.as_str())
         })
     }
 }
@@ -345,6 +361,7 @@ impl Fold {
             update_id: update.request.update_id.clone(),
             revision: update.revision,
             committed_at: update.committed_at,
+            outcome: None,
         });
         Ok(())
     }
@@ -387,12 +404,13 @@ impl Fold {
         let stopped: HashSet<&str> = self.stopped.iter().map(|s| s.target_id.as_str()).collect();
         for entry in &mut self.work {
             let id = entry.work.work_id.as_str();
+            entry.outcome = ended.get(id).copied();
             entry.status = if stopped.contains(id) {
                 WorkStatus::Stopped
             } else if self.superseded.contains(id) {
                 WorkStatus::Superseded
             } else {
-                match ended.get(id) {
+                match entry.outcome {
                     Some(RecordOutcome::Completed) => WorkStatus::Completed,
                     Some(RecordOutcome::Failed) => WorkStatus::Failed,
                     None => WorkStatus::Requested,

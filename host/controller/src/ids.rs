@@ -71,6 +71,14 @@ pub fn graph_provision_id(graph_id: &str, work_id: &str) -> String {
     format!("graph_provision_{}", h(&[graph_id, work_id]))
 }
 
+/// `graph_edge_` + H(graph, from operator, to operator).
+pub fn graph_edge_id(graph_id: &str, from_operator_id: &str, to_operator_id: &str) -> String {
+    format!(
+        "graph_edge_{}",
+        h(&[graph_id, from_operator_id, to_operator_id])
+    )
+}
+
 /// The canonical JSON text of `value` (the original `stableStringify`):
 /// object keys sorted by UTF-16 code units, arrays held directly under a key
 /// named `required` or `enum` sorted by the canonical text of their members,

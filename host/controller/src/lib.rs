@@ -30,6 +30,8 @@
 //! * work ends: a terminal record for a work item (in the store) makes it
 //!   `completed` or `failed`, and the claim of work with a terminal record
 //!   no longer counts as live for `yield` (the claim stays `executing`);
+//! * `omitted.partialRecords` is always 0: records are written only for
+//!   settled outcomes, never folded from a stream with partial events;
 //! * the text rule refuses every control character but tab, LF and CR (the
 //!   original's pattern let U+0001..U+0007 through);
 //! * `not_root_session` does not name the root session (`only its root
@@ -60,9 +62,10 @@ pub use state::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptOutcome,
     AttemptStatus, ClaimLease, ClaimOutcome, CommitOutcome, ControlError, ControlErrorCode,
     GraphFinish, GraphRecord, IntentClaim, IntentClaimRequest, LeaseOutcome, OpenAgentGraphs,
-    Provision, ProvisionOutcome, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
-    ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork, SelectedResultInput, SupervisorWake,
-    TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome, WakeStatus, WorkStop, WorkTarget,
+    OperatorEdge, Provision, ProvisionOutcome, ProvisionRequest, RecordFacet, RecordOutcome,
+    RecordSource, ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork, SelectedResultInput,
+    SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome, WakeStatus, WorkStop,
+    WorkTarget,
 };
 pub use tools::{
     AgentGraphTools, CallIdentity, ToolDef, ToolResult, UPDATE_TOOL, VIEW_TOOL, YIELD_TOOL,

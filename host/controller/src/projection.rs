@@ -5,8 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::state::{
-    AdmissionStatus, AgentGraphStore, GraphRecord, IntentClaim, RecordFacet, RecordOutcome,
-    ScheduleUpdate, ScheduledWork, WorkStop,
+    AdmissionStatus, AgentGraphStore, GraphRecord, IntentClaim, Provision, RecordFacet,
+    RecordOutcome, ScheduleUpdate, ScheduledWork, WorkStop,
 };
 
 use crate::error::ToolFailure;
@@ -142,6 +142,7 @@ pub struct Projection {
     finish: Option<FinishEntry>,
     claims: Vec<IntentClaim>,
     records: Vec<GraphRecord>,
+    provisions: Vec<Provision>,
 }
 
 impl Projection {
@@ -156,7 +157,8 @@ impl Projection {
         let updates = store.list_schedule_updates(graph_id)?;
         let claims = store.list_claims(graph_id)?;
         let records = store.list_records(graph_id)?;
-        Projection::fold(graph_id, updates, claims, records)
+        let provisions = store.list_provisions(graph_id)?;
+        Ok(Projection::fold(graph_id, updates, claims, records)?.with_provisions(provisions))
     }
 
     /// Folds a graph's schedule log, claims and records (records in the
@@ -192,7 +194,15 @@ impl Projection {
             finish: fold.finish,
             claims,
             records,
+            provisions: Vec::new(),
         })
+    }
+
+    /// This projection with the graph's operators (their edges give
+    /// [`Self::routes_count`]); [`Projection::fold`] starts with none.
+    pub fn with_provisions(mut self, provisions: Vec<Provision>) -> Self {
+        self.provisions = provisions;
+        self
     }
 
     /// The graph.
@@ -262,6 +272,32 @@ impl Projection {
     /// recordId.
     pub fn records(&self) -> &[GraphRecord] {
         &self.records
+    }
+
+    /// The graph's operators, by provision id.
+    pub fn provisions(&self) -> &[Provision] {
+        &self.provisions
+    }
+
+    /// The routes of the records along the operators' edges: for every
+    /// record, one per distinct edge (by edge id) leaving its operator
+    /// (the seed's "records × outgoing edges").
+    pub fn routes_count(&self) -> u64 {
+        let mut outgoing: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for edge in self.provisions.iter().flat_map(|p| &p.edges) {
+            outgoing
+                .entry(edge.from_operator_id.as_str())
+                .or_default()
+                .insert(edge.edge_id.as_str());
+        }
+        self.records
+            .iter()
+            .map(|r| {
+                outgoing
+                    .get(r.operator_id.as_str())
+                    .map_or(0, |e| e.len() as u64)
+            })
+            .sum()
     }
 
     /// Claims `claimed` or `executing`, whatever their work's status (the

@@ -77,8 +77,10 @@ pub(crate) struct RecordView {
 }
 
 /// Readiness intents are always empty: the controller passes no readiness
-/// policies (seed §3 item 7), and the store keeps no operator edges, so
-/// `routesCount` is 0 too.
+/// policies (seed §3 item 7). `routesCount` counts, as the seed's does,
+/// every record once per edge leaving its operator
+/// ([`Projection::routes_count`]): the edges are the ones the operators
+/// were provisioned with.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ReadinessView {
@@ -86,12 +88,18 @@ pub(crate) struct ReadinessView {
     pub routes_count: u64,
 }
 
+/// What the view leaves out, by kind.
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Omitted {
     pub work: usize,
     pub stopped_targets: usize,
     pub records: usize,
+    /// Always 0 here. The seed counts the partial events of operator
+    /// sessions (streaming chunks) it skipped when it folded records from
+    /// their event stream; this host writes a record only when an outcome
+    /// has settled, whole and in one transaction, so there is never a
+    /// partial one to skip (`host/store/DESIGN.md`, "Agent-graph control").
     pub partial_records: usize,
     pub readiness: usize,
 }
@@ -192,7 +200,7 @@ pub(crate) fn build_snapshot(
         records,
         readiness: ReadinessView {
             intents,
-            routes_count: 0,
+            routes_count: projection.routes_count(),
         },
         omitted: Omitted {
             work: work_omitted,

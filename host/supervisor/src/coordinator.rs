@@ -9,13 +9,13 @@ use sandgraph_agent::{
     AgentConfig, Fallback, GraphRoutingAgent, RouteOptions, RouterOptions, ToolFilter,
 };
 use sandgraph_controller::ids::{
-    graph_claim_id, graph_operator_id, graph_provision_id, graph_record_id, stable_hash,
-    stable_hash32,
+    graph_claim_id, graph_edge_id, graph_operator_id, graph_provision_id, graph_record_id,
+    stable_hash, stable_hash32,
 };
 use sandgraph_controller::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlError, ControlErrorCode,
-    GraphRecord, IntentClaimRequest, LeaseOutcome, Projection, ProvisionRequest, RecordFacet,
-    RecordOutcome, RecordSource, TargetKind, ToolFailure, WorkEntry, WorkTarget,
+    GraphRecord, IntentClaimRequest, LeaseOutcome, OperatorEdge, Projection, ProvisionRequest,
+    RecordFacet, RecordOutcome, RecordSource, TargetKind, ToolFailure, WorkEntry, WorkTarget,
 };
 use sandgraph_llm::Provider;
 use sandgraph_registry::Registry;
@@ -152,10 +152,27 @@ enum Worker {
     Unknown(String),
 }
 
-/// The provision of the operator `work` creates (`new_agent`/`new_preset`).
-fn provision_request(graph_id: &str, work: &WorkEntry, revision: u64) -> ProvisionRequest {
+/// The provision of the operator `work` creates (`new_agent`/`new_preset`),
+/// with an edge from each of `feeders` (the operators of its input
+/// records) to it.
+fn provision_request(
+    graph_id: &str,
+    work: &WorkEntry,
+    revision: u64,
+    feeders: &[String],
+) -> ProvisionRequest {
     let target = &work.work().target;
     let operator_id = graph_operator_id(graph_id, work.work_id());
+    let edges = feeders
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|from| OperatorEdge {
+            edge_id: graph_edge_id(graph_id, from, &operator_id),
+            from_operator_id: from.clone(),
+            to_operator_id: operator_id.clone(),
+        })
+        .collect();
     let session = format!(
         "operator_session_{}",
         stable_hash32(&json!({"graphId": graph_id, "operatorId": operator_id}))
@@ -174,6 +191,7 @@ fn provision_request(graph_id: &str, work: &WorkEntry, revision: u64) -> Provisi
             "operatorId": operator_id,
             "target": {"kind": target.kind.as_str(), "id": target.id},
         })),
+        edges,
         expected_schedule_revision: revision,
     }
 }
@@ -395,7 +413,19 @@ impl Coordinator {
                 None => Worker::Unknown(target.id),
             });
         }
-        let request = provision_request(graph_id, work, revision);
+        let (g, inputs) = (graph_id.to_owned(), work.work().input_ids.clone());
+        let feeders = self
+            .store(move |s| {
+                let mut operators = Vec::new();
+                for input in &inputs {
+                    if let Some(record) = s.read_record(&g, input)? {
+                        operators.push(record.operator_id);
+                    }
+                }
+                Ok(operators)
+            })
+            .await?;
+        let request = provision_request(graph_id, work, revision, &feeders);
         let p = self.store(move |s| s.provision_operator(request)).await?;
         Ok(Worker::Known(Operator {
             id: p.provision.operator_id,

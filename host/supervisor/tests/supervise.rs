@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgraph_agent::AgentConfig;
+use sandgraph_controller::ids::graph_edge_id;
 use sandgraph_controller::{
-    AgentGraphTools, AttemptStatus, OpenAgentGraphs, Projection, RecordOutcome, WakeStatus,
-    WorkStatus,
+    AgentGraphTools, AttemptStatus, OpenAgentGraphs, OperatorEdge, Projection, RecordOutcome,
+    WakeStatus, WorkStatus,
 };
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{Registry, RegistryOptions};
@@ -674,6 +675,63 @@ async fn a_wave_counts_under_the_run_slots_it_is_given() {
     assert_eq!(report.records.len(), 4);
     assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3]);
     assert_eq!(slots.available_permits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_gets_an_edge_from_the_operator_of_each_input_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let tools = AgentGraphTools::new(store.agent_graphs(), "root");
+    let update = |turn: u64, work: serde_json::Value| {
+        let call = sandgraph_controller::CallIdentity {
+            session_id: "root".into(),
+            last_turn: turn,
+            tool_call_id: format!("c{turn}"),
+        };
+        let args = serde_json::json!({"graphId": "g11", "addWork": [work]});
+        tools.call("update_agent_graph", args, &call).unwrap()
+    };
+    let echo = || Reply::tool_call("echo_graph", r#"{"input":{"topic":"t"}}"#);
+    let server = ScriptedLlm::start(vec![echo(), echo()]).await;
+    let (registry, _graphs) = registry().await;
+    let coordinator = coordinator(&store, registry, &server, 1);
+    update(
+        1,
+        serde_json::json!({"workId": "w-a", "subagentId": "echo_graph", "instruction": "echo a"}),
+    );
+    let alpha = coordinator.run_wave("g11").await.unwrap().records.remove(0);
+    update(
+        2,
+        serde_json::json!({"workId": "w-b", "subagentId": "echo_graph", "instruction": "echo b",
+            "inputIds": [alpha.record_id, "graph_record_not_written"]}),
+    );
+    assert_eq!(coordinator.run_wave("g11").await.unwrap().records.len(), 1);
+    let graphs = store.agent_graphs();
+    let a = graphs
+        .read_provision_by_work("g11", "w-a")
+        .unwrap()
+        .unwrap();
+    let b = graphs
+        .read_provision_by_work("g11", "w-b")
+        .unwrap()
+        .unwrap();
+    assert!(a.edges.is_empty(), "{a:?}");
+    assert_eq!(alpha.operator_id, a.operator_id);
+    assert_eq!(
+        b.edges,
+        vec![OperatorEdge {
+            edge_id: graph_edge_id("g11", &a.operator_id, &b.operator_id),
+            from_operator_id: a.operator_id.clone(),
+            to_operator_id: b.operator_id.clone(),
+        }]
+    );
+    // The view counts alpha's record once along that edge; b's own record
+    // has no edge to follow.
+    let view = Projection::load(&graphs, "g11")
+        .unwrap()
+        .view_page(None)
+        .unwrap();
+    assert_eq!(view.value["readiness"]["routesCount"], 1);
 }
 
 /// The supervisor's last call: finish `graph` with every record id its

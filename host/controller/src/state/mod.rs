@@ -31,8 +31,8 @@ pub use error::{ControlError, ControlErrorCode};
 pub use types::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionChange, AdmissionStatus, AttemptOutcome, AttemptStatus,
     ClaimLease, ClaimOutcome, CommitOutcome, GraphFinish, GraphRecord, IntentClaim,
-    IntentClaimRequest, LeaseOutcome, Provision, ProvisionOutcome, ProvisionRequest, RecordFacet,
-    RecordOutcome, RecordSource, ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork,
+    IntentClaimRequest, LeaseOutcome, OperatorEdge, Provision, ProvisionOutcome, ProvisionRequest,
+    RecordFacet, RecordOutcome, RecordSource, ScheduleUpdate, ScheduleUpdateRequest, ScheduledWork,
     SelectedResultInput, SupervisorWake, TargetKind, UpdateSource, WakeAttempt, WakeClaimOutcome,
     WakeStatus, WorkStop, WorkTarget,
 };

@@ -116,6 +116,7 @@ impl AgentGraphStore {
                 initial_turn_id: req.initial_turn_id.clone(),
                 initial_run_id: req.initial_run_id.clone(),
                 provision_fingerprint: req.provision_fingerprint.clone(),
+                edges: req.edges.clone(),
                 provisioned_at: self.now(),
             };
             let text = encode(tables::AG_PROVISIONS.name(), &provision)?;

@@ -259,6 +259,21 @@ pub struct AdmissionChange {
     pub changed: bool,
 }
 
+/// An edge of the operators' topology: the records of `fromOperatorId`
+/// feed the work of `toOperatorId`. Each record of the `from` operator is
+/// one route along the edge (the view's `readiness.routesCount`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorEdge {
+    /// `graph_edge_<sha256>` of the graph and both operators
+    /// ([`graph_edge_id`](crate::ids::graph_edge_id)).
+    pub edge_id: String,
+    /// The operator whose records flow along the edge.
+    pub from_operator_id: String,
+    /// The operator they flow to.
+    pub to_operator_id: String,
+}
+
 /// An operator: the worker created for a work item, reusable by later work
 /// (`operatorId` targets) on the same durable thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,6 +297,11 @@ pub struct ProvisionRequest {
     pub initial_run_id: String,
     /// Fingerprint of the provision's content.
     pub provision_fingerprint: String,
+    /// The operator's edges: the coordinator gives each operator one edge
+    /// from the operator of every input record of the work that created it.
+    /// Not part of the fingerprint: a retry adopts the stored edges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<OperatorEdge>,
     /// The schedule revision this was decided at (compare-and-set).
     pub expected_schedule_revision: u64,
 }
@@ -308,6 +328,10 @@ pub struct Provision {
     pub initial_run_id: String,
     /// Fingerprint of the provision's content.
     pub provision_fingerprint: String,
+    /// The operator's edges, as first provisioned (rows stored before edges
+    /// existed have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<OperatorEdge>,
     /// Unix milliseconds.
     pub provisioned_at: u64,
 }

@@ -16,8 +16,9 @@ use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use sandgraph_controller::{
     AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptStatus, ClaimLease, ControlError,
     ControlErrorCode, GraphFinish, GraphRecord, IntentClaimRequest, LeaseOutcome, OpenAgentGraphs,
-    ProvisionRequest, RecordFacet, RecordOutcome, RecordSource, ScheduleUpdateRequest,
-    ScheduledWork, TargetKind, UpdateSource, WakeStatus, WorkStop, WorkTarget,
+    OperatorEdge, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
+    ScheduleUpdateRequest, ScheduledWork, TargetKind, UpdateSource, WakeStatus, WorkStop,
+    WorkTarget,
 };
 use sandgraph_store::Store;
 
@@ -326,6 +327,11 @@ fn provision(graph: &str, seq: u32, revision: u64) -> ProvisionRequest {
         initial_turn_id: format!("turn-{seq}"),
         initial_run_id: format!("run-{seq}"),
         provision_fingerprint: format!("provision-fp-{seq}"),
+        edges: vec![OperatorEdge {
+            edge_id: format!("graph_edge_{seq}"),
+            from_operator_id: "graph_operator_0".to_owned(),
+            to_operator_id: format!("graph_operator_{seq}"),
+        }],
         expected_schedule_revision: revision,
     }
 }
@@ -864,10 +870,18 @@ fn a_provision_is_adopted_on_retry_and_conflicts_on_a_mismatch(db: Db) {
     assert!(first.created);
     assert_eq!(first.provision.provisioned_at, 1_000);
     assert_eq!(first.provision.work_id, format!("{G}:work-1"));
+    assert_eq!(first.provision.edges, provision(G, 1, rev).edges);
     db.set_time(3_000);
     let second = ag.provision_operator(provision(G, 1, rev)).unwrap();
     assert!(!second.created);
     assert_eq!(second.provision, first.provision);
+    // Edges are not part of the binding: a retry that finds other edges
+    // adopts the stored provision, edges included.
+    let mut other_edges = provision(G, 1, rev);
+    other_edges.edges.clear();
+    let adopted = ag.provision_operator(other_edges).unwrap();
+    assert!(!adopted.created);
+    assert_eq!(adopted.provision, first.provision);
     let variants: Vec<fn(&mut ProvisionRequest)> = vec![
         |p| p.provision_fingerprint = "different".to_owned(),
         |p| p.operator_id = "graph_operator_other".to_owned(),

@@ -4,7 +4,11 @@
 use crate::common::{Fixture, GRAPH, assert_invalid, items, work_ids};
 use serde_json::{Value, json};
 
-use sandgraph_controller::RecordOutcome;
+use sandgraph_controller::ids::graph_edge_id;
+use sandgraph_controller::{
+    GraphRecord, OperatorEdge, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
+    TargetKind, WorkTarget,
+};
 
 fn view(f: &Fixture, cursor: Option<&str>) -> Value {
     let mut args = json!({"graphId": GRAPH});
@@ -370,4 +374,86 @@ fn render_shows_closed_and_the_cursor() {
     );
     assert_eq!(lines[69], "Next cursor: work:w-63");
     assert_eq!(lines.len(), 70);
+}
+
+/// Provisions `operator` for `work_id` with the edges `(from, to)`.
+fn provision(f: &Fixture, work_id: &str, operator: &str, edges: &[(&str, &str)]) {
+    let edges = edges
+        .iter()
+        .map(|(from, to)| OperatorEdge {
+            edge_id: graph_edge_id(GRAPH, from, to),
+            from_operator_id: (*from).to_owned(),
+            to_operator_id: (*to).to_owned(),
+        })
+        .collect();
+    f.graphs
+        .provision_operator(ProvisionRequest {
+            provision_id: format!("provision-{work_id}"),
+            graph_id: GRAPH.to_owned(),
+            work_id: work_id.to_owned(),
+            operator_id: operator.to_owned(),
+            target: WorkTarget {
+                kind: TargetKind::Preset,
+                id: "p".to_owned(),
+            },
+            target_session_id: format!("session-{operator}"),
+            initial_turn_id: "turn-1".to_owned(),
+            initial_run_id: "run-1".to_owned(),
+            provision_fingerprint: format!("fp-{work_id}"),
+            edges,
+            expected_schedule_revision: f.graphs.current_revision(GRAPH).unwrap(),
+        })
+        .unwrap();
+}
+
+/// Appends a message record of `operator`.
+fn record_of(f: &Fixture, record_id: &str, operator: &str, at: u64) {
+    f.graphs
+        .append_record(GraphRecord {
+            record_id: record_id.to_owned(),
+            graph_id: GRAPH.to_owned(),
+            operator_id: operator.to_owned(),
+            work_id: None,
+            source: RecordSource {
+                session_id: format!("session-{operator}"),
+                run_id: "run-1".to_owned(),
+                turn_id: None,
+                runtime_event_id: Some(format!("evt-{record_id}")),
+                seq: at,
+            },
+            summary: format!("from {operator}"),
+            facets: vec![RecordFacet::Message],
+            outcome: None,
+            evidence_refs: Vec::new(),
+            emitted_at: at,
+        })
+        .unwrap();
+}
+
+#[test]
+fn routes_count_counts_every_record_once_per_edge_leaving_its_operator() {
+    let f = Fixture::new();
+    add_named(&f, &names("w", 3));
+    // op-a feeds op-b and op-c, op-b feeds op-c; op-c's provision repeats
+    // the edge op-a → op-b, which counts once.
+    provision(&f, "w-00", "op-a", &[]);
+    provision(&f, "w-01", "op-b", &[("op-a", "op-b")]);
+    provision(
+        &f,
+        "w-02",
+        "op-c",
+        &[("op-a", "op-c"), ("op-b", "op-c"), ("op-a", "op-b")],
+    );
+    // No record yet: no route.
+    assert_eq!(view(&f, None)["readiness"]["routesCount"], json!(0));
+    record_of(&f, "r-a1", "op-a", 1);
+    record_of(&f, "r-a2", "op-a", 2);
+    record_of(&f, "r-b1", "op-b", 3);
+    record_of(&f, "r-c1", "op-c", 4);
+    // Two records of op-a on two edges each, one of op-b on one edge, and
+    // no edge leaves op-c.
+    let v = view(&f, None);
+    assert_eq!(v["readiness"], json!({"intents": [], "routesCount": 5}));
+    // This host records only settled outcomes: nothing partial is skipped.
+    assert_eq!(v["omitted"]["partialRecords"], json!(0));
 }

@@ -28,7 +28,8 @@
 //! * `finish` needs `resultIds`, and `replacementMode: "replace"` needs
 //!   `replaces`;
 //! * work ends: a terminal record for a work item (in the store) makes it
-//!   `completed` or `failed`, and the claim of work with a terminal record
+//!   `completed`, `failed` or `cancelled` (a stop or a replacement cancels
+//!   the claim of its target, and a run under way stops), and the claim of work with a terminal record
 //!   no longer counts as live for `yield` (the claim stays `executing`);
 //! * `omitted.partialRecords` is always 0: records are written only for
 //!   settled outcomes, never folded from a stream with partial events;

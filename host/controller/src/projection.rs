@@ -25,10 +25,15 @@ pub enum WorkStatus {
     Completed,
     /// A terminal record with outcome `failed` exists for it.
     Failed,
+    /// A stop or a replacement cut its run: a terminal record with outcome
+    /// `cancelled` exists for it (this wins over `stopped` and
+    /// `superseded`, which it refines).
+    Cancelled,
 }
 
 impl WorkStatus {
-    /// `requested`, `stopped`, `superseded`, `completed` or `failed`.
+    /// `requested`, `stopped`, `superseded`, `completed`, `failed` or
+    /// `cancelled`.
     pub fn as_str(self) -> &'static str {
         match self {
             WorkStatus::Requested => "requested",
@@ -36,6 +41,7 @@ impl WorkStatus {
             WorkStatus::Superseded => "superseded",
             WorkStatus::Completed => "completed",
             WorkStatus::Failed => "failed",
+            WorkStatus::Cancelled => "cancelled",
         }
     }
 
@@ -421,8 +427,9 @@ impl Fold {
         }
     }
 
-    /// Sorts the stops and gives every work item its status: stopped, else
-    /// superseded, else as the last terminal record of it ended it.
+    /// Sorts the stops and gives every work item its status: cancelled when
+    /// its last terminal record says its run was cut, else stopped, else
+    /// superseded, else as that record ended it.
     fn settle(&mut self, records: &[GraphRecord]) {
         self.stopped.sort_by(|a, b| {
             a.revision
@@ -441,7 +448,9 @@ impl Fold {
         for entry in &mut self.work {
             let id = entry.work.work_id.as_str();
             entry.outcome = ended.get(id).copied();
-            entry.status = if stopped.contains(id) {
+            entry.status = if entry.outcome == Some(RecordOutcome::Cancelled) {
+                WorkStatus::Cancelled
+            } else if stopped.contains(id) {
                 WorkStatus::Stopped
             } else if self.superseded.contains(id) {
                 WorkStatus::Superseded
@@ -449,6 +458,7 @@ impl Fold {
                 match entry.outcome {
                     Some(RecordOutcome::Completed) => WorkStatus::Completed,
                     Some(RecordOutcome::Failed) => WorkStatus::Failed,
+                    Some(RecordOutcome::Cancelled) => WorkStatus::Cancelled,
                     None => WorkStatus::Requested,
                 }
             };

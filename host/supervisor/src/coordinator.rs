@@ -15,11 +15,16 @@ use sandgraph_controller::ids::{
 use sandgraph_controller::{
     AGENT_GRAPH_SCHEMA_VERSION, AdmissionStatus, AgentGraphStore, ControlError, ControlErrorCode,
     GraphRecord, IntentClaimRequest, LeaseOutcome, OperatorEdge, Projection, ProvisionRequest,
-    RecordFacet, RecordOutcome, RecordSource, TargetKind, ToolFailure, WorkEntry, WorkTarget,
+    RecordFacet, RecordOutcome, RecordSource, TargetKind, ToolFailure, WorkEntry, WorkStatus,
+    WorkTarget,
 };
 use sandgraph_llm::Provider;
 use sandgraph_registry::Registry;
 use serde_json::json;
+
+/// How often a running work item's claim is looked at, so a stop or a
+/// replacement committed by any host cancels the run within about this.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Work items run at once when nothing else is configured (the seed's
 /// host default).
@@ -253,6 +258,16 @@ fn terminal_record(
     }
 }
 
+/// A work item this host claimed, leased and began.
+struct Started {
+    worker: Worker,
+    claim: IntentClaimRequest,
+    /// The id of its terminal record.
+    record_id: String,
+    /// The fencing token of its lease.
+    token: u64,
+}
+
 /// Who runs a work item.
 struct Operator {
     id: String,
@@ -301,7 +316,9 @@ impl Coordinator {
     /// host still holds the lease, so with several hosts on one store each
     /// item runs to exactly one record. Work whose holder died without a
     /// record (a crash) runs again once its lease has expired (on redb, at
-    /// once); work with a record never does.
+    /// once); work with a record never does. A stop or a replacement of a
+    /// running item, committed through any host, cancels its claim: the
+    /// run is cancelled within about 200 ms and recorded `cancelled`.
     ///
     /// # Errors
     ///
@@ -441,20 +458,32 @@ impl Coordinator {
         work: &WorkEntry,
         revision: u64,
     ) -> Result<WorkOutcome, WaveError> {
+        match self.start(graph_id, work, revision).await? {
+            Some(started) => self.run_started(graph_id, work, started).await,
+            None => Ok(WorkOutcome::Skipped),
+        }
+    }
+
+    /// Provisions, claims, leases and begins `work`; `None` when it is not
+    /// this host's to run (see [`WorkOutcome::Skipped`]).
+    async fn start(
+        &self,
+        graph_id: &str,
+        work: &WorkEntry,
+        revision: u64,
+    ) -> Result<Option<Started>, WaveError> {
         let (worker, revision) = match self.operator(graph_id, work, revision).await {
             Ok(w) => (w, revision),
             Err(e) if e.code() == Some(ControlErrorCode::ScheduleRevisionConflict) => {
                 let revision = self.current_revision(graph_id).await?;
                 (self.operator(graph_id, work, revision).await?, revision)
             }
-            Err(e) if e.code() == Some(ControlErrorCode::ScheduleClosed) => {
-                return Ok(WorkOutcome::Skipped);
-            }
+            Err(e) if e.code() == Some(ControlErrorCode::ScheduleClosed) => return Ok(None),
             Err(e) => return Err(e),
         };
         let claim = claim_request(graph_id, work, &worker);
         if !self.claim(claim.clone(), revision, work).await? {
-            return Ok(WorkOutcome::Skipped);
+            return Ok(None);
         }
         let record_id = graph_record_id(
             graph_id,
@@ -470,30 +499,92 @@ impl Coordinator {
         );
         let LeaseOutcome::Acquired(lease) = self.store(move |s| s.lease_intent(&g, &i, &r)).await?
         else {
-            return Ok(WorkOutcome::Skipped);
+            return Ok(None);
         };
         let (g, i) = (graph_id.to_owned(), claim.intent_id.clone());
         let change = self
             .store(move |s| s.begin_intent_execution(&g, &i))
             .await?;
-        if change.state == AdmissionStatus::Cancelled {
-            return Ok(WorkOutcome::Skipped);
+        if change.state == AdmissionStatus::Cancelled
+            || !self.still_wanted(graph_id, work, &claim.intent_id).await?
+        {
+            return Ok(None);
         }
-        let renewal =
-            AbortOnDrop(self.renew_while_running(graph_id, &claim.intent_id, lease.token));
-        let (outcome, summary, evidence) = match worker {
+        Ok(Some(Started {
+            worker,
+            claim,
+            record_id,
+            token: lease.token,
+        }))
+    }
+
+    /// Whether `work` is still requested now that its claim is executing.
+    /// A stop or a replacement committed after the wave's snapshot but
+    /// before the claim found no claim to cancel: the claim is cancelled
+    /// here and the work not run. One committed after this check finds the
+    /// claim, and the run's watch cancels the run.
+    async fn still_wanted(
+        &self,
+        graph_id: &str,
+        work: &WorkEntry,
+        intent_id: &str,
+    ) -> Result<bool, WaveError> {
+        let now = self.snapshot(graph_id).await?;
+        let reason = match now.work_item(work.work_id()).map(WorkEntry::status) {
+            Some(WorkStatus::Stopped) => "stopped before it ran",
+            Some(WorkStatus::Superseded) => "replaced before it ran",
+            _ => return Ok(true),
+        };
+        let (g, i) = (graph_id.to_owned(), intent_id.to_owned());
+        self.store(move |s| s.cancel_intent_execution(&g, &i, reason))
+            .await?;
+        Ok(false)
+    }
+
+    /// Runs a started work item under its lease and records its outcome.
+    /// Cancelling its claim (a stop or a replacement) cancels the run, and
+    /// the record says `cancelled` with the claim's reason.
+    async fn run_started(
+        &self,
+        graph_id: &str,
+        work: &WorkEntry,
+        started: Started,
+    ) -> Result<WorkOutcome, WaveError> {
+        let Started {
+            worker,
+            claim,
+            record_id,
+            token,
+        } = started;
+        let route = RouteOptions::default();
+        let (cut, cancel) = (route.cancel.clone(), route.cancel.clone());
+        let renewal = AbortOnDrop(self.renew_while_running(graph_id, &claim.intent_id, token));
+        let watch = AbortOnDrop(self.cancel_when_claim_cancelled(
+            graph_id,
+            &claim.intent_id,
+            move || cancel.cancel(),
+        ));
+        let (mut outcome, mut summary, evidence) = match worker {
             Worker::Unknown(id) => (
                 RecordOutcome::Failed,
                 format!("failed: unknown operator {id}"),
                 vec![],
             ),
-            Worker::Known(op) => self.execute(graph_id, work, &op).await?,
+            Worker::Known(op) => self.execute(graph_id, work, &op, route).await?,
         };
+        drop(watch);
         drop(renewal);
+        if cut.is_cancelled() {
+            outcome = RecordOutcome::Cancelled;
+            summary = format!(
+                "cancelled: {}",
+                self.cancellation_reason(graph_id, &claim.intent_id).await?
+            );
+        }
         let record = terminal_record(record_id, &claim, work, outcome, &summary, evidence);
         let (r, i) = (record.clone(), claim.intent_id.clone());
         match self
-            .store(move |s| s.append_record_leased(r, &i, lease.token))
+            .store(move |s| s.append_record_leased(r, &i, token))
             .await
         {
             Ok(_) => Ok(WorkOutcome::Recorded(Box::new(record))),
@@ -507,6 +598,47 @@ impl Coordinator {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Looks at the claim every [`CANCEL_POLL`] until aborted, and calls
+    /// `cancel` once it is cancelled (through this host's store or
+    /// another's).
+    fn cancel_when_claim_cancelled(
+        &self,
+        graph_id: &str,
+        intent_id: &str,
+        cancel: impl FnOnce() + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        let (graph, intent) = (graph_id.to_owned(), intent_id.to_owned());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CANCEL_POLL).await;
+                let (g, i) = (graph.clone(), intent.clone());
+                match this.store(move |s| s.read_claim(&g, &i)).await {
+                    Ok(Some(c)) if c.admission_status == AdmissionStatus::Cancelled => {
+                        tracing::info!(graph, intent, "claim cancelled: cancelling its run");
+                        cancel();
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(graph, intent, "claim not read: {e}"),
+                }
+            }
+        })
+    }
+
+    /// Why the claim of `intent_id` was cancelled.
+    async fn cancellation_reason(
+        &self,
+        graph_id: &str,
+        intent_id: &str,
+    ) -> Result<String, WaveError> {
+        let (g, i) = (graph_id.to_owned(), intent_id.to_owned());
+        let claim = self.store(move |s| s.read_claim(&g, &i)).await?;
+        Ok(claim
+            .and_then(|c| c.cancellation_reason)
+            .unwrap_or_else(|| "its claim was cancelled".to_owned()))
     }
 
     /// Claims the intent at `revision`, retrying on revision conflicts.
@@ -590,13 +722,14 @@ impl Coordinator {
     }
 
     /// Runs the work on its operator: a routing agent (agent profile), or
-    /// one graph whose arguments a model fills (preset). Returns the
-    /// outcome, the summary and the evidence.
+    /// one graph whose arguments a model fills (preset), with `route`'s
+    /// cancellation. Returns the outcome, the summary and the evidence.
     async fn execute(
         &self,
         graph_id: &str,
         work: &WorkEntry,
         op: &Operator,
+        route: RouteOptions,
     ) -> Result<(RecordOutcome, String, Vec<String>), WaveError> {
         let options = match self.router_options(&op.target) {
             Ok(o) => o,
@@ -630,7 +763,7 @@ impl Coordinator {
                     thread_id: Some(op.session.clone()),
                     threads: self.inner.threads.clone(),
                     context: (!context.is_empty()).then_some(context),
-                    ..RouteOptions::default()
+                    ..route
                 },
             )
             .await;

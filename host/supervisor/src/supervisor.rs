@@ -207,6 +207,7 @@ pub fn wake_message(graph_id: &str, records: &[GraphRecord], pending: usize) -> 
             r.outcome.map_or("record", |o| match o {
                 sandgraph_controller::RecordOutcome::Completed => "completed",
                 sandgraph_controller::RecordOutcome::Failed => "failed",
+                sandgraph_controller::RecordOutcome::Cancelled => "cancelled",
             }),
             one_line(&r.summary, 500)
         ));

@@ -8,8 +8,8 @@ use std::time::Duration;
 use sandgraph_agent::AgentConfig;
 use sandgraph_controller::ids::graph_edge_id;
 use sandgraph_controller::{
-    AgentGraphTools, AttemptStatus, OpenAgentGraphs, OperatorEdge, Projection, RecordOutcome,
-    WakeStatus, WorkStatus,
+    AdmissionStatus, AgentGraphTools, AttemptStatus, OpenAgentGraphs, OperatorEdge, Projection,
+    RecordOutcome, WakeStatus, WorkStatus,
 };
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{Registry, RegistryOptions};
@@ -732,6 +732,121 @@ async fn an_operator_gets_an_edge_from_the_operator_of_each_input_record() {
         .view_page(None)
         .unwrap();
     assert_eq!(view.value["readiness"]["routesCount"], 1);
+}
+
+/// Waits, up to 20 s, until `done` holds.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stopping_or_replacing_running_work_cancels_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let tools = AgentGraphTools::new(store.agent_graphs(), "root");
+    let turns = std::sync::atomic::AtomicU64::new(0);
+    let update = |args: serde_json::Value| {
+        let turn = turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let call = sandgraph_controller::CallIdentity {
+            session_id: "root".into(),
+            last_turn: turn,
+            tool_call_id: format!("c{turn}"),
+        };
+        tools.call("update_agent_graph", args, &call).unwrap()
+    };
+    // Both slow items sleep an hour in a host call; the replacement echoes.
+    let sleep = || Reply::tool_call("hostile_host_sleep", r#"{"input":{}}"#);
+    let echo = Reply::tool_call("echo_graph", r#"{"input":{"topic":"new"}}"#);
+    let server = ScriptedLlm::start(vec![sleep(), sleep(), echo]).await;
+    let (registry, _graphs) = registry_of(&[
+        ("sleep.wasm", sandgraph_tests::HOSTILE_HOST_SLEEP),
+        ("echo.wasm", sandgraph_tests::ECHO),
+    ])
+    .await;
+    let coordinator = coordinator(&store, registry, &server, 2);
+    let slow = |id: &str| serde_json::json!({"workId": id, "subagentId": "hostile_host_sleep", "instruction": "sleep"});
+    update(serde_json::json!({"graphId": "g12", "addWork": [slow("w-stop"), slow("w-old")]}));
+    let wave = tokio::spawn({
+        let c = coordinator.clone();
+        async move { c.run_wave("g12").await }
+    });
+    let graphs = store.agent_graphs();
+    let executing = |work: &str| {
+        Projection::load(&graphs, "g12")
+            .unwrap()
+            .claim_of(work)
+            .is_some_and(|c| c.admission_status == AdmissionStatus::Executing)
+    };
+    eventually("both slow items to run", || {
+        executing("w-stop") && executing("w-old") && server.requests().len() == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cut_at = std::time::Instant::now();
+    update(serde_json::json!({"graphId": "g12",
+        "stop": [{"targetId": "w-stop", "reason": "too slow"}]}));
+    update(
+        serde_json::json!({"graphId": "g12", "addWork": [{"workId": "w-new",
+        "subagentId": "echo_graph", "instruction": "echo new", "replaces": "w-old"}]}),
+    );
+    let report = tokio::time::timeout(Duration::from_secs(20), wave)
+        .await
+        .expect("the cancelled runs end")
+        .unwrap()
+        .unwrap();
+    // Far below the 30 s run timeout: the sandbox was cancelled.
+    assert!(
+        cut_at.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        cut_at.elapsed()
+    );
+    let mut outcomes: Vec<(String, Option<RecordOutcome>, String)> = report
+        .records
+        .iter()
+        .map(|r| (r.work_id.clone().unwrap(), r.outcome, r.summary.clone()))
+        .collect();
+    outcomes.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        outcomes,
+        [
+            ("w-old", "cancelled: replaced by w-new"),
+            ("w-stop", "cancelled: stopped: too slow")
+        ]
+        .map(|(w, s)| (w.to_owned(), Some(RecordOutcome::Cancelled), s.to_owned()))
+    );
+    let projection = Projection::load(&graphs, "g12").unwrap();
+    for work in ["w-stop", "w-old"] {
+        assert_eq!(
+            projection.work_item(work).unwrap().status(),
+            WorkStatus::Cancelled
+        );
+        let claim = projection.claim_of(work).unwrap();
+        assert_eq!(claim.admission_status, AdmissionStatus::Cancelled);
+    }
+    let view = projection.view_page(None).unwrap();
+    assert!(view.text.contains("[cancelled] w-stop"), "{}", view.text);
+    // The replacement runs in the next wave; the cancelled work never
+    // runs again.
+    let next = coordinator.run_wave("g12").await.unwrap();
+    assert_eq!(next.records.len(), 1);
+    assert_eq!(next.records[0].work_id.as_deref(), Some("w-new"));
+    assert_eq!(next.records[0].outcome, Some(RecordOutcome::Completed));
+    assert!(
+        coordinator
+            .run_wave("g12")
+            .await
+            .unwrap()
+            .records
+            .is_empty()
+    );
+    assert_eq!(server.requests().len(), 3);
 }
 
 /// The supervisor's last call: finish `graph` with every record id its

@@ -249,6 +249,25 @@ impl AgentGraphStore {
     }
 }
 
+/// Inside `tx`: a `claimed` or `executing` claim of `intent` becomes
+/// `cancelled` with `reason`; no claim, or one already cancelled, is left
+/// as it is. Returns whether it changed.
+pub(super) fn cancel_in(
+    tx: &Tx<'_>,
+    graph: &str,
+    intent: &str,
+    reason: &str,
+) -> Result<bool, ControlError> {
+    if read_claim(&tx.open_table(tables::AG_CLAIMS)?, graph, intent)?.is_none() {
+        return Ok(false);
+    }
+    let (change, _) = transition(tx, graph, intent, |status| {
+        (status != AdmissionStatus::Cancelled)
+            .then(|| (AdmissionStatus::Cancelled, Some(reason.to_owned())))
+    })?;
+    Ok(change.changed)
+}
+
 /// Moves a claim to the status `next` gives for its current one (with a
 /// cancellation reason), or leaves it when `next` gives `None`.
 fn transition(

@@ -7,13 +7,15 @@ use std::ops::Bound;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::claims::cancel_in;
 use super::wakes::{FINISHED_REASON, supersede_due_in};
 use super::{
     AgentGraphStore, CommitOutcome, ControlError, ControlErrorCode, ScheduleUpdate,
     ScheduleUpdateRequest, decode, encode, malformed, successor,
 };
+use crate::ids::scheduled_work_intent_id;
 use sandgraph_store::agent_graph as tables;
-use sandgraph_store::agent_graph::{Range, Table};
+use sandgraph_store::agent_graph::{Range, Table, Tx};
 
 type ScheduleKey = (&'static str, u64);
 
@@ -152,6 +154,24 @@ fn check_new_work(
     Ok(())
 }
 
+/// Inside `tx`: cancels the claims of the work `req` stops (reason
+/// `stopped: <reason>`) and of the work it replaces (`replaced by <work>`),
+/// so a run under way stops and no host starts one.
+fn cancel_ended_work(tx: &Tx<'_>, req: &ScheduleUpdateRequest) -> Result<(), ControlError> {
+    let graph = req.graph_id.as_str();
+    for stop in &req.stop {
+        let intent = scheduled_work_intent_id(graph, &stop.target_id);
+        cancel_in(tx, graph, &intent, &format!("stopped: {}", stop.reason))?;
+    }
+    for work in &req.add_work {
+        if let Some(replaced) = &work.replaces {
+            let intent = scheduled_work_intent_id(graph, replaced);
+            cancel_in(tx, graph, &intent, &format!("replaced by {}", work.work_id))?;
+        }
+    }
+    Ok(())
+}
+
 fn conflict(message: String) -> ControlError {
     ControlError::new(ControlErrorCode::ScheduleUpdateConflict, message)
 }
@@ -165,7 +185,10 @@ impl AgentGraphStore {
     /// session, run, tool call; not the turn) that committed another update
     /// is refused; a finished graph refuses the update (`schedule-closed`);
     /// a work id repeated inside the update or added by an earlier update is
-    /// refused. Otherwise the update gets `revision = last + 1` (from 1),
+    /// refused. Otherwise the update gets `revision = last + 1` (from 1);
+    /// in the same transaction the claims of the work it stops or replaces
+    /// are cancelled (`stopped: <reason>`, `replaced by <work>`: a run
+    /// under way stops, see [`AdmissionStatus`](super::AdmissionStatus)),
     /// and a `finish` supersedes, in the same transaction, the graph's
     /// wakes still due for delivery (`pending` or `retryable_failed`;
     /// reason `graph finished`): the seed's finish supersedes due wakes
@@ -231,6 +254,7 @@ impl AgentGraphStore {
             for work in &req.add_work {
                 work_ids.insert((graph, work.work_id.as_str()), revision)?;
             }
+            cancel_ended_work(tx, &req)?;
             if req.finish.is_some() {
                 supersede_due_in(tx, graph, FINISHED_REASON, update.committed_at)?;
             }

@@ -186,7 +186,9 @@ pub enum AdmissionStatus {
     Claimed,
     /// Started.
     Executing,
-    /// Cancelled (a stop, or the graph finished); final.
+    /// Cancelled by a stop or a replacement of its work (in the commit of
+    /// that update, or by the wave that claimed the work just after it);
+    /// final. A run under way stops.
     Cancelled,
 }
 
@@ -365,6 +367,9 @@ pub enum RecordOutcome {
     Completed,
     /// The work failed; the summary says why.
     Failed,
+    /// The run was cut: a stop or a replacement cancelled its claim while
+    /// it ran; the summary says why.
+    Cancelled,
 }
 
 /// Where a record came from.

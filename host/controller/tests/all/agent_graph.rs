@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use sandgraph_controller::ids::scheduled_work_intent_id;
 use sandgraph_controller::{
     AdmissionChange, AdmissionStatus, AgentGraphStore, AttemptStatus, ClaimLease, ControlError,
     ControlErrorCode, GraphFinish, GraphRecord, IntentClaimRequest, LeaseOutcome, OpenAgentGraphs,
@@ -854,6 +855,66 @@ fn claims_are_listed_by_intent_id_in_byte_order(db: Db) {
         .map(|c| c.request.intent_id)
         .collect();
     assert_eq!(ids, vec!["B", "a", "ab", "a\u{e9}", "b"]);
+}
+
+/// The claim of `work` (of `graph`), as the coordinator's intent id names
+/// it; `seq` keeps its activation identity apart.
+fn claim_of_work(graph: &str, work: &str, seq: u32) -> IntentClaimRequest {
+    IntentClaimRequest {
+        intent_id: scheduled_work_intent_id(graph, work),
+        ..claim(graph, seq)
+    }
+}
+
+fn a_stop_or_a_replacement_cancels_the_claims_of_its_targets(db: Db) {
+    let ag = db.ag();
+    let w = |seq: u32| format!("{G}:work-{seq}");
+    for seq in 1..=4 {
+        ag.commit_schedule_update(update(G, seq)).unwrap();
+    }
+    for seq in 1..=3 {
+        ag.claim_intent(claim_of_work(G, &w(seq), seq)).unwrap();
+    }
+    ag.begin_intent_execution(G, &scheduled_work_intent_id(G, &w(1)))
+        .unwrap();
+    ag.cancel_intent_execution(G, &scheduled_work_intent_id(G, &w(3)), "earlier")
+        .unwrap();
+    let status = |seq: u32| {
+        let claim = ag
+            .read_claim(G, &scheduled_work_intent_id(G, &w(seq)))
+            .unwrap()
+            .unwrap();
+        (claim.admission_status, claim.cancellation_reason)
+    };
+    // Stop work 1 (executing), 3 (already cancelled) and 4 (no claim);
+    // replace work 2 (claimed).
+    let mut stop = update(G, 5);
+    stop.add_work = vec![ScheduledWork {
+        replaces: Some(w(2)),
+        ..work("replacement")
+    }];
+    stop.stop = [1, 3, 4]
+        .map(|seq| WorkStop {
+            target_id: w(seq),
+            reason: "enough".to_owned(),
+        })
+        .to_vec();
+    ag.commit_schedule_update(stop).unwrap();
+    let cancelled = |reason: &str| (AdmissionStatus::Cancelled, Some(reason.to_owned()));
+    assert_eq!(status(1), cancelled("stopped: enough"));
+    assert_eq!(status(2), cancelled("replaced by replacement"));
+    assert_eq!(status(3), cancelled("earlier"), "the first reason stays");
+    assert!(
+        ag.read_claim(G, &scheduled_work_intent_id(G, &w(4)))
+            .unwrap()
+            .is_none()
+    );
+    // A cancelled claim is leased to nobody: no host runs it again.
+    assert_eq!(
+        ag.lease_intent(G, &scheduled_work_intent_id(G, &w(1)), "graph_record_x")
+            .unwrap(),
+        LeaseOutcome::Cancelled
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -2138,6 +2199,7 @@ conformance!(
     a_claim_on_a_finished_graph_is_refused_but_an_existing_claim_answers,
     admission_goes_claimed_executing_cancelled,
     rearm_moves_executing_back_to_claimed_only,
+    a_stop_or_a_replacement_cancels_the_claims_of_its_targets,
     claims_are_listed_by_intent_id_in_byte_order,
     a_provision_is_adopted_on_retry_and_conflicts_on_a_mismatch,
     provisions_are_blocked_after_closure,

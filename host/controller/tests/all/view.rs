@@ -457,3 +457,35 @@ fn routes_count_counts_every_record_once_per_edge_leaving_its_operator() {
     // This host records only settled outcomes: nothing partial is skipped.
     assert_eq!(v["omitted"]["partialRecords"], json!(0));
 }
+
+#[test]
+fn work_whose_run_was_cut_is_cancelled_whether_stopped_or_replaced() {
+    let f = Fixture::new();
+    add_named(&f, &names("w", 3));
+    stop(&f, &["w-00".to_owned(), "w-02".to_owned()]);
+    f.update(json!({"graphId": GRAPH, "addWork": [{"workId": "w-03", "subagentId": "p", "instruction": "redo", "replaces": "w-01"}]}))
+        .unwrap();
+    // w-00 and w-01 were running and cut; w-02 was stopped before it ran.
+    let cut = Some(RecordOutcome::Cancelled);
+    f.record("r0", Some("w-00"), "cancelled: stopped", cut, 1);
+    f.record("r1", Some("w-01"), "cancelled: replaced by w-03", cut, 2);
+    let v = view(&f, None);
+    let statuses: Vec<(&str, &str)> = v["work"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["workId"].as_str().unwrap(), w["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("w-03", "requested"),
+            ("w-00", "cancelled"),
+            ("w-01", "cancelled"),
+            ("w-02", "stopped")
+        ]
+    );
+    let p = f.tools.snapshot(GRAPH).unwrap();
+    assert!(p.work_item("w-00").unwrap().status().is_terminal());
+    assert_eq!(p.requested().count(), 1);
+}

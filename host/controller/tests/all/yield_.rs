@@ -1,11 +1,12 @@
 //! `yield_agent_graph`: closed and empty graphs, the idempotent wake, the
-//! pending count, live claims, and the wake a finish supersedes.
+//! pending count, live claims (and the claims a stop cancels), and the
+//! wake a finish supersedes.
 
 use crate::common::{Fixture, GRAPH, ROOT};
 use serde_json::json;
 
 use sandgraph_controller::ids::{graph_wake_id, scheduled_work_intent_id, stable_hash};
-use sandgraph_controller::{AttemptStatus, RecordOutcome, WakeStatus, WorkStatus};
+use sandgraph_controller::{AdmissionStatus, AttemptStatus, RecordOutcome, WakeStatus, WorkStatus};
 
 fn yield_(f: &Fixture) -> serde_json::Value {
     f.yield_(json!({"graphId": GRAPH, "reason": "waiting on workers"}))
@@ -135,12 +136,14 @@ fn fix_a_claim_of_ended_work_is_not_live() {
 #[test]
 fn a_claim_still_running_on_stopped_or_superseded_work_is_live() {
     let f = Fixture::new();
+    // A stop commits while a wave that read the graph before it claims the
+    // work: the stop found no claim to cancel, and the claim runs.
     f.add("w-1");
+    f.update(json!({"graphId": GRAPH, "stop": [{"targetId": "w-1", "reason": "enough"}]}))
+        .unwrap();
     f.claim("w-1");
     f.graphs
         .begin_intent_execution(GRAPH, &scheduled_work_intent_id(GRAPH, "w-1"))
-        .unwrap();
-    f.update(json!({"graphId": GRAPH, "stop": [{"targetId": "w-1", "reason": "enough"}]}))
         .unwrap();
     // No requested work, but w-1 still executes: the supervisor may wait.
     let p = f.tools.snapshot(GRAPH).unwrap();
@@ -152,14 +155,14 @@ fn a_claim_still_running_on_stopped_or_superseded_work_is_live() {
     let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
     assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
 
-    // Claimed (not yet started) work that a later item replaces, and the
-    // replacement stopped: the claim is live until it is cancelled.
+    // Likewise for replaced work (its replacement stopped): the claim is
+    // live until it is cancelled.
     f.add("w-2");
-    f.claim("w-2");
     f.update(json!({"graphId": GRAPH, "addWork": [{"workId": "w-3", "subagentId": "p", "instruction": "redo", "replaces": "w-2"}]}))
         .unwrap();
     f.update(json!({"graphId": GRAPH, "stop": [{"targetId": "w-3", "reason": "no"}]}))
         .unwrap();
+    f.claim("w-2");
     let p = f.tools.snapshot(GRAPH).unwrap();
     assert_eq!(p.work_item("w-2").unwrap().status(), WorkStatus::Superseded);
     assert_eq!(p.requested().count(), 0);
@@ -167,6 +170,28 @@ fn a_claim_still_running_on_stopped_or_superseded_work_is_live() {
     f.graphs
         .cancel_intent_execution(GRAPH, &scheduled_work_intent_id(GRAPH, "w-2"), "replaced")
         .unwrap();
+    let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
+    assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
+}
+
+#[test]
+fn a_stop_cancels_the_claim_of_running_work_so_it_is_not_live() {
+    let f = Fixture::new();
+    f.add("w-1");
+    f.claim("w-1");
+    f.graphs
+        .begin_intent_execution(GRAPH, &scheduled_work_intent_id(GRAPH, "w-1"))
+        .unwrap();
+    f.update(json!({"graphId": GRAPH, "stop": [{"targetId": "w-1", "reason": "enough"}]}))
+        .unwrap();
+    let p = f.tools.snapshot(GRAPH).unwrap();
+    let claim = p.claim_of("w-1").unwrap();
+    assert_eq!(claim.admission_status, AdmissionStatus::Cancelled);
+    assert_eq!(
+        claim.cancellation_reason.as_deref(),
+        Some("stopped: enough")
+    );
+    assert_eq!(p.live_claims().count(), 0);
     let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
     assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
 }

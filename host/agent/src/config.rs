@@ -12,6 +12,7 @@
 //! deny = ["fanout_graph"]
 //! max_retries = 3
 //! fallback = "help_graph"                 # a graph accepting {}; default: the built-in no-op
+//! # fallback_reply = "I can only route."  # or a host reply {"reply": ...}, not with fallback
 //!
 //! [policy]
 //! deny_tools = ["map_reduce_graph"]
@@ -47,6 +48,10 @@ pub struct RoutingConfig {
     /// A graph tool run with `{}` when the model answers in plain text;
     /// the built-in no-op `graph_routing_fallback` when absent.
     pub fallback: Option<String>,
+    /// A reply the host returns as `{"reply": <text>}` when the model
+    /// answers in plain text, instead of running a graph; not with
+    /// `fallback`.
+    pub fallback_reply: Option<String>,
     /// The model, over `[llm].model`.
     pub model: Option<String>,
     /// The system prompt, over the built-in one.
@@ -60,6 +65,7 @@ impl Default for RoutingConfig {
             deny: Vec::new(),
             max_retries: crate::DEFAULT_MAX_RETRIES,
             fallback: None,
+            fallback_reply: None,
             model: None,
             system_prompt: None,
         }
@@ -143,6 +149,14 @@ impl AgentConfig {
             .to_string();
         let llm: ClientConfig = section(&config.llm, "llm", &path)?;
         let routing: RoutingConfig = section(&config.routing, "routing", &path)?;
+        if routing.fallback.is_some() && routing.fallback_reply.is_some() {
+            return Err(ConfigError {
+                path,
+                table: "routing".to_owned(),
+                message: "set fallback (a graph) or fallback_reply (a host reply), not both"
+                    .to_owned(),
+            });
+        }
         let policy: PolicyConfig = section(&config.policy, "policy", &path)?;
         policy.check().map_err(|message| ConfigError {
             path: path.clone(),

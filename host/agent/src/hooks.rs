@@ -7,7 +7,10 @@
 //! [`PreNext::run`] / [`PostNext::run`] hands over to the rest of the chain
 //! and returns its decision; answering without calling it decides for the
 //! whole chain, so the first decision wins. The end of the chain allows
-//! (pre) or passes (post). A listener's error propagates unchanged.
+//! (pre) or passes (post). A listener's error ends the request: the router
+//! returns it as [`crate::RouteError::Hook`] (code `hook_error`) with the
+//! phase, and the listener's error itself as its `source()`, unchanged, for
+//! the caller to downcast.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,7 +21,8 @@ use sandgraph_registry::ToolOutput;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// What a listener may fail with; it reaches the caller unchanged.
+/// What a listener may fail with; it reaches the caller unchanged as the
+/// source of [`crate::RouteError::Hook`].
 pub type HookError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One attempt to run a chosen graph. The same value reaches both hooks of

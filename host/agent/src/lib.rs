@@ -5,7 +5,7 @@
 //! built-in hooks; every attempt can be recorded in the redb audit journal.
 //!
 //! ```text
-//! request ─▶ model ─▶ tool call? ──no──▶ fallback({}) ─▶ outcome {fallback: true}
+//! request ─▶ model ─▶ tool call? ──no──▶ fallback ─▶ outcome {fallback: true}
 //!                        │yes
 //!                        ▼
 //!   candidate? ▶ JSON? ▶ schema? ▶ validate(request)? ▶ pre-execute ▶ run ▶ post-execute
@@ -28,6 +28,7 @@ pub use hooks::{
 pub use journal::{MAX_JOURNAL_OUTCOME_BYTES, MAX_JOURNAL_REASON_BYTES};
 pub use policy::{ArgLimit, PolicyConfig};
 pub use router::{
-    DEFAULT_MAX_RETRIES, DEFAULT_SYSTEM_PROMPT, FALLBACK_TOOL, Fallback, GraphRoutingAgent,
-    RouteError, RouteOptions, RouteOutcome, RouterOptions, ToolFilter, feedback,
+    DEFAULT_MAX_RETRIES, DEFAULT_SYSTEM_PROMPT, FALLBACK_TOOL, Fallback, FallbackHandler,
+    GraphRoutingAgent, RouteError, RouteOptions, RouteOutcome, RouteSource, RouterOptions,
+    ToolFilter, feedback,
 };

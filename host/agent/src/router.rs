@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use sandgraph_core::text::{guest_message, guest_name};
 use sandgraph_core::{ErrorCode, RunError};
 use sandgraph_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
-use sandgraph_registry::{CallOptions, GraphTool, Registry};
+use sandgraph_registry::{CallOptions, GraphTool, Registry, Scope};
 use sandgraph_store::Journal;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -45,7 +45,8 @@ pub struct ToolFilter {
     pub deny: Vec<String>,
 }
 
-/// What runs when the model answers in plain text.
+/// What runs when the model answers in plain text. The seed accepts any
+/// tool as the fallback: a graph, or a reply the host makes itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Fallback {
     /// [`FALLBACK_TOOL`]: returns `{}`.
@@ -53,6 +54,80 @@ pub enum Fallback {
     Builtin,
     /// A graph tool of the registry whose parameters accept `{}`.
     Tool(String),
+    /// A fixed host-side reply (`[routing] fallback_reply`): the result is
+    /// `{"reply": <text>}`, reported as [`FALLBACK_TOOL`].
+    Reply(String),
+    /// A host-side function of the request and the model's plain-text
+    /// answer; its value is the result, reported as [`FALLBACK_TOOL`].
+    Handler(FallbackHandler),
+}
+
+/// The function of [`Fallback::Handler`]: `(request, model text) -> result`.
+/// Equal only to its own clones.
+#[derive(Clone)]
+pub struct FallbackHandler(Arc<FallbackFn>);
+
+type FallbackFn = dyn Fn(&str, Option<&str>) -> Value + Send + Sync;
+
+impl FallbackHandler {
+    /// Wraps `f`, called with the request text and the model's answer.
+    pub fn new(f: impl Fn(&str, Option<&str>) -> Value + Send + Sync + 'static) -> Self {
+        FallbackHandler(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for FallbackHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FallbackHandler(..)")
+    }
+}
+
+impl PartialEq for FallbackHandler {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for FallbackHandler {}
+
+/// Where a [`GraphRoutingAgent`] finds its candidates: every graph tool of
+/// a registry, or an agent's [`Scope`] (its own mounts over the global
+/// ones).
+#[derive(Debug, Clone)]
+pub enum RouteSource {
+    /// The registry's global graph tools.
+    Registry(Registry),
+    /// A scope's view: its own graph tools, then the global ones they do
+    /// not shadow.
+    Scope(Arc<Scope>),
+}
+
+impl From<Registry> for RouteSource {
+    fn from(registry: Registry) -> Self {
+        RouteSource::Registry(registry)
+    }
+}
+
+impl From<Arc<Scope>> for RouteSource {
+    fn from(scope: Arc<Scope>) -> Self {
+        RouteSource::Scope(scope)
+    }
+}
+
+impl RouteSource {
+    fn graph_tools(&self) -> Vec<Arc<GraphTool>> {
+        match self {
+            RouteSource::Registry(r) => r.graph_tools(),
+            RouteSource::Scope(s) => s.graph_tools(),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<Arc<GraphTool>> {
+        match self {
+            RouteSource::Registry(r) => r.get(name),
+            RouteSource::Scope(s) => s.get(name),
+        }
+    }
 }
 
 /// How a [`GraphRoutingAgent`] routes.
@@ -164,13 +239,15 @@ pub enum RouteError {
     /// the graph's error, unchanged.
     #[error("{0}")]
     Graph(RunError),
-    /// A hook listener failed.
-    #[error("{phase} listener failed: {message}")]
+    /// A hook listener failed; the request ends. The listener's own error
+    /// is the [`std::error::Error::source`], so a caller can downcast it.
+    #[error("{phase} listener failed: {source}")]
     Hook {
         /// `pre-execute` or `post-execute`.
         phase: &'static str,
-        /// The listener's error.
-        message: String,
+        /// The listener's error, unchanged.
+        #[source]
+        source: HookError,
     },
     /// The caller cancelled.
     #[error("routing was cancelled")]
@@ -192,10 +269,10 @@ impl RouteError {
     }
 }
 
-/// Routes requests to the graph tools of a registry (seed:
+/// Routes requests to the graph tools of a registry or a scope (seed:
 /// `GraphRoutingAgent`).
 pub struct GraphRoutingAgent {
-    registry: Registry,
+    source: RouteSource,
     provider: Arc<dyn Provider>,
     options: RouterOptions,
     hooks: Hooks,
@@ -275,28 +352,26 @@ fn new_route_id() -> String {
 
 /// A listener's error in `phase` (`pre-execute` or `post-execute`).
 fn hook_error(phase: &'static str) -> impl FnOnce(HookError) -> RouteError {
-    move |e| RouteError::Hook {
-        phase,
-        message: e.to_string(),
-    }
+    move |source| RouteError::Hook { phase, source }
 }
 
 impl GraphRoutingAgent {
-    /// A router over the graph tools of `registry`. The filter and the
-    /// fallback are checked here, and again at every request (the registry
-    /// may change while the host runs).
+    /// A router over the graph tools of `source`: a [`Registry`], or an
+    /// agent's `Arc<Scope>`. The filter and the fallback are checked here,
+    /// and again at every request (the registry may change while the host
+    /// runs).
     ///
     /// # Errors
     ///
     /// [`RouteError::Config`]: a filter naming an unknown graph tool or
     /// leaving none, or a fallback that is unknown or refuses `{}`.
     pub fn new(
-        registry: Registry,
+        source: impl Into<RouteSource>,
         provider: Arc<dyn Provider>,
         options: RouterOptions,
     ) -> Result<Self, RouteError> {
         let agent = GraphRoutingAgent {
-            registry,
+            source: source.into(),
             provider,
             options,
             hooks: Hooks::default(),
@@ -330,7 +405,7 @@ impl GraphRoutingAgent {
     ///
     /// [`RouteError::Config`] as [`GraphRoutingAgent::new`].
     pub fn candidates(&self) -> Result<Vec<Arc<GraphTool>>, RouteError> {
-        let mut tools = self.registry.graph_tools();
+        let mut tools = self.source.graph_tools();
         tools.sort_by(|a, b| a.name().cmp(b.name()));
         let known: BTreeSet<&str> = tools.iter().map(|t| t.name()).collect();
         let filter = &self.options.filter;
@@ -393,9 +468,9 @@ impl GraphRoutingAgent {
 
     fn fallback_tool(&self) -> Result<Option<Arc<GraphTool>>, RouteError> {
         match &self.options.fallback {
-            Fallback::Builtin => Ok(None),
+            Fallback::Builtin | Fallback::Reply(_) | Fallback::Handler(_) => Ok(None),
             Fallback::Tool(name) => {
-                let tool = self.registry.get(name).ok_or_else(|| {
+                let tool = self.source.get(name).ok_or_else(|| {
                     RouteError::Config(format!("fallback names unknown tool \"{name}\""))
                 })?;
                 tool.parameters().validate(&json!({})).map_err(|e| {
@@ -730,8 +805,20 @@ impl GraphRoutingAgent {
                     guest_message(&e.message)
                 ),
             }),
-            // Loading the graph or running its `validate` failed: the
-            // graph's own error, not a routing rejection.
+            // A `validate` that traps (a guest panic) is a refusal, as a
+            // throwing `validate` is in the seed: the model hears why and
+            // may choose again. The message quotes the guest's panic.
+            Err(e) if e.code == ErrorCode::Trap => Ok(Check::Rejected {
+                stage: Stage::Validate,
+                reason: format!(
+                    "graph \"{}\" failed to validate the request: {}",
+                    call.name,
+                    guest_message(&e.message)
+                ),
+            }),
+            // Loading the graph failed, or `validate` ran out of a limit
+            // (fuel, time, memory): the graph's own error, not a routing
+            // rejection.
             Err(e) => Err(RouteError::Graph(e)),
         }
     }
@@ -748,7 +835,11 @@ impl GraphRoutingAgent {
     ) -> Result<RouteOutcome, RouteError> {
         let run_start = Instant::now();
         let (name, result, interrupted) = match &round.fallback {
-            None => (FALLBACK_TOOL.to_owned(), Ok(json!({})), false),
+            None => (
+                FALLBACK_TOOL.to_owned(),
+                Ok(self.host_fallback(round.request, text.as_deref())),
+                false,
+            ),
             Some(t) => {
                 let opts = round.opts.for_tool(&round.call_opts, t.name());
                 match t.call(json!({}), opts).await {
@@ -781,6 +872,15 @@ impl GraphRoutingAgent {
             text,
             route_id: round.route_id.clone(),
         })
+    }
+
+    /// The result of a fallback the host answers itself.
+    fn host_fallback(&self, request: &str, text: Option<&str>) -> Value {
+        match &self.options.fallback {
+            Fallback::Reply(reply) => json!({ "reply": reply }),
+            Fallback::Handler(handler) => (handler.0)(request, text),
+            Fallback::Builtin | Fallback::Tool(_) => json!({}),
+        }
     }
 
     /// Records an attempt, when there is a journal.

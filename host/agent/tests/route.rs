@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgraph_agent::{
-    FALLBACK_TOOL, Fallback, GraphRoutingAgent, PostDecision, PreDecision, RouteError,
-    RouterOptions, ToolFilter, feedback,
+    FALLBACK_TOOL, Fallback, FallbackHandler, GraphRoutingAgent, PostDecision, PreDecision,
+    RouteError, RouterOptions, ToolFilter, feedback,
 };
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
@@ -574,6 +574,275 @@ async fn a_listener_error_propagates() {
         "post-execute listener failed: audit sink is down"
     );
     assert_eq!(err.code(), "hook_error");
+}
+
+/// A listener's own error type.
+#[derive(Debug, PartialEq)]
+struct SinkDown(u16);
+
+impl std::fmt::Display for SinkDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sink answered {}", self.0)
+    }
+}
+
+impl std::error::Error for SinkDown {}
+
+#[tokio::test]
+async fn a_listener_error_keeps_its_type_for_the_caller() {
+    let server =
+        ScriptedLlm::start([Reply::tool_call("echo_graph", r#"{"input":{"topic":"a"}}"#)]).await;
+    let (mut agent, _dir) = agent(&server, opts()).await;
+    agent
+        .hooks_mut()
+        .on_pre_execute(|_, _| async { Err(Box::new(SinkDown(503)) as _) });
+    let err = agent.route("x").await.unwrap_err();
+    assert_eq!(err.code(), "hook_error");
+    assert_eq!(
+        err.to_string(),
+        "pre-execute listener failed: sink answered 503"
+    );
+    let source = std::error::Error::source(&err).expect("the listener's error");
+    assert_eq!(source.downcast_ref::<SinkDown>(), Some(&SinkDown(503)));
+}
+
+#[tokio::test]
+async fn only_the_first_of_two_tool_calls_in_one_answer_counts() {
+    let server = ScriptedLlm::start([
+        Reply::tool_calls(&[
+            ("search_graph", "{}"),
+            ("echo_graph", r#"{"input":{"topic":"b"}}"#),
+        ]),
+        Reply::tool_calls(&[
+            ("echo_graph", r#"{"input":{"topic":"a"}}"#),
+            ("greet_graph", r#"{"name":"Ada","style":"formal"}"#),
+        ]),
+    ])
+    .await;
+    let (agent, _dir) = agent(&server, opts()).await;
+    let out = agent.route("echo a").await.unwrap();
+    // The unknown first call was rejected although a valid one followed;
+    // in the second answer the first call ran and the greeting did not.
+    assert_eq!(out.tool, "echo_graph");
+    assert_eq!(out.result["topic"], "a");
+    assert_eq!(out.attempts, 2);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(fed_back(&requests[1]).contains("unknown tool \"search_graph\""));
+    // Only the call that counted is echoed back to the model.
+    let assistant = &requests[1].messages()[2];
+    assert_eq!(assistant["role"], "assistant", "{assistant}");
+    let calls = assistant["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{assistant}");
+    assert_eq!(calls[0]["function"]["name"], "search_graph");
+}
+
+#[tokio::test]
+async fn accept_with_a_value_turns_a_failed_run_into_that_value() {
+    let server = ScriptedLlm::start([Reply::tool_call(
+        "graph_errors",
+        r#"{"input":{"mode":"fail"}}"#,
+    )])
+    .await;
+    let (mut agent, _dir) = agent(&server, opts()).await;
+    agent
+        .hooks_mut()
+        .on_post_execute(|_, outcome, _| async move {
+            let code = outcome.as_ref().as_ref().err().map(|e| e.code.as_str());
+            Ok(PostDecision::Accept {
+                result: Some(json!({"recovered_from": code})),
+            })
+        });
+    let out = agent.route("fail").await.unwrap();
+    assert_eq!(out.result, json!({"recovered_from": "node_error"}));
+    assert_eq!(out.attempts, 1);
+    assert!(!out.interrupted);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn accept_without_a_value_lets_a_failure_propagate() {
+    let server = ScriptedLlm::start([Reply::tool_call(
+        "graph_errors",
+        r#"{"input":{"mode":"fail"}}"#,
+    )])
+    .await;
+    let (mut agent, _dir) = agent(&server, opts()).await;
+    agent
+        .hooks_mut()
+        .on_post_execute(|_, _, _| async { Ok(PostDecision::Accept { result: None }) });
+    let err = agent.route("fail").await.unwrap_err();
+    let RouteError::Graph(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.code.as_str(), "node_error");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn block_on_a_success_asks_the_model_again() {
+    let server = ScriptedLlm::start([
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"first"}}"#),
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"second"}}"#),
+    ])
+    .await;
+    let (mut agent, _dir) = agent(&server, opts()).await;
+    agent
+        .hooks_mut()
+        .on_post_execute(|exec, outcome, next| async move {
+            if exec.attempt == 1 && outcome.is_ok() {
+                return Ok(PostDecision::Block {
+                    reason: "the first answer is never good enough".into(),
+                });
+            }
+            next.run().await
+        });
+    let out = agent.route("echo").await.unwrap();
+    assert_eq!(out.attempts, 2);
+    assert_eq!(out.result["topic"], "second");
+    assert_eq!(
+        fed_back(&server.requests()[1]),
+        feedback("the first answer is never good enough")
+    );
+}
+
+#[tokio::test]
+async fn a_trapping_validate_is_a_rejection_with_the_panic_message() {
+    let server = ScriptedLlm::start([
+        Reply::tool_call("graph_context", r#"{"input":{}}"#),
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"x"}}"#),
+    ])
+    .await;
+    let (agent, _dir) = agent(&server, opts()).await;
+    let out = agent.route("please panic in validate").await.unwrap();
+    assert_eq!(out.tool, "echo_graph");
+    assert_eq!(out.attempts, 2);
+    let fed = fed_back(&server.requests()[1]);
+    assert!(
+        fed.starts_with("rejected: graph \"graph_context\" failed to validate the request: "),
+        "{fed}"
+    );
+    assert!(
+        fed.contains("validate gave up on: please panic in validate"),
+        "{fed}"
+    );
+}
+
+/// Counts the guest log lines `validate called`.
+#[derive(Default)]
+struct ValidateCalls(Mutex<usize>);
+
+impl sandgraph_runtime::LogSink for ValidateCalls {
+    fn log(&self, _graph: &str, _level: sandgraph_runtime::GuestLogLevel, message: &str) {
+        if message == "validate called" {
+            *self.0.lock().unwrap() += 1;
+        }
+    }
+}
+
+#[tokio::test]
+async fn validate_runs_once_per_attempt_and_not_again_for_the_run() {
+    let calls = Arc::new(ValidateCalls::default());
+    let runtime = sandgraph_runtime::Runtime::with_sink(
+        sandgraph_runtime::RuntimeConfig::default(),
+        calls.clone(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(GRAPH_CONTEXT, dir.path().join("ctx.wasm")).unwrap();
+    let (registry, _) = Registry::open(
+        runtime,
+        RegistryOptions {
+            dirs: vec![dir.path().to_path_buf()],
+            ..RegistryOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let server = ScriptedLlm::start([
+        Reply::tool_call("graph_context", r#"{"input":{}}"#),
+        Reply::tool_call("graph_context", r#"{"input":{}}"#),
+        Reply::tool_call("graph_context", r#"{"input":{}}"#),
+    ])
+    .await;
+    let mut agent = GraphRoutingAgent::new(registry, provider(&server), opts()).unwrap();
+    agent.hooks_mut().on_pre_execute(|exec, next| async move {
+        if exec.attempt < 3 {
+            return Ok(PreDecision::Deny {
+                reason: format!("not yet ({})", exec.attempt),
+            });
+        }
+        next.run().await
+    });
+    let out = agent.route("context please").await.unwrap();
+    assert_eq!(out.attempts, 3);
+    assert_eq!(out.result["context"]["tool"], "graph_context");
+    assert_eq!(*calls.0.lock().unwrap(), 3);
+}
+
+#[tokio::test]
+async fn a_host_reply_or_handler_can_be_the_fallback() {
+    let server =
+        ScriptedLlm::start([Reply::text("nothing fits"), Reply::text("still nothing")]).await;
+    let (registry, _dir) = registry().await;
+    let mut o = opts();
+    o.fallback = Fallback::Reply("I only route to graphs.".into());
+    let agent = GraphRoutingAgent::new(registry.clone(), provider(&server), o).unwrap();
+    let out = agent.route("sing").await.unwrap();
+    assert!(out.fallback);
+    assert_eq!(out.tool, FALLBACK_TOOL);
+    assert_eq!(out.result, json!({"reply": "I only route to graphs."}));
+    assert_eq!(out.text.as_deref(), Some("nothing fits"));
+
+    let mut o = opts();
+    o.fallback = Fallback::Handler(FallbackHandler::new(
+        |request, text| json!({"request": request, "model_said": text}),
+    ));
+    let agent = GraphRoutingAgent::new(registry, provider(&server), o).unwrap();
+    let out = agent.route("dance").await.unwrap();
+    assert!(out.fallback);
+    assert_eq!(out.tool, FALLBACK_TOOL);
+    assert_eq!(
+        out.result,
+        json!({"request": "dance", "model_said": "still nothing"})
+    );
+}
+
+#[tokio::test]
+async fn routing_over_a_scope_sees_its_own_mounts() {
+    let global = tempfile::tempdir().unwrap();
+    std::fs::copy(ECHO, global.path().join("echo.wasm")).unwrap();
+    let (registry, _) = Registry::open(
+        sandgraph_tests::runtime().clone(),
+        RegistryOptions {
+            dirs: vec![global.path().to_path_buf()],
+            ..RegistryOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let greet = own.path().join("greet.wasm");
+    std::fs::copy(GREET, &greet).unwrap();
+    let scope = Arc::new(registry.scope("writer"));
+    scope.mount_file(&greet).await.unwrap();
+    let server = ScriptedLlm::start([
+        Reply::tool_call("greet_graph", r#"{"name":"Ada","style":"formal"}"#),
+        Reply::text("no"),
+    ])
+    .await;
+    let agent = GraphRoutingAgent::new(scope.clone(), provider(&server), opts()).unwrap();
+    let out = agent.route("greet Ada").await.unwrap();
+    assert_eq!(out.tool, "greet_graph");
+    assert_eq!(
+        server.requests()[0].tool_names(),
+        vec!["echo_graph", "greet_graph"]
+    );
+    // The global view does not see the scope's mount.
+    let mut o = opts();
+    o.filter.allow = Some(vec!["greet_graph".into()]);
+    let err = GraphRoutingAgent::new(registry, provider(&server), o).unwrap_err();
+    assert_eq!(err.code(), "routing_config");
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! Echoes the call context into the state, so a host can check what it
 //! passes through: `tool`, `request`, `thread_id` and `configurable` of the
 //! node's context. `validate` refuses a call whose request text contains
-//! `not mine`, with the reason `"<tool>" does not handle: <request>`.
+//! `not mine`, with the reason `"<tool>" does not handle: <request>`, and
+//! panics on one containing `panic in validate`; every `validate` call
+//! first logs `validate called` at info level, so a host can count them.
 //! Declares no parameters, so its tool takes one `input` argument, no
 //! description, so its tool gets a synthesized one, and a 5 s timeout.
 
@@ -21,7 +23,11 @@ fn echo(_: Value, ctx: &Context) -> Update {
 }
 
 fn check(_: Value, ctx: &ValidateContext) -> Result<(), String> {
+    sandgraph_sdk::log::info("validate called");
     match ctx.request() {
+        Some(request) if request.contains("panic in validate") => {
+            panic!("validate gave up on: {request}")
+        }
         Some(request) if request.contains("not mine") => {
             Err(format!("\"{}\" does not handle: {request}", ctx.tool()))
         }

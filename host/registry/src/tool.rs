@@ -186,11 +186,38 @@ fn described(spec: &GraphSpec) -> (String, Value) {
     let output_schema = serde_json::json!({
         "type": "object",
         "description": format!(
-            "The final state of the graph: {}.",
+            "The final state of the graph: {}. A run that stops at an interrupt \
+             returns {{\"status\": \"interrupted\", \"thread_id\", \"interrupts\"}} \
+             instead; on a durable thread it can be resumed.",
             key_list(spec, false)
         ),
+        "anyOf": [
+            {"type": "object", "description": "the final state"},
+            interrupt_report_schema(),
+        ],
     });
     (description, output_schema)
+}
+
+/// The schema of an interrupted call's value (see [`ToolOutput::value`]).
+fn interrupt_report_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "description": "the run stopped at an interrupt",
+        "required": ["status", "thread_id", "interrupts"],
+        "properties": {
+            "status": {"const": "interrupted"},
+            "thread_id": {"type": ["string", "null"]},
+            "interrupts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "value"],
+                    "properties": {"id": {"type": "string"}, "value": {}}
+                }
+            }
+        }
+    })
 }
 
 impl GraphTool {
@@ -433,8 +460,55 @@ impl GraphTool {
         let threads = opts.threads.clone();
         let run_opts = self.run_options(opts);
         self.run_validate(&graph, &input, &run_opts).await?;
-        self.run_graph(&graph, input, run_opts, threads.as_ref(), on_step)
-            .await
+        self.run_graph(
+            &graph,
+            Start::Input(input),
+            run_opts,
+            threads.as_ref(),
+            on_step,
+        )
+        .await
+    }
+
+    /// Answers the pending interrupt(s) of the call's durable thread and
+    /// runs the graph on from there: `value` is the answer when one
+    /// interrupt is pending, else an object mapping interrupt ids to
+    /// answers. Neither the arguments nor `validate` run again: the thread
+    /// was started by a checked call.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_input` without [`CallOptions::threads`] and
+    /// [`CallOptions::thread_id`], or when the thread does not exist; the
+    /// runtime's error when nothing is pending or an id is unknown; any
+    /// error of loading or running the graph.
+    pub async fn resume(&self, value: Value, opts: CallOptions) -> Result<ToolOutput, RunError> {
+        self.resume_streaming(value, opts, &mut |_| {}).await
+    }
+
+    /// [`GraphTool::resume`], streaming one event per superstep to
+    /// `on_step`.
+    ///
+    /// # Errors
+    ///
+    /// As [`GraphTool::resume`].
+    pub async fn resume_streaming(
+        &self,
+        value: Value,
+        opts: CallOptions,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<ToolOutput, RunError> {
+        let graph = self.graph().await?;
+        let threads = opts.threads.clone();
+        let run_opts = self.run_options(opts);
+        self.run_graph(
+            &graph,
+            Start::Resume(value),
+            run_opts,
+            threads.as_ref(),
+            on_step,
+        )
+        .await
     }
 
     /// The checks of [`GraphTool::call`] without the run: the arguments
@@ -468,8 +542,14 @@ impl GraphTool {
         let graph = self.graph().await?;
         let threads = opts.threads.clone();
         let run_opts = self.run_options(opts);
-        self.run_graph(&graph, input, run_opts, threads.as_ref(), &mut |_| {})
-            .await
+        self.run_graph(
+            &graph,
+            Start::Input(input),
+            run_opts,
+            threads.as_ref(),
+            &mut |_| {},
+        )
+        .await
     }
 
     fn check_args(&self, args: &Value) -> Result<(), RunError> {
@@ -542,31 +622,36 @@ impl GraphTool {
     async fn run_graph(
         &self,
         graph: &Arc<Graph>,
-        input: Value,
+        start: Start,
         run_opts: RunOptions,
         threads: Option<&sandgraph_store::ThreadStore>,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<ToolOutput, RunError> {
         let thread_id = run_opts.context.thread_id.clone();
-        let outcome = match (threads, &thread_id) {
-            (Some(threads), Some(thread)) => {
+        let outcome = match (threads, &thread_id, start) {
+            (Some(threads), Some(thread), start) => {
                 let writer = threads.begin(thread, graph.name(), Durability::Sync)?;
                 let existing = threads.load(thread)?;
+                if existing.is_none() && matches!(start, Start::Resume(_)) {
+                    return Err(RunError::new(
+                        ErrorCode::InvalidInput,
+                        format!("thread \"{thread}\" does not exist: there is nothing to resume"),
+                    ));
+                }
                 self.runtime
-                    .run_thread(
-                        graph,
-                        existing,
-                        Start::Input(input),
-                        run_opts,
-                        &writer,
-                        on_step,
-                    )
+                    .run_thread(graph, existing, start, run_opts, &writer, on_step)
                     .await?
             }
-            _ => {
+            (_, _, Start::Input(input)) => {
                 self.runtime
                     .run_streaming(graph, input, run_opts, on_step)
                     .await?
+            }
+            (_, _, Start::Resume(_) | Start::Continue) => {
+                return Err(RunError::new(
+                    ErrorCode::InvalidInput,
+                    "resuming needs a durable thread: give the call a thread id and a thread store",
+                ));
             }
         };
         match outcome {

@@ -198,12 +198,17 @@ async fn descriptions_are_the_graphs_own_or_synthesized_from_its_structure() {
                 "properties": {"input": {"description": "Expected state keys: topic, context."}},
                 "required": ["input"]
             },
-            "output_schema": {
-                "type": "object",
-                "description": "The final state of the graph: topic, context."
-            },
+            "output_schema": ctx.output_schema(),
             "source": ctx.source().label(ctx.name()),
         })
+    );
+    let out = &def["output_schema"];
+    assert_eq!(out["type"], "object");
+    assert!(
+        out["description"].as_str().unwrap().starts_with(
+            "The final state of the graph: topic, context. A run that stops at an interrupt"
+        ),
+        "{out}"
     );
 }
 
@@ -290,6 +295,17 @@ async fn an_interrupted_run_reports_its_interrupts() {
     assert_eq!(interrupts[0]["node"], json!("ask"));
     assert_eq!(interrupts[0]["value"], json!({"question": "approve?"}));
     assert_eq!(serde_json::from_str::<Value>(&out.text).unwrap(), out.value);
+    // The tool's output schema admits the interrupt report, by its own
+    // branch, which a final state does not match.
+    let schema = tool.output_schema();
+    assert!(
+        jsonschema::validator_for(&schema)
+            .unwrap()
+            .is_valid(&out.value)
+    );
+    let branch = jsonschema::validator_for(&schema["anyOf"][1]).unwrap();
+    assert!(branch.is_valid(&out.value), "{schema}");
+    assert!(!branch.is_valid(&json!({"approved": true, "log": []})));
 }
 
 #[tokio::test]

@@ -92,6 +92,8 @@ enum Command {
         #[arg(long)]
         stream: bool,
         #[command(flatten)]
+        configurable: ConfigurableArg,
+        #[command(flatten)]
         cache: cache::CacheArgs,
     },
     /// Inspect and manage durable threads
@@ -181,8 +183,18 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
             limits,
             thread,
             stream,
+            configurable,
             cache,
-        } => run::run(&graph, input.as_deref(), &limits, &thread, stream, &cache).await,
+        } => {
+            let run = run::RunArgs {
+                limits: &limits,
+                thread: &thread,
+                stream,
+                configurable: configurable.parse()?,
+                cache: &cache,
+            };
+            run::run(&graph, input.as_deref(), run).await
+        }
         Command::Threads(cmd) => threads::threads(cmd).await,
         Command::Inspect {
             graph,
@@ -202,20 +214,57 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
 }
 
 pub(crate) fn read_input(arg: &str) -> Result<Value, Failure> {
+    read_json_arg(arg, "--input", "input").map(|(v, _)| v)
+}
+
+/// A JSON flag's value: the text, or the file `@PATH` names; with where it
+/// came from (`--flag` or `<what> file PATH`) for messages.
+pub(crate) fn read_json_arg(arg: &str, flag: &str, what: &str) -> Result<(Value, String), Failure> {
     let (text, origin) = match arg.strip_prefix('@') {
         Some(path) => (
             std::fs::read_to_string(path).map_err(|e| {
                 RunError::new(
                     ErrorCode::InvalidInput,
-                    format!("cannot read input file {path}: {e}"),
+                    format!("cannot read {what} file {path}: {e}"),
                 )
             })?,
-            format!("input file {path}"),
+            format!("{what} file {path}"),
         ),
-        None => (arg.to_string(), "--input".to_string()),
+        None => (arg.to_string(), flag.to_string()),
     };
-    json::parse_lossless(&text, &origin)
-        .map_err(|e| RunError::new(ErrorCode::InvalidInput, e.in_document(&origin)).into())
+    match json::parse_lossless(&text, &origin) {
+        Ok(v) => Ok((v, origin)),
+        Err(e) => Err(RunError::new(ErrorCode::InvalidInput, e.in_document(&origin)).into()),
+    }
+}
+
+/// `--configurable JSON`: extra configurable keys for every node (the
+/// seed's `configurable` pass-through), a JSON object or `@FILE`.
+#[derive(clap::Args, Debug, Default)]
+pub(crate) struct ConfigurableArg {
+    /// Extra configurable keys every node sees in its context: a JSON object, or @FILE
+    #[arg(long, value_name = "JSON")]
+    configurable: Option<String>,
+}
+
+impl ConfigurableArg {
+    /// The keys given, or none.
+    pub(crate) fn parse(&self) -> Result<serde_json::Map<String, Value>, Failure> {
+        let Some(arg) = &self.configurable else {
+            return Ok(serde_json::Map::new());
+        };
+        match read_json_arg(arg, "--configurable", "configurable")? {
+            (Value::Object(map), _) => Ok(map),
+            (other, origin) => Err(RunError::new(
+                ErrorCode::InvalidInput,
+                format!(
+                    "{origin} must be a JSON object of configurable keys, not {}",
+                    sandgraph_core::json::kind(&other)
+                ),
+            )
+            .into()),
+        }
+    }
 }
 
 pub(crate) fn print_pretty(v: &Value) -> Result<(), Failure> {

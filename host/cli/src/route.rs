@@ -35,6 +35,8 @@ pub struct RouteArgs {
     /// Do not record the attempts
     #[arg(long)]
     no_journal: bool,
+    #[command(flatten)]
+    configurable: crate::ConfigurableArg,
     /// Print which config file and base URL are used, on stderr
     #[arg(long, short)]
     verbose: bool,
@@ -100,6 +102,7 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
         cancel: cancel_on_ctrl_c(),
         thread_id: args.thread.clone(),
         threads: args.thread.as_ref().and(store.as_ref()).map(Store::threads),
+        configurable: args.configurable.parse()?,
         ..RouteOptions::default()
     };
     let out = agent

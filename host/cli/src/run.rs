@@ -24,22 +24,38 @@ pub(crate) async fn load(
     crate::cache::load(rt, store.as_ref(), path).await
 }
 
+/// What `sandgraph run` takes besides the graph and its input.
+pub(crate) struct RunArgs<'a> {
+    pub limits: &'a LimitArgs,
+    pub thread: &'a threads::ThreadArgs,
+    pub stream: bool,
+    pub configurable: serde_json::Map<String, Value>,
+    pub cache: &'a CacheArgs,
+}
+
 pub(crate) async fn run(
     path: &Path,
     input: Option<&str>,
-    args: &LimitArgs,
-    thread: &threads::ThreadArgs,
-    stream: bool,
-    cache: &CacheArgs,
+    args: RunArgs<'_>,
 ) -> Result<ExitCode, Failure> {
+    let RunArgs {
+        limits: limit_args,
+        thread,
+        stream,
+        configurable,
+        cache,
+    } = args;
     let input = input.map(read_input).transpose()?;
     let rt = Runtime::new()?;
-    let limits = args.apply(rt.config().default_limits.clone());
+    let limits = limit_args.apply(rt.config().default_limits.clone());
     limits.check()?;
     let graph = load(&rt, path, cache).await?;
+    let mut context = tool_context(&graph);
+    context.configurable = configurable;
+    context.configurable.remove("thread_id");
     let opts = RunOptions {
         limits: Some(limits),
-        context: tool_context(&graph),
+        context,
         ..Default::default()
     };
     let mut on_step = |ev: &sandgraph_runtime::StepEvent| {

@@ -46,6 +46,18 @@ pub struct CallArgs {
     /// checkpoint per superstep (an interrupt stays resumable)
     #[arg(long = "thread", value_name = "ID")]
     thread: Option<String>,
+    /// Answer the thread's pending interrupt(s) and run on: a JSON value, or
+    /// an object mapping interrupt ids to values when several are pending
+    /// (the arguments are not used: the thread keeps its state)
+    #[arg(
+        long,
+        value_name = "JSON",
+        requires = "thread",
+        conflicts_with = "args"
+    )]
+    resume: Option<String>,
+    #[command(flatten)]
+    configurable: crate::ConfigurableArg,
     /// The thread database for --thread (default: $SANDGRAPH_DB, else
     /// $XDG_DATA_HOME/sandgraph/threads.redb, else
     /// ~/.local/share/sandgraph/threads.redb)
@@ -177,20 +189,20 @@ fn event_line(event: &RegistryEvent, as_json: bool) -> String {
 }
 
 fn read_args(arg: &str) -> Result<Value, Failure> {
-    let (text, origin) = match arg.strip_prefix('@') {
-        Some(path) => (
-            std::fs::read_to_string(path)
-                .map_err(|e| invalid(format!("cannot read arguments file {path}: {e}")))?,
-            format!("arguments file {path}"),
-        ),
-        None => (arg.to_owned(), "--args".to_owned()),
-    };
-    json::parse_lossless(&text, &origin).map_err(|e| invalid(e.in_document(&origin)))
+    crate::read_json_arg(arg, "--args", "arguments").map(|(v, _)| v)
 }
 
 /// `sandgraph call NAME --graphs DIR --args JSON`.
 pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
     let input = read_args(&args.args)?;
+    let resume = args
+        .resume
+        .as_deref()
+        .map(|r| {
+            json::parse_lossless(r, "--resume").map_err(|e| invalid(e.in_document("--resume")))
+        })
+        .transpose()?;
+    let configurable = args.configurable.parse()?;
     // With --thread the data database is held for the thread, and the
     // capability journal is written to it; without, it is opened only if
     // a capability call is made.
@@ -220,9 +232,13 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
     let opts = CallOptions {
         thread_id: args.thread,
         threads,
+        configurable,
         ..CallOptions::default()
     };
-    let out = tool.call(input, opts).await?;
+    let out = match resume {
+        Some(value) => tool.resume(value, opts).await?,
+        None => tool.call(input, opts).await?,
+    };
     outln!("{}", show::json(&out.text));
     Ok(if out.interrupted {
         ExitCode::from(exit::INTERRUPTED)

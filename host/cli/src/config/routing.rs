@@ -17,13 +17,16 @@ pub(crate) struct RoutingArgs {
     #[arg(long, value_name = "N")]
     max_retries: Option<u32>,
     /// Graph tool to run with {} when the model answers in plain text [default: the built-in no-op]
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "fallback_reply")]
     fallback: Option<String>,
+    /// Reply {"reply": TEXT} from the host when the model answers in plain text, instead of running a graph [default: [routing].fallback_reply]
+    #[arg(long, value_name = "TEXT")]
+    fallback_reply: Option<String>,
 }
 
 /// The router's options: `--allow` replaces `[routing].allow`, `--deny`
-/// adds to `[routing].deny`, `--max-retries` and `--fallback` go over
-/// theirs; the model is the resolved one.
+/// adds to `[routing].deny`, `--max-retries`, `--fallback` and
+/// `--fallback-reply` go over theirs; the model is the resolved one.
 pub(crate) fn router_options(resolved: &Resolved, flags: &RoutingArgs) -> RouterOptions {
     let routing = &resolved.agents.routing;
     let mut deny = routing.deny.clone();
@@ -35,10 +38,23 @@ pub(crate) fn router_options(resolved: &Resolved, flags: &RoutingArgs) -> Router
             deny,
         },
         max_retries: flags.max_retries.unwrap_or(routing.max_retries),
-        fallback: match flags.fallback.clone().or_else(|| routing.fallback.clone()) {
-            Some(name) => Fallback::Tool(name),
-            None => Fallback::Builtin,
-        },
+        fallback: fallback(flags, routing),
         system_prompt: routing.system_prompt.clone(),
+    }
+}
+
+/// A flag over the config; a graph over a reply at the same level (the
+/// config refuses both, the flags conflict).
+fn fallback(flags: &RoutingArgs, routing: &sandgraph_agent::RoutingConfig) -> Fallback {
+    if let Some(name) = &flags.fallback {
+        Fallback::Tool(name.clone())
+    } else if let Some(reply) = &flags.fallback_reply {
+        Fallback::Reply(reply.clone())
+    } else if let Some(name) = &routing.fallback {
+        Fallback::Tool(name.clone())
+    } else if let Some(reply) = &routing.fallback_reply {
+        Fallback::Reply(reply.clone())
+    } else {
+        Fallback::Builtin
     }
 }

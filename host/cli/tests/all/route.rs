@@ -124,6 +124,55 @@ async fn plain_text_prints_fallback_true() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_host_reply_fallback_and_configurable_keys_from_the_command_line() {
+    let env = folder_with(&[("ctx.wasm", sandgraph_tests::GRAPH_CONTEXT)]);
+    let server = ScriptedLlm::start([
+        Reply::text("no tool fits"),
+        Reply::tool_call("graph_context", r#"{"input":{}}"#),
+    ])
+    .await;
+    let out = route(
+        &env,
+        &server,
+        "what time is it",
+        &["--no-journal", "--fallback-reply", "I only run graphs."],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed["tool"], "graph_routing_fallback");
+    assert_eq!(printed["result"], json!({"reply": "I only run graphs."}));
+    let out = route(
+        &env,
+        &server,
+        "show the context",
+        &["--no-journal", "--configurable", r#"{"tenant":"acme"}"#],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        printed["result"]["context"]["configurable"],
+        json!({"tenant": "acme"})
+    );
+    // A graph and a reply cannot both be the fallback.
+    std::fs::write(
+        env.path("sandgraph.toml"),
+        "[routing]\nfallback = \"graph_context\"\nfallback_reply = \"hi\"\n",
+    )
+    .unwrap();
+    let out = route(&env, &server, "x", &["--no-journal"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "[routing]: set fallback (a graph) or fallback_reply (a host reply), not both"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_api_key_is_sent_but_never_printed() {
     let env = folder();
     let key = "sk-test-3f9a1c-very-secret";

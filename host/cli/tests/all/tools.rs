@@ -298,6 +298,100 @@ fn an_interrupted_call_exits_20_with_the_thread_id() {
     assert!(stdout(&o).contains("approve?"), "{}", stdout(&o));
     let o = env.run(&["threads", "list"]);
     assert!(stdout(&o).contains("t-9"), "{}", stdout(&o));
+    // `call --resume` answers it: the second question comes, then the end.
+    let resume = |answer: &str| {
+        env.run(&[
+            "call",
+            "graph_interrupt",
+            "--graphs",
+            "graphs",
+            "--thread",
+            "t-9",
+            "--resume",
+            answer,
+        ])
+    };
+    let o = resume("true");
+    assert_eq!(o.status.code(), Some(20), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["interrupts"][0]["value"],
+        json!({"question": "name?", "approved": true})
+    );
+    let o = resume(r#""Ada""#);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["approved"], json!(true));
+    assert_eq!(v["name"], json!("Ada"));
+    assert_eq!(v["log"], json!(["prepared", "asked"]));
+    // Nothing is pending now; an unknown thread has nothing to resume.
+    let o = resume("1");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no pending interrupt"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.run(&[
+        "call",
+        "graph_interrupt",
+        "--graphs",
+        "graphs",
+        "--thread",
+        "t-nope",
+        "--resume",
+        "1",
+    ]);
+    assert_error(
+        &o,
+        "invalid_input",
+        2,
+        "thread \"t-nope\" does not exist: there is nothing to resume",
+    );
+}
+
+#[test]
+fn configurable_keys_reach_the_nodes_from_call_and_run() {
+    let env = folder(&[("ctx.wasm", sandgraph_tests::GRAPH_CONTEXT)]);
+    let o = env.run(&[
+        "call",
+        "graph_context",
+        "--graphs",
+        "graphs",
+        "--args",
+        r#"{"input": {}}"#,
+        "--configurable",
+        r#"{"tenant": "acme", "thread_id": "forged"}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["context"]["configurable"], json!({"tenant": "acme"}));
+    assert_eq!(v["context"]["thread_id"], Value::Null);
+    let o = env.run(&[
+        "run",
+        "graphs/ctx.wasm",
+        "--input",
+        "{}",
+        "--configurable",
+        r#"{"depth": 2}"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["context"]["configurable"], json!({"depth": 2}));
+    let o = env.run(&[
+        "run",
+        "graphs/ctx.wasm",
+        "--input",
+        "{}",
+        "--configurable",
+        "[1]",
+    ]);
+    assert_error(
+        &o,
+        "invalid_input",
+        2,
+        "--configurable must be a JSON object of configurable keys, not an array",
+    );
 }
 
 #[test]

@@ -43,6 +43,7 @@
 mod agent_graph;
 mod conn;
 mod http;
+mod interrupts;
 mod principal;
 mod resources;
 mod server;
@@ -56,10 +57,11 @@ pub use http::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
     DEFAULT_SESSION_IDLE, DEFAULT_SHUTDOWN_GRACE, HttpError, HttpOptions, HttpServer, MCP_PATH,
 };
+pub use interrupts::{CONFIGURABLE_META_KEY, MAX_ELICITATION_ROUNDS, RESUME_META_KEY};
 pub use principal::{Principal, SHARED_TOKEN_PRINCIPAL, Tokens, TokensError};
 pub use server::{
-    BUSY, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, McpServer, ServerOptions,
-    Stats, UNKNOWN_TOOL,
+    BUSY, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, MAX_THREAD_NAME_BYTES,
+    McpServer, ServerOptions, Stats, THREAD_META_KEY, UNKNOWN_TOOL,
 };
 pub use stdio::{StdioError, serve_stdio};
 

@@ -29,6 +29,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, broadcast, m
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::agent_graph::{self, AgentGraph, ControllerOptions};
+use crate::interrupts;
 use crate::principal::Principal;
 use crate::resources;
 
@@ -523,6 +524,10 @@ impl McpServer {
             Ok(t) => t,
             Err(why) => return error_result(ErrorCode::InvalidInput.as_str(), &why),
         };
+        let meta = match interrupts::call_meta(&params, &ctx, thread_id.is_some()) {
+            Ok(m) => m,
+            Err(why) => return error_result(ErrorCode::InvalidInput.as_str(), &why),
+        };
         let _admitted = match self.enter(principal.as_ref()) {
             Ok(a) => a,
             Err(why) => return error_result(BUSY, &why),
@@ -534,19 +539,24 @@ impl McpServer {
             "tool call started"
         );
         let started = Instant::now();
-        let args = Value::Object(params.arguments.unwrap_or_default());
+        let start = match meta.resume {
+            Some(answer) => Start::Resume(answer),
+            None => Start::Call(Value::Object(params.arguments.unwrap_or_default())),
+        };
         let opts = CallOptions {
             cancel: s.stop.child_token(),
             threads: thread_id.as_ref().and(s.threads.clone()),
             thread_id,
+            configurable: meta.configurable,
             ..CallOptions::default()
         };
-        let (outcome, by_client) = run_tool(tool, args, opts, &ctx).await;
+        let (outcome, by_client) = run_answering(tool, start, opts, &ctx).await;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if by_client {
             s.cancelled.fetch_add(1, Ordering::Relaxed);
         }
         let code = match &outcome {
+            Ok(out) if out.interrupted => "interrupted",
             Ok(_) => "ok",
             Err(e) => e.code.as_str(),
         };
@@ -661,9 +671,46 @@ struct Admitted<'a> {
 /// Runs a graph tool call: its own supersteps become progress
 /// notifications to the client, and the client's cancellation cancels the
 /// run. Returns the outcome and whether the client cancelled.
+/// How a graph tool call starts: with its arguments, or by answering its
+/// thread's pending interrupt(s).
+enum Start {
+    Call(Value),
+    Resume(Value),
+}
+
+/// [`run_tool`], then, while the run stops at an interrupt on a durable
+/// thread and the client answers elicitations, the answers resume it (at
+/// most [`interrupts::MAX_ELICITATION_ROUNDS`] times).
+async fn run_answering(
+    tool: Arc<GraphTool>,
+    start: Start,
+    opts: CallOptions,
+    ctx: &RequestContext<RoleServer>,
+) -> (Result<ToolOutput, RunError>, bool) {
+    let (mut outcome, mut by_client) = run_tool(tool.clone(), start, opts.clone(), ctx).await;
+    let answerable = opts.threads.is_some() && opts.thread_id.is_some();
+    if !answerable || !interrupts::can_elicit(&ctx.peer) {
+        return (outcome, by_client);
+    }
+    for _ in 0..interrupts::MAX_ELICITATION_ROUNDS {
+        let report = match &outcome {
+            Ok(out) if out.interrupted && !by_client => out.value.clone(),
+            _ => break,
+        };
+        let answer = tokio::select! {
+            a = interrupts::elicit_answers(&ctx.peer, tool.name(), &report) => a,
+            () = ctx.ct.cancelled() => None,
+        };
+        let Some(answer) = answer else { break };
+        (outcome, by_client) =
+            run_tool(tool.clone(), Start::Resume(answer), opts.clone(), ctx).await;
+    }
+    (outcome, by_client)
+}
+
 async fn run_tool(
     tool: Arc<GraphTool>,
-    args: Value,
+    start: Start,
     opts: CallOptions,
     ctx: &RequestContext<RoleServer>,
 ) -> (Result<ToolOutput, RunError>, bool) {
@@ -684,7 +731,12 @@ async fn run_tool(
         // Boxed: the run's future nests the executor's, deep enough that
         // a session future holding it inline overflows rustc's layout
         // query depth (the MCP tests' `serve` task).
-        Box::pin(tool.call_streaming(args, opts, &mut on_step)).await
+        match start {
+            Start::Call(args) => Box::pin(tool.call_streaming(args, opts, &mut on_step)).await,
+            Start::Resume(answer) => {
+                Box::pin(tool.resume_streaming(answer, opts, &mut on_step)).await
+            }
+        }
     };
     let client_cancel = ctx.ct.clone();
     let run = async move {

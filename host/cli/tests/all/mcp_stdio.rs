@@ -201,6 +201,27 @@ async fn a_cancelled_call_ends_its_run_and_the_server_serves_the_next() {
 }
 
 #[tokio::test]
+async fn an_interrupted_call_is_logged_as_interrupted() {
+    let env = folder(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    env.write(
+        "sandgraph.toml",
+        "[graphs.graph_interrupt]\nas_tool = true\n",
+    );
+    let (client, stderr) = connect(&env, &[]).await;
+    let r = call(&client, "graph_interrupt", json!({"input": {}})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["status"],
+        "interrupted"
+    );
+    let line = stderr
+        .wait_for(&["tool call ended", "graph_interrupt"])
+        .await;
+    assert!(line.contains("outcome=\"interrupted\""), "{line}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn with_watch_a_new_component_shows_up_in_the_tool_list() {
     let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
     let (client, _stderr) = connect(&env, &["--watch"]).await;

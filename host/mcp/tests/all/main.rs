@@ -8,4 +8,5 @@ mod common;
 
 mod agent_graph;
 mod http;
+mod interrupts;
 mod server;

@@ -72,11 +72,15 @@ fn cache() -> Store {
 }
 
 /// The test client: records progress notifications and counts
-/// `tools/list_changed`.
+/// `tools/list_changed`. With `answers`, it declares the elicitation
+/// capability and answers each elicitation with the next one (`None`:
+/// declines), recording the messages it was asked.
 #[derive(Clone)]
 pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     pub list_changed: watch::Sender<u32>,
+    pub answers: Option<Arc<Mutex<std::collections::VecDeque<Option<String>>>>>,
+    pub elicited: Arc<Mutex<Vec<String>>>,
 }
 
 impl Default for Client {
@@ -84,6 +88,8 @@ impl Default for Client {
         Client {
             progress: Arc::default(),
             list_changed: watch::channel(0).0,
+            answers: None,
+            elicited: Arc::default(),
         }
     }
 }
@@ -122,12 +128,50 @@ impl ClientHandler for Client {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.list_changed.send_modify(|n| *n += 1);
     }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut info = rmcp::model::ClientConfig::default();
+        if self.answers.is_some() {
+            info.capabilities.elicitation = Some(Default::default());
+        }
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.elicited.lock().unwrap().push(message);
+        }
+        let next = self
+            .answers
+            .as_ref()
+            .and_then(|a| a.lock().unwrap().pop_front())
+            .flatten();
+        Ok(match next {
+            Some(answer) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(serde_json::json!({ "answer": answer })),
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
 }
 
 pub type Session = RunningService<RoleClient, Client>;
 
 /// A server over `registry` and a client connected to it in process.
 pub async fn connect(registry: Registry, options: ServerOptions) -> (McpServer, Session) {
+    connect_as(Client::default(), registry, options).await
+}
+
+/// [`connect`] with `client` as the client's handler.
+async fn connect_as(
+    client: Client,
+    registry: Registry,
+    options: ServerOptions,
+) -> (McpServer, Session) {
     let server = McpServer::new(registry, options);
     let (a, b) = tokio::io::duplex(1 << 16);
     let s = server.clone();
@@ -136,8 +180,34 @@ pub async fn connect(registry: Registry, options: ServerOptions) -> (McpServer, 
             let _ = running.waiting().await;
         }
     });
-    let client = Client::default().serve(b).await.unwrap();
-    (server, client)
+    (server, client.serve(b).await.unwrap())
+}
+
+/// [`connect`] with a client that answers elicitations with `answers` in
+/// turn (`None`: declines).
+pub async fn connect_answering(
+    registry: Registry,
+    options: ServerOptions,
+    answers: &[Option<&str>],
+) -> (McpServer, Session) {
+    let client = Client {
+        answers: Some(Arc::new(Mutex::new(
+            answers.iter().map(|a| a.map(str::to_owned)).collect(),
+        ))),
+        ..Client::default()
+    };
+    connect_as(client, registry, options).await
+}
+
+/// `params` of a call with `_meta` entries.
+pub fn params_with_meta(name: &str, args: Value, meta: &[(&str, Value)]) -> CallToolRequestParams {
+    let mut p = params(name, args);
+    let mut m = rmcp::model::RequestMetaObject::default();
+    for (k, v) in meta {
+        m.0.0.insert((*k).to_owned(), v.clone());
+    }
+    p.meta = Some(m);
+    p
 }
 
 pub fn params(name: &str, args: Value) -> CallToolRequestParams {

@@ -111,4 +111,71 @@ impl LlmError {
                 | LlmError::Transport { .. }
         )
     }
+
+    /// Whether the server refused the request as longer than the model's
+    /// context: a 400, 413 or 422 whose message says so in one of the
+    /// wordings of OpenAI, DeepSeek, vLLM, llama.cpp, Mistral, Gemini or
+    /// Anthropic's compatible endpoints.
+    /// Retrying the same request cannot succeed; a shorter one may. (Ollama
+    /// reports nothing: it cuts the prompt itself.)
+    pub fn is_context_overflow(&self) -> bool {
+        let LlmError::Status { status, message } = self else {
+            return false;
+        };
+        if !matches!(status, 400 | 413 | 422) {
+            return false;
+        }
+        let message = message.to_lowercase();
+        CONTEXT_OVERFLOW_PHRASES
+            .iter()
+            .any(|phrase| message.contains(phrase))
+    }
+}
+
+/// What a server's message says, lowercased, when it refuses a request as
+/// longer than the model's context ([`LlmError::is_context_overflow`]).
+const CONTEXT_OVERFLOW_PHRASES: &[&str] = &[
+    "context length",
+    "context_length",
+    "context size",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "exceeds the maximum number of tokens",
+    "reduce the length of the messages",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, message: &str) -> LlmError {
+        LlmError::Status {
+            status,
+            message: message.to_owned(),
+        }
+    }
+
+    #[test]
+    fn context_overflow_is_a_refusal_that_says_so() {
+        for message in [
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+            "the request exceeds the available context size, try increasing it",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+            "The input token count (40000) exceeds the maximum number of tokens allowed (32768).",
+            "Please reduce the length of the messages or completion.",
+        ] {
+            assert!(status(400, message).is_context_overflow(), "{message}");
+        }
+        assert!(status(413, "Context window exceeded").is_context_overflow());
+        // Other refusals, and the same words under another status, are not.
+        assert!(!status(400, "model not found").is_context_overflow());
+        assert!(!status(404, "maximum context length is 8192").is_context_overflow());
+        let server = LlmError::Server {
+            status: 500,
+            attempts: 4,
+            message: "maximum context length".to_owned(),
+        };
+        assert!(!server.is_context_overflow());
+    }
 }

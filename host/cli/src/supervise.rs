@@ -82,7 +82,9 @@ fn failure(e: SuperviseError, db: &std::path::Path) -> Failure {
             RunError::new(ErrorCode::InvalidInput, e.to_string()).into()
         }
         SuperviseError::Store(_) => RunError::new(ErrorCode::Storage, e.to_string()).into(),
-        SuperviseError::Stalled(_) | SuperviseError::Coordinator(_) => {
+        SuperviseError::Stalled(_)
+        | SuperviseError::Coordinator(_)
+        | SuperviseError::ContextOverflow(_) => {
             Failure::new(e.code(), exit::SUPERVISOR, e.to_string())
         }
     }
@@ -109,6 +111,15 @@ fn progress(e: &Event) {
         Event::WakeDelivered { wake_id } => {
             eprintln!("  wake {} delivered", show::folded(wake_id, 80));
         }
+        Event::Compacted {
+            estimated_tokens,
+            budget_tokens,
+            digested_calls,
+            omitted,
+            ..
+        } => eprintln!(
+            "  context compacted: about {estimated_tokens} tokens over a budget of {budget_tokens}; {digested_calls} tool calls digested, {omitted} entries left out of the message"
+        ),
     }
 }
 

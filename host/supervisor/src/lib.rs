@@ -9,9 +9,11 @@
 
 #![deny(missing_docs)]
 
+mod context;
 mod coordinator;
 mod supervisor;
 
+pub use context::{BYTES_PER_TOKEN, DEFAULT_CONTEXT_BUDGET_TOKENS, estimate_tokens};
 pub use coordinator::{
     Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveError, WaveReport,
 };

@@ -11,11 +11,12 @@ use sandgraph_controller::{
     AgentGraphTools, AttemptStatus, CallIdentity, GraphRecord, OpenAgentGraphs, Projection,
     SupervisorWake, UPDATE_TOOL, WakeStatus, YIELD_TOOL, prompt_section, tool_defs,
 };
-use sandgraph_llm::{ChatRequest, LlmError, Message, Provider, ToolCall, ToolSpec};
+use sandgraph_llm::{ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::Registry;
 use sandgraph_store::{Store, SupervisorRun};
 use serde_json::{Value, json};
 
+use crate::context::{Brief, Compaction, Conversation};
 use crate::coordinator::{Coordinator, CoordinatorOptions};
 
 /// How the supervisor loop runs.
@@ -35,6 +36,11 @@ pub struct SupervisorOptions {
     /// waits 30 s × n; `[controller].wake_backoff_ms` in `sandgraph.toml`).
     /// See [`SupervisorOptions::wake_retry_delay`].
     pub wake_backoff: Duration,
+    /// The most estimated tokens a supervisor request may take
+    /// (`[controller].context_budget_tokens` in `sandgraph.toml`; see
+    /// [`crate::estimate_tokens`]). A turn over it is compacted once, its
+    /// opening message bounded (seed §2.11); see [`Event::Compacted`].
+    pub context_budget_tokens: u64,
     /// Extra system text before the prompt section.
     pub system_prompt: Option<String>,
 }
@@ -49,6 +55,7 @@ impl SupervisorOptions {
             max_turns: 32,
             max_wake_attempts: 3,
             wake_backoff: Duration::from_secs(30),
+            context_budget_tokens: crate::DEFAULT_CONTEXT_BUDGET_TOKENS,
             system_prompt: None,
         }
     }
@@ -85,6 +92,27 @@ pub enum Event {
     WakeDelivered {
         /// The wake.
         wake_id: String,
+    },
+    /// A supervisor turn's conversation was over its context budget, or
+    /// the model refused it as over its context, and was compacted: the
+    /// turn's tool calls so far became a digest and its opening message
+    /// (the wake, or the goal) keeps the entries that fit, saying how many
+    /// it leaves out. Once per turn.
+    Compacted {
+        /// The turn.
+        turn: u64,
+        /// The estimated tokens of the conversation that did not fit.
+        estimated_tokens: u64,
+        /// The budget it was compacted to, in estimated tokens.
+        budget_tokens: u64,
+        /// Tool calls of the turn replaced by the digest.
+        digested_calls: usize,
+        /// Entries (records of a wake, workers of the goal) left out of
+        /// the opening message.
+        omitted: usize,
+        /// Whether the model's provider reported the overflow (rather than
+        /// the estimate).
+        reported: bool,
     },
 }
 
@@ -129,6 +157,10 @@ pub enum SuperviseError {
     /// Running work failed in the host.
     #[error("coordinator: {0}")]
     Coordinator(#[from] crate::WaveError),
+    /// A supervisor turn's conversation did not fit the context even after
+    /// its one compaction.
+    #[error("{0}")]
+    ContextOverflow(String),
 }
 
 impl SuperviseError {
@@ -140,6 +172,7 @@ impl SuperviseError {
             SuperviseError::UnknownGraph(_) | SuperviseError::InvalidGraphId(_) => "invalid_input",
             SuperviseError::Stalled(_) => "supervisor_stalled",
             SuperviseError::Coordinator(_) => "coordinator",
+            SuperviseError::ContextOverflow(_) => "context_overflow",
         }
     }
 }
@@ -167,55 +200,78 @@ pub fn first_message(
     registry: &Registry,
     agents: &AgentConfig,
 ) -> String {
-    let mut s = format!(
-        "Goal: {goal}\n\nYou supervise agent graph {graph_id}. Workers you can schedule:\n"
-    );
+    first_brief(graph_id, goal, registry, agents).text()
+}
+
+/// [`first_message`] in parts: its list is the workers.
+fn first_brief(graph_id: &str, goal: &str, registry: &Registry, agents: &AgentConfig) -> Brief {
     let mut presets: Vec<_> = registry.graph_tools();
     presets.sort_by(|a, b| a.name().cmp(b.name()));
-    for t in presets {
-        s.push_str(&format!(
-            "- subagentId \"{}\" (one graph): {}\n",
-            t.name(),
-            one_line(t.description(), 200)
-        ));
-    }
-    for (id, profile) in &agents.agents {
-        s.push_str(&format!(
+    let mut items: Vec<String> = presets
+        .iter()
+        .map(|t| {
+            format!(
+                "- subagentId \"{}\" (one graph): {}\n",
+                t.name(),
+                one_line(t.description(), 200)
+            )
+        })
+        .collect();
+    items.extend(agents.agents.iter().map(|(id, profile)| {
+        format!(
             "- agentId \"{id}\" (a routing agent): {}\n",
             profile
                 .description
                 .as_deref()
                 .unwrap_or("routes its instruction to a graph")
-        ));
+        )
+    }));
+    Brief {
+        head: format!(
+            "Goal: {goal}\n\nYou supervise agent graph {graph_id}. Workers you can schedule:\n"
+        ),
+        items,
+        empty: "",
+        tail: "\nSchedule work with update_agent_graph, then end your turn with yield_agent_graph. When the results are in, finish the graph with their record ids.".to_owned(),
+        kind: "workers",
+        hint: "the ones listed are the first by name, presets before agents",
     }
-    s.push_str("\nSchedule work with update_agent_graph, then end your turn with yield_agent_graph. When the results are in, finish the graph with their record ids.");
-    s
 }
 
 /// The message of a wake: the records written since the wake was claimed.
 pub fn wake_message(graph_id: &str, records: &[GraphRecord], pending: usize) -> String {
-    let mut s = format!("Agent graph {graph_id}: the wave settled. New records:\n");
-    if records.is_empty() {
-        s.push_str("none\n");
+    wake_brief(graph_id, records, pending).text()
+}
+
+/// [`wake_message`] in parts: its list is the records.
+fn wake_brief(graph_id: &str, records: &[GraphRecord], pending: usize) -> Brief {
+    let items = records
+        .iter()
+        .map(|r| {
+            format!(
+                "- {} (work {}, operator {}, {}): {}\n",
+                r.record_id,
+                r.work_id.as_deref().unwrap_or("-"),
+                r.operator_id,
+                r.outcome.map_or("record", |o| match o {
+                    sandgraph_controller::RecordOutcome::Completed => "completed",
+                    sandgraph_controller::RecordOutcome::Failed => "failed",
+                    sandgraph_controller::RecordOutcome::Cancelled => "cancelled",
+                }),
+                one_line(&r.summary, 500)
+            )
+        })
+        .collect();
+    Brief {
+        head: format!("Agent graph {graph_id}: the wave settled. New records:\n"),
+        items,
+        empty: "none\n",
+        tail: format!(
+            "{pending} work items are still pending. Use view_agent_graph to inspect, update_agent_graph to schedule more or to finish with result ids, yield_agent_graph to wait."
+        ),
+        kind: "records",
+        hint: "these are the first ones; view_agent_graph lists every record, paging with nextCursor",
     }
-    for r in records {
-        s.push_str(&format!(
-            "- {} (work {}, operator {}, {}): {}\n",
-            r.record_id,
-            r.work_id.as_deref().unwrap_or("-"),
-            r.operator_id,
-            r.outcome.map_or("record", |o| match o {
-                sandgraph_controller::RecordOutcome::Completed => "completed",
-                sandgraph_controller::RecordOutcome::Failed => "failed",
-                sandgraph_controller::RecordOutcome::Cancelled => "cancelled",
-            }),
-            one_line(&r.summary, 500)
-        ));
-    }
-    s.push_str(&format!(
-        "{pending} work items are still pending. Use view_agent_graph to inspect, update_agent_graph to schedule more or to finish with result ids, yield_agent_graph to wait."
-    ));
-    s
 }
 
 /// How a supervisor turn ended.
@@ -408,8 +464,8 @@ impl Supervisor {
                     "agent graph {graph_id}: the supervisor stopped without finishing and nothing is pending"
                 )));
             }
-            let message = if projection.revision() == 0 {
-                first_message(graph_id, &run.goal, &self.registry, &self.agents)
+            let brief = if projection.revision() == 0 {
+                first_brief(graph_id, &run.goal, &self.registry, &self.agents)
             } else {
                 let g = graph_id.to_owned();
                 let since = self
@@ -427,9 +483,9 @@ impl Supervisor {
                     .filter(|r| r.emitted_at >= since)
                     .cloned()
                     .collect();
-                wake_message(graph_id, &records, projection.requested().count())
+                wake_brief(graph_id, &records, projection.requested().count())
             };
-            self.turn(&tools, &run, message).await?;
+            self.turn(&tools, &run, brief).await?;
         }
     }
 
@@ -524,7 +580,7 @@ impl Supervisor {
             .cloned()
             .collect();
         let pending = projection.requested().count();
-        let message = wake_message(graph_id, &records, pending);
+        let brief = wake_brief(graph_id, &records, pending);
         let mut index = u64::from(wake.attempt_count);
         loop {
             let attempt_id = graph_wake_attempt_id(&wake.wake_id, index);
@@ -534,7 +590,7 @@ impl Supervisor {
             {
                 return Ok(());
             }
-            let outcome = self.turn(tools, run, message.clone()).await;
+            let outcome = self.turn(tools, run, brief.clone()).await;
             let (status, reason) = attempt_status(&outcome);
             let completed = self
                 .complete_attempt(graph_id, &wake.wake_id, attempt_id, status, reason)
@@ -631,12 +687,14 @@ impl Supervisor {
     }
 
     /// One supervisor turn: model calls and tool calls until the model
-    /// yields, finishes the graph or stops calling tools.
+    /// yields, finishes the graph or stops calling tools. The turn opens
+    /// with `brief`; its conversation is kept under the context budget
+    /// ([`Supervisor::ask`]).
     async fn turn(
         &self,
         tools: &AgentGraphTools,
         run: &SupervisorRun,
-        message: String,
+        brief: Brief,
     ) -> Result<TurnEnd, SuperviseError> {
         let g = run.graph_id.clone();
         let turn = self
@@ -644,26 +702,19 @@ impl Supervisor {
             .await?
             .map_err(|e| SuperviseError::Store(e.to_string()))?;
         self.emit(Event::Turn { turn });
-        let specs = tool_specs();
-        let mut messages = vec![
-            Message::System {
-                content: self.system_prompt(),
-            },
-            Message::User { content: message },
-        ];
+        let mut conversation = Conversation::new(
+            self.options.model.clone(),
+            tool_specs(),
+            self.system_prompt(),
+            brief,
+            self.options.context_budget_tokens,
+        );
         for _ in 0..self.options.max_turn_steps {
-            let request = ChatRequest {
-                model: self.options.model.clone(),
-                messages: messages.clone(),
-                tools: specs.clone(),
-                temperature: None,
-                max_tokens: None,
-            };
-            let response = self.provider.chat(&request).await?;
+            let response = self.ask(&mut conversation, run, turn).await?;
             if response.tool_calls.is_empty() {
                 return Ok(TurnEnd::Stopped);
             }
-            messages.push(Message::Assistant {
+            conversation.push(Message::Assistant {
                 content: response.content.clone(),
                 tool_calls: response.tool_calls.clone(),
             });
@@ -679,7 +730,7 @@ impl Supervisor {
                     tool: call.name.clone(),
                     result: text.lines().next().unwrap_or("").to_owned(),
                 });
-                messages.push(Message::Tool {
+                conversation.push(Message::Tool {
                     tool_call_id: call.id,
                     content: text,
                 });
@@ -689,6 +740,58 @@ impl Supervisor {
             }
         }
         Ok(TurnEnd::Stopped)
+    }
+
+    /// The model's next answer in `conversation`: compacted once first
+    /// when it is over the context budget, or again asked compacted when
+    /// the provider refuses it as over the model's context (seed §2.11).
+    /// Still too long after its compaction: [`SuperviseError::ContextOverflow`].
+    async fn ask(
+        &self,
+        conversation: &mut Conversation,
+        run: &SupervisorRun,
+        turn: u64,
+    ) -> Result<ChatResponse, SuperviseError> {
+        let overflow = |why: String| {
+            SuperviseError::ContextOverflow(format!(
+                "agent graph {}: supervisor turn {turn}: {why}; raise [controller].context_budget_tokens if the model's context allows",
+                run.graph_id
+            ))
+        };
+        // At most two rounds: a second refusal finds the conversation
+        // compacted already and is an error.
+        loop {
+            if let Some(compaction) = conversation.fit().map_err(overflow)? {
+                self.compacted(turn, compaction);
+            }
+            match self.provider.chat(&conversation.request()).await {
+                Err(e) if e.is_context_overflow() => {
+                    let compaction = conversation.refused(&e).map_err(overflow)?;
+                    self.compacted(turn, compaction);
+                }
+                answer => return Ok(answer?),
+            }
+        }
+    }
+
+    fn compacted(&self, turn: u64, c: Compaction) {
+        tracing::info!(
+            turn,
+            estimated_tokens = c.estimated_tokens,
+            budget_tokens = c.budget_tokens,
+            digested_calls = c.digested_calls,
+            omitted = c.omitted,
+            reported = c.reported,
+            "supervisor conversation compacted"
+        );
+        self.emit(Event::Compacted {
+            turn,
+            estimated_tokens: c.estimated_tokens,
+            budget_tokens: c.budget_tokens,
+            digested_calls: c.digested_calls,
+            omitted: c.omitted,
+            reported: c.reported,
+        });
     }
 
     /// The supervisor's system message: the configured text (or the
@@ -760,6 +863,9 @@ fn attempt_status(outcome: &Result<TurnEnd, SuperviseError>) -> (AttemptStatus, 
     match outcome {
         Ok(_) => (AttemptStatus::Delivered, None),
         Err(SuperviseError::Llm(e)) => (AttemptStatus::RetryableFailed, Some(e.to_string())),
+        Err(e @ SuperviseError::ContextOverflow(_)) => {
+            (AttemptStatus::RetryableFailed, Some(e.to_string()))
+        }
         Err(_) => (
             AttemptStatus::RetryableFailed,
             Some("the turn failed".to_owned()),

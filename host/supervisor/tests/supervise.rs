@@ -936,3 +936,333 @@ async fn an_interrupted_supervised_run_is_on_disk_when_it_is_recorded() {
         serde_json::json!(["prepared"])
     );
 }
+
+// Context overflow in wake delivery (seed-contracts §2.11): one
+// compaction, then one bounded partial delivery.
+
+/// Work items of the context tests: with each record's summary cut to 500
+/// characters in a wake, 32 records take about 4,500 estimated tokens,
+/// well over the system prompt and tool definitions.
+const CONTEXT_ITEMS: usize = 32;
+
+/// The refusal of a model whose context the request exceeds (OpenAI's
+/// wording).
+fn context_refusal() -> Reply {
+    Reply::status(
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 4096 tokens. However, your messages resulted in 6000 tokens.","code":"context_length_exceeded"}}"#,
+    )
+}
+
+/// The scripted supervisor and workers of the context tests on `graph`:
+/// the goal adds [`CONTEXT_ITEMS`] echo items whose records are long; a
+/// wake finishes with every record of the store. With `view_first`, the
+/// wake turn views the graph first, and the requests after that view are
+/// refused as over the context while `refusals` is above 0 (shared by
+/// every reply of the script).
+fn context_script(
+    store: &Store,
+    graph: &str,
+    view_first: bool,
+    refusals: Arc<Mutex<usize>>,
+) -> Reply {
+    let (store, graph) = (store.clone(), graph.to_owned());
+    Reply::respond(move |request| {
+        if !request.tool_names().iter().any(|t| t == "view_agent_graph") {
+            let word = request
+                .last_content("user")
+                .and_then(|u| u.split_whitespace().nth(1))
+                .unwrap_or("x")
+                .to_owned();
+            let topic = format!("{word}-{}", "long".repeat(200));
+            return Reply::tool_call(
+                "echo_graph",
+                &serde_json::json!({"input": {"topic": topic}}).to_string(),
+            );
+        }
+        let user = request.messages()[1]["content"].as_str().unwrap_or("");
+        if user.starts_with("Goal:") {
+            let work: Vec<_> = (0..CONTEXT_ITEMS)
+                .map(|i| serde_json::json!({"subagentId": "echo_graph", "instruction": format!("echo t{i}")}))
+                .collect();
+            let update =
+                serde_json::json!({"graphId": graph, "idempotencyKey": "w", "addWork": work});
+            return Reply::tool_calls(&[
+                ("update_agent_graph", &update.to_string()),
+                (
+                    "yield_agent_graph",
+                    &serde_json::json!({"graphId": graph}).to_string(),
+                ),
+            ]);
+        }
+        let after_a_tool =
+            request.messages().last().and_then(|m| m["role"].as_str()) == Some("tool");
+        let compacted = user.contains("Compacted to fit");
+        if view_first && (after_a_tool || compacted) {
+            let mut left = refusals.lock().unwrap();
+            if *left > 0 {
+                *left -= 1;
+                return context_refusal();
+            }
+        }
+        if view_first && !after_a_tool && !compacted {
+            return Reply::tool_call(
+                "view_agent_graph",
+                &serde_json::json!({"graphId": graph}).to_string(),
+            );
+        }
+        let ids: Vec<String> = store
+            .agent_graphs()
+            .list_records(&graph)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.record_id)
+            .collect();
+        let finish = serde_json::json!({"graphId": graph, "idempotencyKey": "f",
+            "finish": {"resultIds": ids, "reason": "done"}});
+        Reply::tool_call("update_agent_graph", &finish.to_string())
+    })
+}
+
+/// Runs graph `graph` with the context script and `budget`; returns the
+/// outcome, the events and the supervisor requests after the first turn's.
+async fn supervise_within(
+    store: &Store,
+    graph: &str,
+    budget: u64,
+    view_first: bool,
+    refusals: usize,
+) -> (
+    Result<sandgraph_supervisor::SuperviseOutcome, SuperviseError>,
+    Vec<Event>,
+    Vec<sandgraph_test_llm::Recorded>,
+) {
+    let refusals = Arc::new(Mutex::new(refusals));
+    let server = ScriptedLlm::start(
+        (0..CONTEXT_ITEMS + 8).map(|_| context_script(store, graph, view_first, refusals.clone())),
+    )
+    .await;
+    let (registry, _graphs) = registry().await;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let e = events.clone();
+    let supervisor = Supervisor::new(
+        store.clone(),
+        registry,
+        provider(&server),
+        AgentConfig::default(),
+        SupervisorOptions {
+            context_budget_tokens: budget,
+            ..options()
+        },
+        false,
+    )
+    .on_event(move |ev| e.lock().unwrap().push(ev.clone()));
+    let out = supervisor.start("long records", Some(graph.into())).await;
+    let wake_requests = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.tool_names().iter().any(|t| t == "view_agent_graph"))
+        .skip(1)
+        .collect();
+    let events = events.lock().unwrap().clone();
+    (out, events, wake_requests)
+}
+
+fn compactions(events: &[Event]) -> Vec<Event> {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Compacted { .. }))
+        .cloned()
+        .collect()
+}
+
+fn listed_records(user: &str) -> usize {
+    user.lines()
+        .filter(|l| l.starts_with("- graph_record_"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wake_over_the_context_budget_is_compacted_once_and_delivered_partial() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let (out, events, wakes) = supervise_within(&store, "ga", 5_000, false, 0).await;
+    out.unwrap();
+    let compacted = compactions(&events);
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    let Event::Compacted {
+        turn,
+        estimated_tokens,
+        budget_tokens,
+        digested_calls,
+        omitted,
+        reported,
+    } = compacted[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (turn, budget_tokens, digested_calls, reported),
+        (2, 5_000, 0, false)
+    );
+    assert!(estimated_tokens > 5_000, "{estimated_tokens}");
+    assert!(omitted > 0 && omitted < CONTEXT_ITEMS, "{omitted}");
+    // The model never saw the whole wake: its one wake request is the
+    // partial one, within the budget, and says what it leaves out.
+    assert_eq!(wakes.len(), 1);
+    let user = wakes[0].messages()[1]["content"].as_str().unwrap();
+    assert!(
+        user.starts_with("Agent graph ga: the wave settled. New records:\n"),
+        "{user}"
+    );
+    assert_eq!(listed_records(user), CONTEXT_ITEMS - omitted);
+    assert!(
+        user.contains(&format!(
+            "Omitted: records={omitted} (left out to fit the context budget; these are the first ones; view_agent_graph lists every record, paging with nextCursor)\n"
+        )),
+        "{user}"
+    );
+    assert!(serde_json::to_vec(&wakes[0].body).unwrap().len() <= 4 * 5_000);
+    let delivered = store.agent_graphs().list_supervisor_wakes("ga").unwrap();
+    assert_eq!(delivered[0].status, WakeStatus::Delivered);
+    assert_eq!(delivered[0].attempt_count, 1);
+
+    // With the budget at the whole wake's estimate, nothing changes: the
+    // same graph gets the whole wake, uncompacted.
+    let (out, events, wakes) = supervise_within(&store, "gb", estimated_tokens, false, 0).await;
+    out.unwrap();
+    assert!(compactions(&events).is_empty(), "{events:?}");
+    let user = wakes[0].messages()[1]["content"].as_str().unwrap();
+    assert_eq!(listed_records(user), CONTEXT_ITEMS);
+    assert!(!user.contains("Omitted"), "{user}");
+    // One token less compacts.
+    let (out, events, _) = supervise_within(&store, "gc", estimated_tokens - 1, false, 0).await;
+    out.unwrap();
+    assert_eq!(compactions(&events).len(), 1, "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_context_refusal_digests_the_turn_and_delivers_a_partial_wake() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let (out, events, wakes) = supervise_within(
+        &store,
+        "gr",
+        sandgraph_supervisor::DEFAULT_CONTEXT_BUDGET_TOKENS,
+        true,
+        1,
+    )
+    .await;
+    assert_eq!(out.unwrap().result_ids.len(), CONTEXT_ITEMS);
+    let compacted = compactions(&events);
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    let Event::Compacted {
+        digested_calls,
+        omitted,
+        reported,
+        ..
+    } = compacted[0]
+    else {
+        unreachable!()
+    };
+    assert!(reported);
+    assert_eq!(digested_calls, 1);
+    assert!(omitted > 0, "{omitted}");
+    // The wake turn: the view, the refused request, then the compacted
+    // one: the partial wake and the digest of the view, nothing else.
+    assert_eq!(wakes.len(), 3);
+    assert_eq!(wakes[1].messages().len(), 4);
+    let retried = wakes[2].messages();
+    assert_eq!(retried.len(), 2, "{retried:?}");
+    let user = retried[1]["content"].as_str().unwrap();
+    assert_eq!(listed_records(user), CONTEXT_ITEMS - omitted);
+    assert!(
+        user.contains(&format!("Omitted: records={omitted} (")),
+        "{user}"
+    );
+    assert!(
+        user.contains("Compacted to fit the context budget: the results of your 1 earlier tool calls in this turn are left out"),
+        "{user}"
+    );
+    assert!(
+        user.contains("- view_agent_graph {\"graphId\":\"gr\"} -> "),
+        "{user}"
+    );
+    // One delivery attempt.
+    let delivered = store.agent_graphs().list_supervisor_wakes("gr").unwrap();
+    assert_eq!(delivered[0].status, WakeStatus::Delivered);
+    assert_eq!(delivered[0].attempt_count, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wake_refused_again_after_its_compaction_fails_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("data.redb")).unwrap();
+    let (out, events, wakes) = supervise_within(
+        &store,
+        "gf",
+        sandgraph_supervisor::DEFAULT_CONTEXT_BUDGET_TOKENS,
+        true,
+        2,
+    )
+    .await;
+    let err = out.unwrap_err();
+    assert_eq!(err.code(), "context_overflow");
+    assert!(
+        err.to_string().starts_with(
+            "agent graph gf: supervisor turn 2: the model refused the compacted conversation as over its context: request failed with status 400: This model's maximum context length"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .ends_with("raise [controller].context_budget_tokens if the model's context allows"),
+        "{err}"
+    );
+    assert_eq!(compactions(&events).len(), 1);
+    // The view, the refused request, the refused compacted one: no more.
+    assert_eq!(wakes.len(), 3);
+    let wake = &store.agent_graphs().list_supervisor_wakes("gf").unwrap()[0];
+    assert_eq!(wake.status, WakeStatus::RetryableFailed);
+    let attempts = store
+        .agent_graphs()
+        .list_supervisor_wake_attempts("gf", &wake.wake_id)
+        .unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert!(
+        attempts[0]
+            .failure_reason
+            .as_deref()
+            .unwrap()
+            .contains("refused the compacted conversation"),
+        "{attempts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_that_does_not_fit_even_compacted_sends_nothing() {
+    let server = ScriptedLlm::start([]).await;
+    let (registry, _graphs) = registry().await;
+    let dir = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::new(
+        Store::open(&dir.path().join("data.redb")).unwrap(),
+        registry,
+        provider(&server),
+        AgentConfig::default(),
+        SupervisorOptions {
+            context_budget_tokens: 100,
+            ..options()
+        },
+        false,
+    );
+    let err = supervisor
+        .start("tiny", Some("gt".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "context_overflow");
+    assert!(
+        err.to_string().contains("even compacted, with 2 of its 2 workers left out, over the context budget of 100 tokens"),
+        "{err}"
+    );
+    assert!(server.requests().is_empty());
+}

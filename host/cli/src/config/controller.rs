@@ -1,6 +1,7 @@
 //! `[controller]` of `sandgraph.toml` (`supervise`, `serve --controller`),
 //! with `supervise`'s flags over it.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use sandgraph_runtime::{ErrorCode, RunError};
@@ -27,6 +28,7 @@ struct ControllerTable {
     max_turns: Option<u64>,
     model: Option<String>,
     wake_backoff_ms: Option<u64>,
+    context_budget_tokens: Option<NonZeroU64>,
 }
 
 /// `[controller]` with the flags over it, over the defaults.
@@ -44,6 +46,11 @@ pub(crate) struct Controller {
     /// waits n times as long): `wake_backoff_ms` of the file; `None` keeps
     /// the supervisor's default (30 s).
     pub(crate) wake_backoff: Option<Duration>,
+    /// The most estimated tokens (JSON bytes / 4) of a supervisor request
+    /// before its turn is compacted: `context_budget_tokens` of the file, at
+    /// least 1; `None` keeps the supervisor's default
+    /// ([`sandgraph_supervisor::DEFAULT_CONTEXT_BUDGET_TOKENS`]).
+    pub(crate) context_budget_tokens: Option<u64>,
 }
 
 impl Controller {
@@ -57,6 +64,9 @@ impl Controller {
         }
         if let Some(backoff) = self.wake_backoff {
             options.wake_backoff = backoff;
+        }
+        if let Some(budget) = self.context_budget_tokens {
+            options.context_budget_tokens = budget;
         }
         options
     }
@@ -77,6 +87,7 @@ pub(crate) fn resolve(
         max_turns: flags.max_turns.or(file.max_turns),
         model: file.model,
         wake_backoff: file.wake_backoff_ms.map(Duration::from_millis),
+        context_budget_tokens: file.context_budget_tokens.map(NonZeroU64::get),
     })
 }
 
@@ -128,5 +139,25 @@ mod tests {
             format!("{refused:?}").contains("[controller]"),
             "{refused:?}"
         );
+    }
+
+    #[test]
+    fn context_budget_tokens_is_the_supervisors_context_budget() {
+        let controller = resolved("[controller]\ncontext_budget_tokens = 6000\n").unwrap();
+        let options = controller.supervisor_options("m".to_owned());
+        assert_eq!(options.context_budget_tokens, 6_000);
+        // Unset: the supervisor's default.
+        let options = resolved("").unwrap().supervisor_options("m".to_owned());
+        assert_eq!(
+            options.context_budget_tokens,
+            sandgraph_supervisor::DEFAULT_CONTEXT_BUDGET_TOKENS
+        );
+        // No budget at all: refused, naming the table and the key.
+        for bad in ["0", "-1", "\"big\""] {
+            let refused =
+                resolved(&format!("[controller]\ncontext_budget_tokens = {bad}\n")).unwrap_err();
+            let refused = format!("{refused:?}");
+            assert!(refused.contains("[controller]"), "{refused}");
+        }
     }
 }

@@ -7,17 +7,17 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::state::{AgentGraphStore, UpdateSource};
+use crate::state::{AgentGraphStore, AttemptStatus, SupervisorWake, UpdateSource, WakeStatus};
 use sandgraph_schema::ParameterSchema;
 
 use crate::error::{
     AGENT_GRAPH_UNAVAILABLE, GRAPH_CLOSED, INVALID_INPUT, NOT_ROOT_SESSION, NOTHING_TO_YIELD,
     ToolFailure,
 };
-use crate::ids::{graph_wake_id, stable_hash};
+use crate::ids::{graph_wake_attempt_id, graph_wake_id, stable_hash};
 use crate::projection::{Projection, WorkStatus};
 use crate::update::{UpdateInput, compile_update, decode, validate_against_projection};
-use crate::view::{build_snapshot, render_snapshot};
+use crate::view::{build_snapshot, render_snapshot, render_wake};
 
 /// `view_agent_graph`.
 pub const VIEW_TOOL: &str = "view_agent_graph";
@@ -330,6 +330,73 @@ impl AgentGraphTools {
     }
 }
 
+/// Wake delivery for hosts whose root session is not driven by a
+/// supervisor loop (an MCP client of `serve --controller`): the host finds
+/// the wakes that are due and delivers them on the root's next call.
+impl AgentGraphTools {
+    /// The wakes of `graph_id` claimed by this root session that are due:
+    /// `pending` (or `retryable_failed`), claimed for a state the graph has
+    /// left, with at least one record written since the wake was claimed
+    /// (the durable checkpoint the yield waited for). Oldest first. No
+    /// root-session check: for the host.
+    ///
+    /// # Errors
+    ///
+    /// `agent-graph-unavailable`, a store error or a projection error.
+    pub fn due_wakes(&self, graph_id: &str) -> Result<Vec<SupervisorWake>, ToolFailure> {
+        let c = self.controller()?;
+        let wakes = c.store.list_unsettled_supervisor_wakes(Some(graph_id))?;
+        if wakes.is_empty() {
+            return Ok(wakes);
+        }
+        let projection = c.load(graph_id)?;
+        let now = snapshot_version(&projection);
+        Ok(wakes
+            .into_iter()
+            .filter(|w| {
+                matches!(w.status, WakeStatus::Pending | WakeStatus::RetryableFailed)
+                    && w.root_session_id == c.root_session_id
+                    && w.snapshot_version != now
+                    && projection
+                        .records()
+                        .iter()
+                        .any(|r| r.emitted_at >= w.created_at)
+            })
+            .collect())
+    }
+
+    /// Delivers `wake` to its root session through the store's wake state
+    /// machine: a delivery attempt begins (id and turn
+    /// [`graph_wake_attempt_id`] of the wake and its attempt count) and
+    /// completes `delivered`. Returns the wake's text (the records since it
+    /// was claimed, and what is pending) and `{wakeId, attemptId, text}`,
+    /// or `None` when the attempt was not acquired (another caller is
+    /// delivering it, or it is settled).
+    ///
+    /// # Errors
+    ///
+    /// `agent-graph-unavailable`, a store error (the wake is then left to
+    /// its attempt), or a projection error.
+    pub fn deliver_wake(&self, wake: &SupervisorWake) -> Result<Option<ToolResult>, ToolFailure> {
+        let c = self.controller()?;
+        let (g, w) = (wake.graph_id.as_str(), wake.wake_id.as_str());
+        let text = render_wake(&c.load(g)?, w, wake.created_at);
+        let attempt = graph_wake_attempt_id(w, u64::from(wake.attempt_count));
+        let begun = c
+            .store
+            .begin_supervisor_wake_attempt(g, w, &attempt, &attempt, None)?;
+        if !begun.acquired {
+            return Ok(None);
+        }
+        c.store
+            .complete_supervisor_wake_attempt(g, w, &attempt, AttemptStatus::Delivered, None)?;
+        Ok(Some(ToolResult {
+            value: json!({"wakeId": w, "attemptId": attempt, "text": text}),
+            text,
+        }))
+    }
+}
+
 impl Projection {
     /// The bounded view of this projection that `view_agent_graph` returns,
     /// one page (the first when `cursor` is `None`).
@@ -344,6 +411,27 @@ impl Projection {
             value: serde_json::to_value(&snapshot).expect("a snapshot serializes"),
         })
     }
+}
+
+/// The version of a graph's state that a yield's wake is claimed for
+/// (seed-contracts §2.8): revision, work statuses and claim statuses.
+fn snapshot_version(projection: &Projection) -> String {
+    stable_hash(&json!({
+        "schemaVersion": 1,
+        "graphId": projection.graph_id(),
+        "revision": projection.revision(),
+        "work": projection
+            .work()
+            .iter()
+            .map(|w| json!([w.work_id(), w.status().as_str()]))
+            .collect::<Vec<_>>(),
+        "claims": projection
+            .claims()
+            .iter()
+            .map(|c| json!([c.request.intent_id, c.admission_status]))
+            .collect::<Vec<_>>(),
+        "intents": [],
+    }))
 }
 
 impl Controller {
@@ -447,22 +535,7 @@ impl Controller {
                 ),
             ));
         }
-        let snapshot_version = stable_hash(&json!({
-            "schemaVersion": 1,
-            "graphId": g,
-            "revision": projection.revision(),
-            "work": projection
-                .work()
-                .iter()
-                .map(|w| json!([w.work_id(), w.status().as_str()]))
-                .collect::<Vec<_>>(),
-            "claims": projection
-                .claims()
-                .iter()
-                .map(|c| json!([c.request.intent_id, c.admission_status]))
-                .collect::<Vec<_>>(),
-            "intents": [],
-        }));
+        let snapshot_version = snapshot_version(&projection);
         let wake_id = graph_wake_id(g, &snapshot_version);
         let claimed = self.store.claim_supervisor_wake(
             g,

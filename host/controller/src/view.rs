@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::state::{RecordFacet, SelectedResultInput, WorkTarget};
+use crate::state::{RecordFacet, RecordOutcome, SelectedResultInput, WorkTarget};
 
 use crate::error::ToolFailure;
 use crate::projection::{Projection, WorkEntry, WorkStatus};
@@ -334,5 +334,52 @@ pub(crate) fn render_snapshot(s: &ToolSnapshot) -> String {
     if let Some(c) = &s.next_cursor {
         lines.push(format!("Next cursor: {c}"));
     }
+    lines.join("\n")
+}
+
+/// The most records a wake's text lists; the rest are counted.
+const WAKE_MAX_RECORDS: usize = VIEW_MAX_RECORDS;
+
+/// The text of a delivered supervisor wake: the graph's terminal records
+/// since the wake was claimed (the last [`WAKE_MAX_RECORDS`], summaries
+/// bounded as in a view, the rest counted) and how much work is pending,
+/// then what to do next.
+pub(crate) fn render_wake(projection: &Projection, wake_id: &str, since: u64) -> String {
+    let records: Vec<_> = projection
+        .records()
+        .iter()
+        .filter(|r| r.emitted_at >= since)
+        .collect();
+    let shown = &records[records.len().saturating_sub(WAKE_MAX_RECORDS)..];
+    let mut lines = vec![format!(
+        "Wake {wake_id}: agent graph {} reached a checkpoint. New records ({}):",
+        projection.graph_id(),
+        records.len()
+    )];
+    for r in shown {
+        let (summary, _) = truncate_utf16(&r.summary, VIEW_MAX_SUMMARY_CHARS);
+        lines.push(format!(
+            "  {} (work {}, {}): {}",
+            r.record_id,
+            r.work_id.as_deref().unwrap_or("-"),
+            r.outcome.map_or("record", |o| match o {
+                RecordOutcome::Completed => "completed",
+                RecordOutcome::Failed => "failed",
+                RecordOutcome::Cancelled => "cancelled",
+            }),
+            one_line(&summary)
+        ));
+    }
+    if records.len() > shown.len() {
+        lines.push(format!(
+            "  ({} earlier omitted)",
+            records.len() - shown.len()
+        ));
+    }
+    lines.push(format!(
+        "{} work items are still pending. Inspect with view_agent_graph, schedule or finish \
+         with update_agent_graph, then yield_agent_graph.",
+        projection.requested().count()
+    ));
     lines.join("\n")
 }

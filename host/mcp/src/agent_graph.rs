@@ -19,17 +19,43 @@
 //! session gets `[not_root_session] …`. Update calls are serialized over the
 //! server, so two sessions cannot both create the same new graph.
 //!
+//! Wakes: a graph's yield claims a supervisor wake, which is due once the
+//! graph reached a durable checkpoint (a record was written since and the
+//! graph left the state the wake was claimed for,
+//! [`AgentGraphTools::due_wakes`]). The server has no supervisor loop to
+//! deliver it to: the root session is the MCP client. So
+//!
+//! * when the host tells the server a wave settled
+//!   ([`McpServer::checkpoint`](crate::McpServer::checkpoint)), each MCP
+//!   session of the graph's root (each session that initialized as that
+//!   caller, at most 16, the newest) gets
+//!   one `notifications/resources/updated` for the graph's resource
+//!   `agent-graph://<graphId>` (once per wake). A resource notification,
+//!   not a log message: it names what changed, the client can read it
+//!   (`resources/read` gives the root its view) or call a tool, and
+//!   `notifications/message` is deprecated (SEP-2577). It is sent without a
+//!   `resources/subscribe`: the graph's root is its only reader, and a
+//!   client that ignores it loses nothing (the wake waits for its call);
+//! * the root's next successful `view_agent_graph` or `yield_agent_graph`
+//!   on that graph delivers every due wake: each goes through the store's
+//!   wake attempts (begun, then `delivered`), and its text (the records
+//!   since the yield, what is pending) comes before the tool's text, its
+//!   `{wakeId, attemptId, text}` in `wakes` of the structured result. A
+//!   failed call delivers nothing.
+//!
 //! `last_turn` is the number of agent-graph `tools/call` requests the
 //! calling session has made on this server, this one included (1 for the
 //! first); the tool call id is the JSON-RPC request id. An update without
 //! `idempotencyKey` is therefore a new update at every request; with one, a
 //! retry from the same session returns the stored row.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rmcp::model::{ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam};
+use rmcp::{Peer, RoleServer};
 use sandgraph_controller::{
     AgentGraphStore, AgentGraphTools, CallIdentity, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL,
     VIEW_TOOL, YIELD_TOOL, tool_defs,
@@ -44,6 +70,38 @@ pub type UpdateHook = Arc<dyn Fn(&str) + Send + Sync>;
 /// kept; past it the least recently used is dropped (its counter restarts
 /// if it comes back).
 const MAX_SESSIONS: usize = 4096;
+
+/// MCP sessions kept per root session to notify of its wakes; past it the
+/// oldest goes.
+const MAX_PEERS_PER_SESSION: usize = 16;
+
+/// Wake ids already announced, kept so a wake is announced once; past it
+/// the set starts over (a wake may then be announced again).
+const MAX_ANNOUNCED: usize = 4096;
+
+/// The URI scheme of an agent graph's resource.
+const RESOURCE_PREFIX: &str = "agent-graph://";
+
+/// The resource of an agent graph: `agent-graph://<graphId>`.
+pub(crate) fn resource_uri(graph_id: &str) -> String {
+    format!("{RESOURCE_PREFIX}{graph_id}")
+}
+
+/// `agent-graph://<graphId>` → the graph id; `None` for other URIs.
+pub(crate) fn parse_resource(uri: &str) -> Option<&str> {
+    uri.strip_prefix(RESOURCE_PREFIX)
+        .filter(|g| !g.is_empty() && !g.contains('/'))
+}
+
+/// The URI template of the agent graphs' resources.
+pub(crate) fn resource_template() -> ResourceTemplate {
+    ResourceTemplate::new(format!("{RESOURCE_PREFIX}{{graphId}}"), "agent graph")
+        .with_description(
+            "The view of an agent graph (as view_agent_graph returns it), for its root \
+             session only; notifications/resources/updated when a wake of it is due.",
+        )
+        .with_mime_type("application/json")
+}
 
 /// The controller of a server: where the agent graphs are kept and who
 /// hears about updates.
@@ -144,12 +202,17 @@ struct Entry {
     tools: AgentGraphTools,
     turns: u64,
     used: u64,
+    /// The MCP sessions of this caller, newest last: where its wakes are
+    /// announced.
+    peers: Vec<Peer<RoleServer>>,
 }
 
 #[derive(Default)]
 struct Sessions {
     entries: HashMap<String, Entry>,
     clock: u64,
+    /// Wakes announced by [`AgentGraph::announce`].
+    announced: HashSet<String>,
 }
 
 /// The controller of a running server.
@@ -215,6 +278,7 @@ impl AgentGraph {
                     tools,
                     turns: 0,
                     used: now,
+                    peers: Vec::new(),
                 },
             );
         }
@@ -224,6 +288,118 @@ impl AgentGraph {
             .expect("the entry was just made");
         entry.used = now;
         entry
+    }
+
+    /// Remembers `peer`, an MCP session that initialized, as a session of
+    /// `session` (its caller), where the wakes of its graphs are announced.
+    /// Closed sessions are dropped.
+    pub(crate) fn attach(&self, session: &str, peer: &Peer<RoleServer>) {
+        let Some(store) = &self.options.store else {
+            return;
+        };
+        if session.is_empty() {
+            return;
+        }
+        let mut sessions = self.sessions();
+        let entry = self.entry(&mut sessions, store, session);
+        entry.peers.retain(|p| !p.is_transport_closed());
+        if entry.peers.len() >= MAX_PEERS_PER_SESSION {
+            entry.peers.remove(0);
+        }
+        entry.peers.push(peer.clone());
+    }
+
+    /// The due wakes of `graph_id` not announced yet, and the MCP sessions
+    /// of their root session; marks them announced. Blocks on the store.
+    fn due_to_announce(
+        &self,
+        graph_id: &str,
+    ) -> Result<(Vec<String>, Vec<Peer<RoleServer>>), ToolFailure> {
+        let Some(store) = &self.options.store else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        // No caller: a graph with no update has no wake either.
+        let root = self.root_of(store, graph_id, "")?;
+        let tools = {
+            let mut sessions = self.sessions();
+            self.entry(&mut sessions, store, &root).tools.clone()
+        };
+        let due = tools.due_wakes(graph_id)?;
+        let mut sessions = self.sessions();
+        if sessions.announced.len() + due.len() > MAX_ANNOUNCED {
+            sessions.announced.clear();
+        }
+        let fresh: Vec<String> = due
+            .into_iter()
+            .map(|w| w.wake_id)
+            .filter(|w| sessions.announced.insert(w.clone()))
+            .collect();
+        let peers = match sessions.entries.get_mut(&root) {
+            Some(entry) if !fresh.is_empty() => {
+                entry.peers.retain(|p| !p.is_transport_closed());
+                entry.peers.clone()
+            }
+            _ => Vec::new(),
+        };
+        Ok((fresh, peers))
+    }
+
+    /// Announces the due wakes of `graph_id` (each once) to the MCP
+    /// sessions of its root: `notifications/resources/updated` for
+    /// `agent-graph://<graphId>`. Returns how many sessions were told.
+    pub(crate) async fn announce(self: &Arc<Self>, graph_id: &str) -> Result<usize, ToolFailure> {
+        let (this, g) = (self.clone(), graph_id.to_owned());
+        let (wakes, peers) = tokio::task::spawn_blocking(move || this.due_to_announce(&g))
+            .await
+            .map_err(|e| ToolFailure::plain(format!("the wake lookup failed: {e}")))??;
+        if wakes.is_empty() {
+            return Ok(0);
+        }
+        let uri = resource_uri(graph_id);
+        let mut told = 0;
+        for peer in peers {
+            let param = ResourceUpdatedNotificationParam::new(uri.clone());
+            match peer.notify_resource_updated(param).await {
+                Ok(()) => told += 1,
+                Err(e) => tracing::debug!(graph = graph_id, "cannot announce a wake: {e}"),
+            }
+        }
+        tracing::info!(graph = graph_id, wakes = ?wakes, sessions = told, "wakes due");
+        Ok(told)
+    }
+
+    /// `resources/read` of `agent-graph://<graphId>` by `session`: the
+    /// first page of the graph's view as JSON, for its root session only
+    /// (else `[not_root_session] …`). Delivers no wake and counts no turn.
+    /// Blocks on the store.
+    pub(crate) fn read(
+        &self,
+        graph_id: &str,
+        session: &str,
+        uri: &str,
+    ) -> Result<ResourceContents, ToolFailure> {
+        let call = CallIdentity {
+            session_id: session.to_owned(),
+            last_turn: 0,
+            tool_call_id: String::new(),
+        };
+        let tools = match &self.options.store {
+            None => AgentGraphTools::unavailable(),
+            Some(store) => {
+                let root = self.root_of(store, graph_id, session)?;
+                let mut sessions = self.sessions();
+                self.entry(&mut sessions, store, &root).tools.clone()
+            }
+        };
+        let view = tools.call(VIEW_TOOL, serde_json::json!({"graphId": graph_id}), &call)?;
+        let text = serde_json::to_string_pretty(&view.value)
+            .map_err(|e| ToolFailure::plain(format!("cannot render the view: {e}")))?;
+        Ok(ResourceContents::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some("application/json".to_owned()),
+            text,
+            meta: None,
+        })
     }
 
     /// The root session of `graph_id`: its supervised run's, else that of
@@ -281,8 +457,45 @@ impl AgentGraph {
             let mut sessions = self.sessions();
             self.entry(&mut sessions, store, &root).tools.clone()
         };
-        tools.call(tool, args, &call)
+        let graph_id = args
+            .get("graphId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let result = tools.call(tool, args, &call)?;
+        match graph_id {
+            Some(g) if tool != UPDATE_TOOL && root == session => {
+                with_wakes(result, deliver_due(&tools, &g)?)
+            }
+            _ => Ok(result),
+        }
     }
+}
+
+/// Delivers the due wakes of `graph_id` ([`AgentGraphTools::deliver_wake`]).
+fn deliver_due(tools: &AgentGraphTools, graph_id: &str) -> Result<Vec<ToolResult>, ToolFailure> {
+    let mut delivered = Vec::new();
+    for wake in tools.due_wakes(graph_id)? {
+        if let Some(d) = tools.deliver_wake(&wake)? {
+            delivered.push(d);
+        }
+    }
+    Ok(delivered)
+}
+
+/// `result` with the delivered wakes' texts before its own, and their
+/// values under `wakes`.
+fn with_wakes(mut result: ToolResult, wakes: Vec<ToolResult>) -> Result<ToolResult, ToolFailure> {
+    if wakes.is_empty() {
+        return Ok(result);
+    }
+    let mut text: Vec<String> = wakes.iter().map(|w| w.text.clone()).collect();
+    text.push(std::mem::take(&mut result.text));
+    result.text = text.join("\n\n");
+    let values: Vec<Value> = wakes.into_iter().map(|w| w.value).collect();
+    if let Value::Object(m) = &mut result.value {
+        m.insert("wakes".to_owned(), Value::Array(values));
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

@@ -35,6 +35,12 @@
 //!   `structuredContent`; a failure is an `isError` result whose text is the
 //!   failure as the controller renders it (`[code] message`, or
 //!   `invalid arguments: …`). Without a controller they are not offered.
+//!   With one, the server also has the prompt `orchestration:graph` (the
+//!   supervisor's system-prompt section: yield, don't poll) and the
+//!   resources `agent-graph://<graphId>` (a graph's view, for its root);
+//!   a wake that becomes due ([`McpServer::checkpoint`]) is announced to
+//!   the root's sessions as `notifications/resources/updated` for it and
+//!   delivered on the root's next view or yield.
 //!
 //! [`serve_stdio`] and [`HttpServer`] are the two transports.
 
@@ -45,6 +51,7 @@ mod conn;
 mod http;
 mod interrupts;
 mod principal;
+mod prompts;
 mod resources;
 mod server;
 mod stdio;
@@ -60,8 +67,8 @@ pub use http::{
 pub use interrupts::{CONFIGURABLE_META_KEY, MAX_ELICITATION_ROUNDS, RESUME_META_KEY};
 pub use principal::{Principal, SHARED_TOKEN_PRINCIPAL, Tokens, TokensError};
 pub use server::{
-    BUSY, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, MAX_THREAD_NAME_BYTES,
-    McpServer, ServerOptions, Stats, THREAD_META_KEY, UNKNOWN_TOOL,
+    BUSY, Checkpoints, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL,
+    MAX_THREAD_NAME_BYTES, McpServer, ServerOptions, Stats, THREAD_META_KEY, UNKNOWN_TOOL,
 };
 pub use stdio::{StdioError, serve_stdio};
 

@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
-    SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Extensions,
+    GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse, Implementation, JsonObject,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, SubscriptionContext, SubscriptionSendError,
@@ -31,7 +32,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::agent_graph::{self, AgentGraph, ControllerOptions};
 use crate::interrupts;
 use crate::principal::Principal;
-use crate::resources;
+use crate::{prompts, resources};
 
 /// Default of [`ServerOptions::max_concurrent_runs`].
 pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 64;
@@ -303,6 +304,35 @@ impl std::fmt::Debug for McpServer {
     }
 }
 
+/// [`McpServer::checkpoints`]: tells a server, while it exists, that a
+/// graph reached a durable checkpoint. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Checkpoints(Option<std::sync::Weak<AgentGraph>>);
+
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoints")
+            .field("controller", &self.0.is_some())
+            .finish()
+    }
+}
+
+impl Checkpoints {
+    /// [`McpServer::checkpoint`]; 0 once the server is gone.
+    pub async fn checkpoint(&self, graph_id: &str) -> usize {
+        let Some(agent) = self.0.as_ref().and_then(std::sync::Weak::upgrade) else {
+            return 0;
+        };
+        match agent.announce(graph_id).await {
+            Ok(told) => told,
+            Err(e) => {
+                tracing::warn!(graph = graph_id, "cannot announce the due wakes: {e}");
+                0
+            }
+        }
+    }
+}
+
 /// Decrements the in-flight gauge when a call ends, however it ends.
 struct InFlight<'a>(&'a watch::Sender<usize>);
 
@@ -416,6 +446,26 @@ impl McpServer {
             .agent_graph
             .as_deref()
             .map(AgentGraph::local_session)
+    }
+
+    /// Tells the server that `graph_id` reached a durable checkpoint (a wave
+    /// of its work settled): each of its due wakes whose root session is an
+    /// MCP client of this server is announced, once, to that root's
+    /// sessions as `notifications/resources/updated` for
+    /// `agent-graph://<graphId>`, and waits for the root's next
+    /// `view_agent_graph` or `yield_agent_graph`, which delivers it (see
+    /// [`ControllerOptions`] and the crate docs). Returns how many sessions
+    /// were told; 0 without a controller, when nothing is due, or when the
+    /// lookup failed (logged).
+    pub async fn checkpoint(&self, graph_id: &str) -> usize {
+        self.checkpoints().checkpoint(graph_id).await
+    }
+
+    /// A handle that calls [`McpServer::checkpoint`] without keeping the
+    /// server alive, for the host's waves (the update hook that starts
+    /// them is made before the server, and lives inside it).
+    pub fn checkpoints(&self) -> Checkpoints {
+        Checkpoints(self.shared.agent_graph.as_ref().map(Arc::downgrade))
     }
 
     /// A model-visible graph tool by name (an agent-graph tool hides a
@@ -639,7 +689,7 @@ impl McpServer {
         };
         tracing::info!(tool = name, "tool call started");
         let started = Instant::now();
-        let session = caller_of(ctx, agent.local_session());
+        let session = caller_of(&ctx.extensions, agent.local_session());
         let tool_call_id = ctx.id.to_string();
         let args = Value::Object(params.arguments.unwrap_or_default());
         let (worker, tool) = (agent.clone(), name.clone());
@@ -658,6 +708,34 @@ impl McpServer {
         };
         tracing::info!(tool = name, outcome = code, elapsed_ms, "tool call ended");
         agent_graph_result(outcome)
+    }
+}
+
+impl McpServer {
+    /// `resources/read` of `agent-graph://<graphId>`: the graph's view for
+    /// its root session; any other caller gets invalid params with the
+    /// controller's refusal.
+    async fn read_agent_graph(
+        &self,
+        agent: &Arc<AgentGraph>,
+        graph_id: &str,
+        uri: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let session = caller_of(&ctx.extensions, agent.local_session());
+        let (worker, g, u) = (agent.clone(), graph_id.to_owned(), uri.to_owned());
+        let read = tokio::task::spawn_blocking(move || worker.read(&g, &session, &u))
+            .await
+            .map_err(|e| {
+                ErrorData::internal_error(format!("the read of {uri} failed: {e}"), None)
+            })?;
+        match read {
+            Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            Err(f) => Err(ErrorData::invalid_params(
+                format!("cannot read {uri}: {}", error_text(&f.to_string())),
+                None,
+            )),
+        }
     }
 }
 
@@ -826,8 +904,8 @@ fn principal_of(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
 /// only lets a session be used by the principal that opened it); empty
 /// when neither is known. Over other transports, the server's local
 /// session.
-fn caller_of(ctx: &RequestContext<RoleServer>, local: &str) -> String {
-    let Some(parts) = ctx.extensions.get::<axum::http::request::Parts>() else {
+fn caller_of(extensions: &Extensions, local: &str) -> String {
+    let Some(parts) = extensions.get::<axum::http::request::Parts>() else {
         return local.to_owned();
     };
     let session = parts
@@ -943,12 +1021,15 @@ pub(crate) fn tool_definition(tool: &GraphTool) -> Tool {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
             .build();
+        if self.has_controller() {
+            capabilities.prompts = Some(PromptsCapability::default());
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("sandgraph", env!("CARGO_PKG_VERSION")))
             .with_instructions(if self.has_controller() {
@@ -993,17 +1074,46 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(
-            resources::templates(),
-        ))
+        let mut templates = resources::templates();
+        if self.has_controller() {
+            templates.push(agent_graph::resource_template());
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if !self.has_controller() {
+            return Err(ErrorData::method_not_found::<ListPromptsRequestMethod>());
+        }
+        Ok(ListPromptsResult::with_all_items(prompts::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if !self.has_controller() {
+            return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
+        }
+        prompts::get(&request.name).map(Into::into)
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
+        if let Some(agent) = &self.shared.agent_graph
+            && let Some(graph_id) = agent_graph::parse_resource(&uri)
+        {
+            return self.read_agent_graph(agent, graph_id, &uri, &context).await;
+        }
         let (name, kind) = resources::parse(&uri).ok_or_else(|| {
             ErrorData::resource_not_found(
                 format!(
@@ -1021,6 +1131,10 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(agent) = &self.shared.agent_graph {
+            let caller = caller_of(&context.extensions, agent.local_session());
+            agent.attach(&caller, &context.peer);
+        }
         self.shared.notifier.add(Target::Peer(context.peer));
     }
 

@@ -350,3 +350,265 @@ async fn agent_graph_calls_count_under_the_run_limit() {
     http.shutdown();
     http.wait().await.unwrap();
 }
+
+#[tokio::test]
+async fn with_a_controller_the_orchestration_prompt_is_offered() {
+    use rmcp::model::{ContentBlock, ErrorCode, GetPromptRequestParams, Role};
+    use rmcp::service::ServiceError;
+    let db = db();
+    let (_server, client) = connect(
+        registry(),
+        with(ControllerOptions::new(db.store.agent_graphs())),
+    )
+    .await;
+    let caps = &client.peer_info().unwrap().capabilities;
+    assert!(caps.prompts.is_some(), "{caps:?}");
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(prompts[0].name, "orchestration:graph");
+    assert!(
+        prompts[0]
+            .description
+            .as_deref()
+            .is_some_and(|d| d.contains("yield, don't poll")),
+        "{:?}",
+        prompts[0]
+    );
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("orchestration:graph"))
+        .await
+        .unwrap();
+    assert_eq!(got.messages.len(), 1);
+    assert_eq!(got.messages[0].role, Role::User);
+    let ContentBlock::Text(t) = &got.messages[0].content else {
+        panic!("a text message: {got:?}");
+    };
+    assert_eq!(t.text, sandgraph_controller::GRAPH_MODE_PROMPT);
+    assert!(t.text.contains("Yield, don't poll"));
+
+    let e = client
+        .get_prompt(GetPromptRequestParams::new("orchestration:swarm"))
+        .await
+        .unwrap_err();
+    let ServiceError::McpError(e) = e else {
+        panic!("an MCP error: {e:?}");
+    };
+    assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+    assert_eq!(
+        e.message,
+        "no prompt named \"orchestration:swarm\"; available: orchestration:graph"
+    );
+}
+
+#[tokio::test]
+async fn without_a_controller_there_are_no_prompts() {
+    let (_server, client) = connect(registry(), ServerOptions::default()).await;
+    assert!(client.peer_info().unwrap().capabilities.prompts.is_none());
+    assert!(client.list_all_prompts().await.is_err());
+}
+
+/// A terminal record of `work` of graph `g`, written as a wave would.
+fn finish_work(db: &Db, g: &str, work: &str, summary: &str) {
+    use sandgraph_controller::{GraphRecord, RecordFacet, RecordOutcome, RecordSource};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let record = GraphRecord {
+        record_id: format!("graph_record_{work}"),
+        graph_id: g.to_owned(),
+        operator_id: format!("op_{work}"),
+        work_id: Some(work.to_owned()),
+        source: RecordSource {
+            session_id: format!("op_{work}"),
+            run_id: "run-1".to_owned(),
+            turn_id: None,
+            runtime_event_id: None,
+            seq: 0,
+        },
+        summary: summary.to_owned(),
+        facets: vec![RecordFacet::Terminal],
+        outcome: Some(RecordOutcome::Completed),
+        evidence_refs: Vec::new(),
+        emitted_at: now + 1,
+    };
+    assert!(db.store.agent_graphs().append_record(record).unwrap());
+}
+
+fn wake_status(db: &Db, g: &str, wake: &str) -> sandgraph_controller::WakeStatus {
+    db.store
+        .agent_graphs()
+        .read_supervisor_wake(g, wake)
+        .unwrap()
+        .unwrap()
+        .status
+}
+
+#[tokio::test]
+async fn a_due_wake_is_announced_to_the_root_and_delivered_on_its_next_view_or_yield() {
+    use rmcp::model::ReadResourceRequestParams;
+    use sandgraph_controller::WakeStatus;
+    let db = db();
+    let (server, client) = connect(
+        registry(),
+        with(ControllerOptions::new(db.store.agent_graphs())),
+    )
+    .await;
+    let updated = client.service().updated.clone();
+    let work = json!({
+        "graphId": "g",
+        "operation": "add_work",
+        "addWork": [
+            {"workId": "w1", "subagentId": "p", "instruction": "one"},
+            {"workId": "w2", "subagentId": "p", "instruction": "two"},
+            {"workId": "w3", "subagentId": "p", "instruction": "three"},
+        ],
+    });
+    let r = call(&client, "update_agent_graph", work).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let yielded = |r: &rmcp::model::CallToolResult| {
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+        r.structured_content.as_ref().unwrap()["wakeId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let w1 = yielded(&call(&client, "yield_agent_graph", json!({"graphId": "g"})).await);
+    // Nothing happened yet: nothing is due, nothing is announced.
+    assert_eq!(server.checkpoint("g").await, 0);
+    assert_eq!(wake_status(&db, "g", &w1), WakeStatus::Pending);
+
+    finish_work(&db, "g", "w1", "the first result");
+    assert_eq!(server.checkpoint("g").await, 1);
+    eventually("the resource update", || {
+        updated.lock().unwrap().as_slice() == ["agent-graph://g"]
+    })
+    .await;
+    // Announced once; still pending until the root calls.
+    assert_eq!(server.checkpoint("g").await, 0);
+    assert_eq!(wake_status(&db, "g", &w1), WakeStatus::Pending);
+
+    // The announced resource is the root's view.
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("agent-graph://g"))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text: json, .. } = &read.contents[0]
+    else {
+        panic!("text contents: {read:?}");
+    };
+    let view: Value = serde_json::from_str(json).unwrap();
+    assert_eq!(view["graphId"], "g");
+    assert_eq!(wake_status(&db, "g", &w1), WakeStatus::Pending);
+
+    let r = call(&client, "view_agent_graph", json!({"graphId": "g"})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let t = text(&r);
+    assert!(
+        t.starts_with(&format!(
+            "Wake {w1}: agent graph g reached a checkpoint. New records (1):\n  \
+             graph_record_w1 (work w1, completed): the first result\n\
+             2 work items are still pending."
+        )),
+        "{t}"
+    );
+    assert!(t.contains("\n\nAgent graph g \u{2014} open"), "{t}");
+    let v = r.structured_content.unwrap();
+    assert_eq!(v["wakes"][0]["wakeId"], w1.as_str());
+    assert_eq!(v["graphId"], "g");
+    assert_eq!(wake_status(&db, "g", &w1), WakeStatus::Delivered);
+    let attempts = db
+        .store
+        .agent_graphs()
+        .list_supervisor_wake_attempts("g", &w1)
+        .unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert!(
+        db.store
+            .agent_graphs()
+            .list_unsettled_supervisor_wakes(Some("g"))
+            .unwrap()
+            .is_empty()
+    );
+    // Delivered once.
+    let r = call(&client, "view_agent_graph", json!({"graphId": "g"})).await;
+    assert!(text(&r).starts_with("Agent graph g"), "{}", text(&r));
+    assert!(r.structured_content.unwrap().get("wakes").is_none());
+
+    // The next wake is delivered on a yield, before its own text.
+    let w2 = yielded(&call(&client, "yield_agent_graph", json!({"graphId": "g"})).await);
+    assert_ne!(w2, w1);
+    finish_work(&db, "g", "w2", "the second result");
+    assert_eq!(server.checkpoint("g").await, 1);
+    eventually("the second resource update", || {
+        updated.lock().unwrap().len() == 2
+    })
+    .await;
+    let r = call(&client, "yield_agent_graph", json!({"graphId": "g"})).await;
+    let w3 = yielded(&r);
+    assert_ne!(w3, w2);
+    let t = text(&r);
+    assert!(t.starts_with(&format!("Wake {w2}: ")), "{t}");
+    assert!(t.contains("graph_record_w2 (work w2, completed)"), "{t}");
+    assert!(
+        t.ends_with(&format!(
+            "\n\nYielded agent graph g (wake {w3}); 1 pending items continue."
+        )),
+        "{t}"
+    );
+    assert_eq!(wake_status(&db, "g", &w2), WakeStatus::Delivered);
+    assert_eq!(wake_status(&db, "g", &w3), WakeStatus::Pending);
+}
+
+#[tokio::test]
+async fn only_the_root_reads_an_agent_graph_resource() {
+    use rmcp::model::{ErrorCode, ReadResourceRequestParams};
+    use rmcp::service::ServiceError;
+    let db = db();
+    let server = McpServer::new(
+        registry(),
+        with(ControllerOptions::new(db.store.agent_graphs())),
+    );
+    let http = HttpServer::bind(
+        server.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    let a = http_client(&http).await;
+    let b = http_client(&http).await;
+    let r = call(&a, "update_agent_graph", add("ga", "k")).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let templates = b.list_all_resource_templates().await.unwrap();
+    assert!(
+        templates
+            .iter()
+            .any(|t| t.uri_template == "agent-graph://{graphId}"),
+        "{templates:?}"
+    );
+    assert!(
+        a.read_resource(ReadResourceRequestParams::new("agent-graph://ga"))
+            .await
+            .is_ok()
+    );
+    let e = b
+        .read_resource(ReadResourceRequestParams::new("agent-graph://ga"))
+        .await
+        .unwrap_err();
+    let ServiceError::McpError(e) = e else {
+        panic!("an MCP error: {e:?}");
+    };
+    assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+    assert!(
+        e.message.starts_with(
+            "cannot read agent-graph://ga: [not_root_session] agent graph ga: only its root \
+             session may call this tool (caller "
+        ),
+        "{}",
+        e.message
+    );
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    http.shutdown();
+    http.wait().await.unwrap();
+}

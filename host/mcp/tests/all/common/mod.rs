@@ -81,6 +81,8 @@ pub struct Client {
     pub list_changed: watch::Sender<u32>,
     pub answers: Option<Arc<Mutex<std::collections::VecDeque<Option<String>>>>>,
     pub elicited: Arc<Mutex<Vec<String>>>,
+    /// The URIs of the `notifications/resources/updated` received, in order.
+    pub updated: Arc<Mutex<Vec<String>>>,
 }
 
 impl Default for Client {
@@ -90,6 +92,7 @@ impl Default for Client {
             list_changed: watch::channel(0).0,
             answers: None,
             elicited: Arc::default(),
+            updated: Arc::default(),
         }
     }
 }
@@ -123,6 +126,14 @@ impl ClientHandler for Client {
         _context: NotificationContext<RoleClient>,
     ) {
         self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

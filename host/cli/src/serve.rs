@@ -16,15 +16,23 @@
 //! PostgreSQL store share the work of a graph, however it was scheduled,
 //! and how the work of a dead host (its claims' leases expired) or of a
 //! crashed earlier run on redb is finished.
+//!
+//! A wave that wrote records is a durable checkpoint of its graph: the
+//! server is told ([`McpServer::checkpoint`]), so the wakes the graph's
+//! root (an MCP client) claimed with `yield_agent_graph` are announced to
+//! it (`notifications/resources/updated` for `agent-graph://<graphId>`)
+//! and delivered on its next view or yield.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sandgraph_controller::{AgentGraphStore, ControlError, OpenAgentGraphs};
 use sandgraph_mcp::{
-    ConnLimits, ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions, Tokens,
+    Checkpoints, ConnLimits, ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions,
+    Tokens,
 };
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
@@ -108,11 +116,28 @@ pub struct ServeArgs {
     db: Option<PathBuf>,
 }
 
+/// The server to tell of checkpoints, set once it exists (the controller's
+/// update hook is made before the server).
+type ServerCheckpoints = Arc<OnceLock<Checkpoints>>;
+
+/// Tells the server of `checkpoints` that `graph_id` reached a checkpoint,
+/// when it exists.
+async fn checkpoint(checkpoints: &ServerCheckpoints, graph_id: &str) {
+    if let Some(c) = checkpoints.get() {
+        c.checkpoint(graph_id).await;
+    }
+}
+
 /// The controller of `serve --controller` over `store`. With a
 /// coordinator, every committed update starts a wave that runs the graph's
 /// requested work (in the background; clients see its records in their
-/// views).
-pub fn controller_options(store: &Store, coordinator: Option<Coordinator>) -> ControllerOptions {
+/// views); a wave that wrote records is a checkpoint for the server of
+/// `checkpoints`.
+fn controller_options(
+    store: &Store,
+    coordinator: Option<Coordinator>,
+    checkpoints: ServerCheckpoints,
+) -> ControllerOptions {
     let options =
         ControllerOptions::new(store.agent_graphs()).supervisor_runs(store.supervisor_runs());
     let Some(coordinator) = coordinator else {
@@ -121,13 +146,19 @@ pub fn controller_options(store: &Store, coordinator: Option<Coordinator>) -> Co
     let runtime = tokio::runtime::Handle::current();
     options.on_update(move |graph_id: &str| {
         let (coordinator, graph_id) = (coordinator.clone(), graph_id.to_owned());
+        let checkpoints = checkpoints.clone();
         runtime.spawn(async move {
             match coordinator.run_wave(&graph_id).await {
-                Ok(report) => tracing::info!(
-                    graph = graph_id,
-                    records = report.records.len(),
-                    "wave settled"
-                ),
+                Ok(report) => {
+                    tracing::info!(
+                        graph = graph_id,
+                        records = report.records.len(),
+                        "wave settled"
+                    );
+                    if !report.records.is_empty() {
+                        checkpoint(&checkpoints, &graph_id).await;
+                    }
+                }
                 Err(e) => tracing::error!(graph = graph_id, "wave failed: {e}"),
             }
         });
@@ -198,8 +229,14 @@ impl Drop for WorkPoller {
 /// after the other; the next look waits for the last wave to settle. A
 /// wave runs the graph's work that has no record and no live claim: work
 /// scheduled through another host of the same store, or claimed by a host
-/// that died. Failures are logged and the next look tries again.
-fn poll_work(graphs: AgentGraphStore, coordinator: Coordinator, every: Duration) -> WorkPoller {
+/// that died. A wave that wrote records is a checkpoint for the server of
+/// `checkpoints`. Failures are logged and the next look tries again.
+fn poll_work(
+    graphs: AgentGraphStore,
+    coordinator: Coordinator,
+    every: Duration,
+    checkpoints: ServerCheckpoints,
+) -> WorkPoller {
     WorkPoller(tokio::spawn(async move {
         let mut ticks = tokio::time::interval(every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -221,7 +258,12 @@ fn poll_work(graphs: AgentGraphStore, coordinator: Coordinator, every: Duration)
                 match coordinator.run_wave(&graph).await {
                     Ok(report) if report.records.is_empty() => {}
                     Ok(report) => {
-                        tracing::info!(graph, records = report.records.len(), "polled wave settled")
+                        tracing::info!(
+                            graph,
+                            records = report.records.len(),
+                            "polled wave settled"
+                        );
+                        checkpoint(&checkpoints, &graph).await;
                     }
                     Err(e) => tracing::warn!(graph, "polled wave failed: {e}"),
                 }
@@ -338,9 +380,10 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         Some(store) => coordinator(operator, store, &registry)?,
         None => None,
     };
+    let checkpoints = ServerCheckpoints::default();
     let controller = store
         .as_ref()
-        .map(|store| controller_options(store, coordinator.clone()));
+        .map(|store| controller_options(store, coordinator.clone(), checkpoints.clone()));
     let server = McpServer::new(
         registry,
         ServerOptions {
@@ -350,13 +393,20 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
             threads: store.as_ref().map(Store::threads),
         },
     );
+    // Set once; `serve` makes one server.
+    let _ = checkpoints.set(server.checkpoints());
     if let Some(c) = &coordinator {
         // The work an update starts counts under the server's run limit.
         c.count_runs_under(server.run_slots());
     }
     // Stopped (dropped) when the server stops, before its shutdown grace.
     let poller = match (&store, coordinator, poll) {
-        (Some(store), Some(c), Some(every)) => Some(poll_work(store.agent_graphs(), c, every)),
+        (Some(store), Some(c), Some(every)) => Some(poll_work(
+            store.agent_graphs(),
+            c,
+            every,
+            checkpoints.clone(),
+        )),
         _ => None,
     };
     let grace = Duration::from_millis(args.shutdown_grace_ms);

@@ -118,7 +118,7 @@ fn progress(e: &Event) {
             omitted,
             ..
         } => eprintln!(
-            "  context compacted: about {estimated_tokens} tokens over a budget of {budget_tokens}; {digested_calls} tool calls digested, {omitted} entries left out of the message"
+            "  context compacted: about {estimated_tokens} estimated tokens, over the budget of {budget_tokens}; {digested_calls} tool calls digested, {omitted} entries left out of the message"
         ),
     }
 }

@@ -347,7 +347,11 @@ impl Coordinator {
                 let this = self.clone();
                 let graph = graph_id.to_owned();
                 async move {
-                    let outcome = this.run_in_slot(&graph, &work, revision).await;
+                    // Boxed: the run's future nests the executor's deep
+                    // enough that laying out the wave's stream (inline)
+                    // can overflow rustc's query depth in callers' crates,
+                    // depending on what incremental compilation cached.
+                    let outcome = Box::pin(this.run_in_slot(&graph, &work, revision)).await;
                     (work.work_id().to_owned(), outcome)
                 }
             }))

@@ -36,6 +36,22 @@ pub fn runtime() -> &'static Runtime {
     RT.get_or_init(|| Runtime::new().expect("the default runtime config is valid"))
 }
 
+/// One compile cache per test binary, for registries of tests that do not
+/// count compilations: each component compiles once per binary instead of
+/// once per test (a routing test opened five per test).
+pub fn compile_cache() -> sandgraph_store::Store {
+    static CACHE: OnceLock<(tempfile::TempDir, sandgraph_store::Store)> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let store = sandgraph_store::Store::open(&dir.path().join("compile-cache.redb"))
+                .expect("a compile cache in a fresh folder");
+            (dir, store)
+        })
+        .1
+        .clone()
+}
+
 /// Loads (compiles and describes) the component at `path` once per test
 /// binary and hands out the shared graph afterwards.
 pub async fn load(path: &str) -> Arc<Graph> {

@@ -31,6 +31,7 @@ async fn registry() -> (Registry, tempfile::TempDir) {
         sandgraph_tests::runtime().clone(),
         RegistryOptions {
             dirs: vec![dir.path().to_path_buf()],
+            cache: Some(sandgraph_tests::compile_cache()),
             ..RegistryOptions::default()
         },
     )

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{self, folder, open};
-use sandgraph_registry::{CallOptions, Registry};
+use crate::common::{self, folder};
+use sandgraph_registry::{CallOptions, Registry, RegistryOptions};
 use sandgraph_runtime::{CancellationToken, ErrorCode};
 use sandgraph_tests::{
     ECHO, GRAPH_CONTEXT, GRAPH_INTERRUPT, GREET, HOSTILE_COOPERATIVE, HOSTILE_NAN_OUTPUT,
@@ -23,7 +23,13 @@ async fn registry() -> (Registry, tempfile::TempDir) {
         ("panic.wasm", HOSTILE_PANIC),
         ("nan.wasm", HOSTILE_NAN_OUTPUT),
     ]);
-    let (registry, report) = open(dir.path()).await;
+    // The components compile once for the binary: these tests are about
+    // calls, not compiling.
+    let options = RegistryOptions {
+        cache: Some(sandgraph_tests::compile_cache()),
+        ..common::options(&[dir.path()])
+    };
+    let (registry, report) = Registry::open(common::runtime(), options).await.unwrap();
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     (registry, dir)
 }

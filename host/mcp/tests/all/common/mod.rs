@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -15,7 +15,6 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, Runn
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use sandgraph_mcp::{McpServer, ServerOptions};
 use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
-use sandgraph_store::Store;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -47,7 +46,7 @@ impl Folder {
         let options = RegistryOptions {
             dirs: vec![self.graphs()],
             config,
-            cache: Some(cache()),
+            cache: Some(sandgraph_tests::compile_cache()),
             ..RegistryOptions::default()
         };
         let (registry, report) = Registry::open(sandgraph_tests::runtime().clone(), options)
@@ -56,19 +55,6 @@ impl Folder {
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
         registry
     }
-}
-
-/// One compile cache for the test binary, so each graph compiles once.
-fn cache() -> Store {
-    static CACHE: OnceLock<(tempfile::TempDir, Store)> = OnceLock::new();
-    CACHE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let store = Store::open(&dir.path().join("cache.redb")).unwrap();
-            (dir, store)
-        })
-        .1
-        .clone()
 }
 
 /// The test client: records progress notifications and counts

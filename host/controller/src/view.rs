@@ -362,11 +362,7 @@ pub(crate) fn render_wake(projection: &Projection, wake_id: &str, since: u64) ->
             "  {} (work {}, {}): {}",
             r.record_id,
             r.work_id.as_deref().unwrap_or("-"),
-            r.outcome.map_or("record", |o| match o {
-                RecordOutcome::Completed => "completed",
-                RecordOutcome::Failed => "failed",
-                RecordOutcome::Cancelled => "cancelled",
-            }),
+            r.outcome.map_or("record", RecordOutcome::as_str),
             one_line(&summary)
         ));
     }

@@ -253,11 +253,8 @@ fn wake_brief(graph_id: &str, records: &[GraphRecord], pending: usize) -> Brief 
                 r.record_id,
                 r.work_id.as_deref().unwrap_or("-"),
                 r.operator_id,
-                r.outcome.map_or("record", |o| match o {
-                    sandgraph_controller::RecordOutcome::Completed => "completed",
-                    sandgraph_controller::RecordOutcome::Failed => "failed",
-                    sandgraph_controller::RecordOutcome::Cancelled => "cancelled",
-                }),
+                r.outcome
+                    .map_or("record", sandgraph_controller::RecordOutcome::as_str),
                 one_line(&r.summary, 500)
             )
         })

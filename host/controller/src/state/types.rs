@@ -372,6 +372,17 @@ pub enum RecordOutcome {
     Cancelled,
 }
 
+impl RecordOutcome {
+    /// `completed`, `failed` or `cancelled`, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordOutcome::Completed => "completed",
+            RecordOutcome::Failed => "failed",
+            RecordOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// Where a record came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

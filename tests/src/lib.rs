@@ -18,7 +18,8 @@
 //!
 //! Besides the paths it holds the fixtures the host crates' tests share:
 //! [`graph_folder`] (a temporary folder of copied components), a
-//! PostgreSQL server ([`postgres`]) and an OCI registry ([`oci_registry`]).
+//! PostgreSQL server ([`postgres`]), an OCI registry ([`oci_registry`])
+//! and headless Chromium through WebDriver ([`browser`]).
 
 #![deny(missing_docs)]
 
@@ -107,6 +108,7 @@ mod tests {
         assert!(names.contains(&"loop_graph") && names.contains(&"hostile_panic"));
     }
 }
+pub mod browser;
 mod folder;
 pub mod oci_registry;
 pub mod postgres;

@@ -17,7 +17,6 @@
 //! A component that fails to load makes the command exit with the load
 //! error's code; `--deny-warnings` makes any warning exit 1.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -222,30 +221,17 @@ pub fn lint(spec: &GraphSpec) -> Vec<Warning> {
 /// run stops when no task is left). A join edge counts once all of its
 /// sources are reached, as the spec's own reachability check does.
 fn reaches_end(spec: &GraphSpec) -> bool {
-    let mut reached: HashSet<&str> = HashSet::from([START]);
-    loop {
-        let before = reached.len();
-        reached.extend(spec.entry_points.iter().map(String::as_str));
-        for edge in &spec.edges {
-            if edge.sources.iter().all(|s| reached.contains(s.as_str())) {
-                reached.insert(edge.target.as_str());
-            }
-        }
-        for cond in &spec.conditional_edges {
-            if !reached.contains(cond.source.as_str()) {
-                continue;
-            }
-            if cond.path_map.is_empty() {
-                return true;
-            }
-            reached.extend(cond.path_map.iter().map(|e| e.target.as_str()));
-        }
-        if reached.contains(END) {
-            return true;
-        }
-        if reached.len() == before {
-            break;
-        }
+    let reached = spec.reachable();
+    if reached.contains(END) {
+        return true;
+    }
+    // A router without a path map may return `__end__`.
+    if spec
+        .conditional_edges
+        .iter()
+        .any(|c| c.path_map.is_empty() && reached.contains(c.source.as_str()))
+    {
+        return true;
     }
     spec.nodes
         .iter()

@@ -786,20 +786,9 @@ fn parse_object(
             ErrorCode::InvalidOutput,
             format!(
                 "{what} returned {} where a JSON object of state writes was expected",
-                kind(&other)
+                json::kind(&other)
             ),
         )),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

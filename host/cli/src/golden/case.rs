@@ -242,19 +242,12 @@ const STEP_KEYS: &[&str] = &[
 ];
 
 fn object<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>, At> {
-    v.as_object()
-        .ok_or_else(|| (at.to_owned(), format!("must be an object, not {}", kind(v))))
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    v.as_object().ok_or_else(|| {
+        (
+            at.to_owned(),
+            format!("must be an object, not {}", json::kind(v)),
+        )
+    })
 }
 
 fn known_keys(o: &Map<String, Value>, keys: &[&str], at: &str) -> Result<(), At> {
@@ -273,7 +266,7 @@ fn string<'a>(o: &'a Map<String, Value>, key: &str, at: &str) -> Result<Option<&
         Some(Value::String(s)) => Ok(Some(s)),
         Some(v) => Err((
             format!("{at}.{key}"),
-            format!("must be a string, not {}", kind(v)),
+            format!("must be a string, not {}", json::kind(v)),
         )),
     }
 }
@@ -366,7 +359,7 @@ fn parse_steps(v: &Value, at: &str) -> Result<Vec<Step>, At> {
     let Value::Array(items) = v else {
         return Err((
             format!("{at}.steps"),
-            format!("must be an array, not {}", kind(v)),
+            format!("must be an array, not {}", json::kind(v)),
         ));
     };
     if items.is_empty() || items.len() > MAX_STEPS {
@@ -426,7 +419,10 @@ fn parse_expect(o: &Map<String, Value>, at: &str, more: bool) -> Result<Expect, 
         Some(v) => {
             return Err((
                 format!("{at}.interrupts"),
-                format!("must be an array of interrupt values, not {}", kind(v)),
+                format!(
+                    "must be an array of interrupt values, not {}",
+                    json::kind(v)
+                ),
             ));
         }
     }
@@ -447,7 +443,7 @@ fn parse_expect(o: &Map<String, Value>, at: &str, more: bool) -> Result<Expect, 
         Some(v) => {
             return Err((
                 format!("{at}.assert"),
-                format!("must be an array of assertions, not {}", kind(v)),
+                format!("must be an array of assertions, not {}", json::kind(v)),
             ));
         }
     }
@@ -492,7 +488,7 @@ fn parse_assert(v: &Value, at: &str) -> Result<Assert, At> {
         (None, Some(v)) => {
             return Err((
                 format!("{at}.exists"),
-                format!("must be a boolean, not {}", kind(v)),
+                format!("must be a boolean, not {}", json::kind(v)),
             ));
         }
         _ => {

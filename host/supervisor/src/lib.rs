@@ -18,6 +18,6 @@ pub use coordinator::{
     Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveError, WaveReport,
 };
 pub use supervisor::{
-    Event, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions, first_message,
-    wake_message,
+    Event, StoreFailure, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions,
+    first_message, wake_message,
 };

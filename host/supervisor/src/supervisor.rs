@@ -8,12 +8,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sandgraph_agent::AgentConfig;
 use sandgraph_controller::ids::{graph_wake_attempt_id, stable_hash32};
 use sandgraph_controller::{
-    AgentGraphTools, AttemptStatus, CallIdentity, GraphRecord, OpenAgentGraphs, Projection,
-    SupervisorWake, UPDATE_TOOL, WakeStatus, YIELD_TOOL, prompt_section, tool_defs,
+    AgentGraphTools, AttemptStatus, CallIdentity, ControlError, GraphRecord, OpenAgentGraphs,
+    Projection, SupervisorWake, ToolFailure, UPDATE_TOOL, WakeStatus, YIELD_TOOL, prompt_section,
+    tool_defs,
 };
 use sandgraph_llm::{ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::Registry;
-use sandgraph_store::{Store, SupervisorRun};
+use sandgraph_store::{Store, StoreError, SupervisorRun};
 use serde_json::{Value, json};
 
 use crate::context::{Brief, Compaction, Conversation};
@@ -134,9 +135,9 @@ pub struct SuperviseOutcome {
 /// Why supervising failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SuperviseError {
-    /// The store failed.
+    /// The store failed, or refused an operation the supervisor relies on.
     #[error("storage: {0}")]
-    Store(String),
+    Store(#[from] StoreFailure),
     /// The supervisor's model failed (after the client's retries), on
     /// every attempt of a wake.
     #[error("supervisor model call failed: {0}")]
@@ -161,6 +162,49 @@ pub enum SuperviseError {
     /// its one compaction.
     #[error("{0}")]
     ContextOverflow(String),
+}
+
+/// What failed in the store, under [`SuperviseError::Store`].
+#[derive(Debug, thiserror::Error)]
+pub enum StoreFailure {
+    /// Reading or writing the supervisor's own rows failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The agent-graph store refused or failed an operation.
+    #[error(transparent)]
+    AgentGraphs(#[from] ControlError),
+    /// The graph's projection could not be read.
+    #[error(transparent)]
+    Projection(#[from] ToolFailure),
+    /// A blocking store task panicked or was cancelled.
+    #[error("{what} task failed: {source}")]
+    Task {
+        /// Which task.
+        what: &'static str,
+        /// Why it did not finish.
+        source: tokio::task::JoinError,
+    },
+    /// A closed agent graph holds no finish record: the store was damaged.
+    #[error("agent graph {0} is closed but has no finish")]
+    NoFinish(String),
+}
+
+impl From<StoreError> for SuperviseError {
+    fn from(e: StoreError) -> Self {
+        SuperviseError::Store(e.into())
+    }
+}
+
+impl From<ControlError> for SuperviseError {
+    fn from(e: ControlError) -> Self {
+        SuperviseError::Store(e.into())
+    }
+}
+
+impl From<ToolFailure> for SuperviseError {
+    fn from(e: ToolFailure) -> Self {
+        SuperviseError::Store(e.into())
+    }
 }
 
 impl SuperviseError {
@@ -352,7 +396,12 @@ impl Supervisor {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || f(&store))
             .await
-            .map_err(|e| SuperviseError::Store(format!("store task failed: {e}")))
+            .map_err(|source| {
+                SuperviseError::Store(StoreFailure::Task {
+                    what: "store",
+                    source,
+                })
+            })
     }
 
     /// Starts a new agent graph for `goal` (id `graph_id`, or a fresh one)
@@ -388,8 +437,7 @@ impl Supervisor {
         };
         let (_, created) = self
             .blocking(move |s| s.supervisor_runs().create(&run))
-            .await?
-            .map_err(|e| SuperviseError::Store(e.to_string()))?;
+            .await??;
         if !created {
             return Err(SuperviseError::Stalled(format!(
                 "agent graph {graph_id} already exists; continue it with --resume {graph_id}"
@@ -409,8 +457,7 @@ impl Supervisor {
         let g = graph_id.to_owned();
         let run = self
             .blocking(move |s| s.supervisor_runs().get(&g))
-            .await?
-            .map_err(|e| SuperviseError::Store(e.to_string()))?
+            .await??
             .ok_or_else(|| SuperviseError::UnknownGraph(graph_id.to_owned()))?;
         let tools = AgentGraphTools::new(self.store.agent_graphs(), run.root_session_id.clone());
         let mut stalls = 0;
@@ -444,8 +491,7 @@ impl Supervisor {
             let g = graph_id.to_owned();
             let wakes = self
                 .blocking(move |s| s.agent_graphs().list_unsettled_supervisor_wakes(Some(&g)))
-                .await?
-                .map_err(|e| SuperviseError::Store(e.message))?;
+                .await??;
             if let Some(wake) = wakes.into_iter().next() {
                 self.deliver(&tools, &run, &projection, wake).await?;
                 stalls = 0;
@@ -467,8 +513,7 @@ impl Supervisor {
                 let g = graph_id.to_owned();
                 let since = self
                     .blocking(move |s| s.agent_graphs().list_supervisor_wakes(&g))
-                    .await?
-                    .map_err(|e| SuperviseError::Store(e.message))?
+                    .await??
                     .iter()
                     .filter(|w| w.status == WakeStatus::Delivered)
                     .map(|w| w.updated_at)
@@ -494,16 +539,20 @@ impl Supervisor {
         let (t, g) = (tools.clone(), graph_id.to_owned());
         tokio::task::spawn_blocking(move || t.snapshot(&g))
             .await
-            .map_err(|e| SuperviseError::Store(format!("snapshot task failed: {e}")))?
-            .map_err(|e| SuperviseError::Store(e.to_string()))
+            .map_err(|source| {
+                SuperviseError::Store(StoreFailure::Task {
+                    what: "snapshot",
+                    source,
+                })
+            })?
+            .map_err(SuperviseError::from)
     }
 
     async fn turns(&self, graph_id: &str) -> Result<u64, SuperviseError> {
         let g = graph_id.to_owned();
         Ok(self
             .blocking(move |s| s.supervisor_runs().get(&g))
-            .await?
-            .map_err(|e| SuperviseError::Store(e.to_string()))?
+            .await??
             .map_or(0, |r| r.turns))
     }
 
@@ -521,14 +570,10 @@ impl Supervisor {
                 "graph finished",
             )
         })
-        .await?
-        .map_err(|e| SuperviseError::Store(e.message))?;
-        let finish = projection.finish().ok_or_else(|| {
-            SuperviseError::Store(format!(
-                "agent graph {} is closed but has no finish",
-                run.graph_id
-            ))
-        })?;
+        .await??;
+        let finish = projection
+            .finish()
+            .ok_or_else(|| SuperviseError::Store(StoreFailure::NoFinish(run.graph_id.clone())))?;
         let results = finish
             .result_ids
             .iter()
@@ -567,8 +612,7 @@ impl Supervisor {
                 AttemptStatus::RetryableFailed,
                 reason,
             )
-            .await?
-            .map_err(SuperviseError::Store)?;
+            .await??;
         }
         let records: Vec<GraphRecord> = projection
             .records()
@@ -594,8 +638,8 @@ impl Supervisor {
                 .await?;
             // Refused when a finish during the turn superseded the wake, which
             // is expected: logged only.
-            if let Err(message) = completed {
-                tracing::debug!("wake attempt completion: {message}");
+            if let Err(refused) = completed {
+                tracing::debug!("wake attempt completion: {refused}");
             }
             match outcome {
                 Ok(_) => {
@@ -637,8 +681,7 @@ impl Supervisor {
                 s.agent_graphs()
                     .begin_supervisor_wake_attempt(&g, &w, &a, &a, Some(max))
             })
-            .await?
-            .map_err(|e| SuperviseError::Store(e.message))?;
+            .await??;
         if begun.acquired {
             return Ok(true);
         }
@@ -648,8 +691,7 @@ impl Supervisor {
                 s.agent_graphs()
                     .exhaust_supervisor_wake(&g, &w, "every delivery attempt failed")
             })
-            .await?
-            .map_err(|e| SuperviseError::Store(e.message))?;
+            .await??;
             return Err(SuperviseError::Stalled(format!(
                 "agent graph {graph_id}: wake {wake_id} could not be delivered in {} attempts",
                 self.options.max_wake_attempts
@@ -667,7 +709,7 @@ impl Supervisor {
         attempt_id: String,
         status: AttemptStatus,
         reason: Option<String>,
-    ) -> Result<Result<(), String>, SuperviseError> {
+    ) -> Result<Result<(), ControlError>, SuperviseError> {
         let (g, w) = (graph_id.to_owned(), wake_id.to_owned());
         let completed = self
             .blocking(move |s| {
@@ -680,7 +722,7 @@ impl Supervisor {
                 )
             })
             .await?;
-        Ok(completed.map(drop).map_err(|e| e.message))
+        Ok(completed.map(drop))
     }
 
     /// One supervisor turn: model calls and tool calls until the model
@@ -696,8 +738,7 @@ impl Supervisor {
         let g = run.graph_id.clone();
         let turn = self
             .blocking(move |s| s.supervisor_runs().next_turn(&g, now_ms()))
-            .await?
-            .map_err(|e| SuperviseError::Store(e.to_string()))?;
+            .await??;
         self.emit(Event::Turn { turn });
         let mut conversation = Conversation::new(
             self.options.model.clone(),
@@ -839,7 +880,12 @@ async fn call_tool(
     let (t, name) = (tools.clone(), call.name.clone());
     let result = tokio::task::spawn_blocking(move || t.call(&name, args, &identity))
         .await
-        .map_err(|e| SuperviseError::Store(format!("tool task failed: {e}")))?;
+        .map_err(|source| {
+            SuperviseError::Store(StoreFailure::Task {
+                what: "tool",
+                source,
+            })
+        })?;
     Ok(match result {
         Ok(r) => {
             if call.name == YIELD_TOOL {

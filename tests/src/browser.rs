@@ -33,8 +33,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use fantoccini::elements::Element;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, ClientBuilder};
+/// The WebDriver element and locator types the helpers take and return.
+pub use fantoccini::{Locator, elements::Element};
 use serde_json::{Value, json};
 
 /// Debian's Chromium.
@@ -62,8 +63,9 @@ const CHROMIUM_FLAGS: &[&str] = &[
     "--disable-component-update",
     "--disable-sync",
     "--disable-extensions",
-    "--window-size=1280,900",
 ];
+/// The window's size (width, height) in CSS pixels.
+pub const WINDOW: (u32, u32) = (1280, 900);
 
 /// Installs Debian's `chromium` and `chromium-driver` unless both
 /// [`CHROMIUM`] and [`CHROMEDRIVER`] exist: `apt-get update`, then
@@ -255,21 +257,57 @@ fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> Result<(u1
     stream
         .write_all(request.as_bytes())
         .map_err(|e| e.to_string())?;
-    let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("a response without a header end: {text:.200}"))?;
+    let (head, body) = read_response(&mut stream)?;
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("a response without a status: {head:.200}"))?;
-    let json = serde_json::from_str(body).unwrap_or(Value::Null);
+    let body = String::from_utf8_lossy(&body);
+    let json = serde_json::from_str(&body).unwrap_or(Value::Null);
     Ok((status, json))
+}
+
+/// Reads one response: its head, then a body of its `Content-Length`
+/// (chromedriver keeps the connection open after it, whatever the request
+/// said), else up to the connection's end.
+fn read_response(stream: &mut TcpStream) -> Result<(String, Vec<u8>), String> {
+    let mut data = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    let head_end = loop {
+        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at;
+        }
+        let n = stream.read(&mut chunk).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the connection closed before the response's head ended".to_owned());
+        }
+        data.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
+    let mut body = data.split_off(head_end + 4);
+    let length = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse::<usize>().ok())?
+    });
+    match length {
+        Some(length) => {
+            while body.len() < length {
+                let n = stream.read(&mut chunk).map_err(|e| e.to_string())?;
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            body.truncate(length);
+        }
+        None => {
+            stream.read_to_end(&mut body).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok((head, body))
 }
 
 /// Where a test's files go: `target/test-output/<group>/<test>` (the
@@ -324,6 +362,7 @@ impl Browser {
             .tempdir()
             .map_err(|e| format!("browser fixture: a profile folder: {e}"))?;
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| f.to_string()).collect();
+        args.push(format!("--window-size={},{}", WINDOW.0, WINDOW.1));
         args.push(format!("--user-data-dir={}", profile.path().display()));
         let caps = json!({
             "browserName": "chrome",
@@ -455,6 +494,33 @@ impl Browser {
             .unwrap_or_else(|e| panic!("reading the text of `{selector}`: {e}"))
     }
 
+    /// The `textContent` of the first element matching `selector` (waiting
+    /// for it): its text even where hidden (a closed `<details>`, an SVG
+    /// `<title>`), unlike [`Browser::text`].
+    pub async fn text_content(&self, selector: &str) -> String {
+        self.property(selector, "textContent").await
+    }
+
+    /// The attribute `name` of the first element matching `selector`
+    /// (waiting for it); "" when it has none.
+    pub async fn attr(&self, selector: &str, name: &str) -> String {
+        let element = self.wait_for(selector).await;
+        element
+            .attr(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {name} of `{selector}`: {e}"))
+            .unwrap_or_default()
+    }
+
+    async fn property(&self, selector: &str, name: &str) -> String {
+        let element = self.wait_for(selector).await;
+        element
+            .prop(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {name} of `{selector}`: {e}"))
+            .unwrap_or_default()
+    }
+
     /// Clicks the first element matching `selector` (waiting for it).
     pub async fn click(&self, selector: &str) {
         let element = self.wait_for(selector).await;
@@ -527,6 +593,24 @@ impl Browser {
                 .unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         }
         std::fs::write(path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+
+    /// Saves a PNG of the whole page, up to `max_height` pixels tall, to
+    /// `path`: the window grows to the page's height for the shot, then
+    /// returns to its size.
+    pub async fn full_page_screenshot(&self, path: &Path, max_height: u32) {
+        let height = self
+            .client
+            .execute("return document.documentElement.scrollHeight", vec![])
+            .await
+            .ok()
+            .and_then(|v| v.as_u64())
+            .map_or(WINDOW.1, |h| (h as u32).clamp(WINDOW.1, max_height));
+        let _ = self.client.set_window_size(WINDOW.0, height).await;
+        // The layout settles before the shot.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.screenshot(path).await;
+        let _ = self.client.set_window_size(WINDOW.0, WINDOW.1).await;
     }
 
     /// Saves the current page's screenshot and DOM under the output folder

@@ -22,6 +22,9 @@
 //! root (an MCP client) claimed with `yield_agent_graph` are announced to
 //! it (`notifications/resources/updated` for `agent-graph://<graphId>`)
 //! and delivered on its next view or yield.
+//!
+//! With `--http`, the studio web app (`sandgraph-studio`) is served at `/`
+//! beside `/mcp`, behind the same token, unless `--no-ui`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +39,7 @@ use sandgraph_mcp::{
 };
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
+use sandgraph_studio::StudioOptions;
 
 use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
 
@@ -55,6 +59,9 @@ pub struct ServeArgs {
     /// Serve MCP's Streamable HTTP transport at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8808)
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// Do not serve the studio web app at http://ADDR/ (with --http it is served by default, behind the same token)
+    #[arg(long, requires = "http")]
+    no_ui: bool,
     /// Allow --http on a non-loopback address (then set --token-env)
     #[arg(long, requires = "http")]
     allow_remote: bool,
@@ -417,12 +424,21 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         served.map_err(|e| Failure::internal(e.to_string()))?;
         return Ok(ExitCode::SUCCESS);
     };
-    let options = http_options(&args, addr, token, tokens, grace);
+    let mut options = http_options(&args, addr, token, tokens, grace);
+    if !args.no_ui {
+        let studio = StudioOptions {
+            journal: store.as_ref().map(Store::journal),
+        };
+        options.ui = Some(sandgraph_studio::ui_routes(server.clone(), studio));
+    }
     let http = HttpServer::bind(server, options)
         .await
         .map_err(|e| invalid(e.to_string()))?;
     // The one line a supervisor (or a test) waits for, on stderr.
     eprintln!("sandgraph: serving MCP at {}", http.url());
+    if !args.no_ui {
+        eprintln!("sandgraph: studio at http://{}/", http.local_addr());
+    }
     sandgraph_mcp::shutdown_signal().await;
     eprintln!("sandgraph: shutting down");
     drop(poller);

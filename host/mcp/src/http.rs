@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::conn::{self, ConnInfo, ConnLimits};
 use crate::principal::{Principal, Tokens};
 use crate::server::McpServer;
+use crate::ui::{self, Allowed, UiRoutes};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -92,6 +93,11 @@ pub struct HttpOptions {
     /// After a shutdown starts, how long running calls get to finish before
     /// they are cancelled.
     pub shutdown_grace: Duration,
+    /// Extra routes beside `/mcp` (the studio), behind the same Host/Origin
+    /// checks, connection limits and body limit, their API routes behind
+    /// the same authentication. `None` (the default): only `/mcp` is
+    /// served.
+    pub ui: Option<UiRoutes>,
 }
 
 impl HttpOptions {
@@ -113,6 +119,7 @@ impl HttpOptions {
             session_idle: DEFAULT_SESSION_IDLE,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            ui: None,
         }
     }
 }
@@ -153,10 +160,10 @@ pub struct HttpServer {
 /// HTTP requests whose responses are still being sent, except the
 /// long-lived `GET` streams: what a graceful shutdown waits for.
 #[derive(Clone)]
-struct Requests(watch::Sender<usize>);
+pub(crate) struct Requests(watch::Sender<usize>);
 
 impl Requests {
-    fn enter(&self) -> RequestGuard {
+    pub(crate) fn enter(&self) -> RequestGuard {
         self.0.send_modify(|n| *n += 1);
         RequestGuard(self.0.clone())
     }
@@ -169,7 +176,7 @@ impl Requests {
     }
 }
 
-struct RequestGuard(watch::Sender<usize>);
+pub(crate) struct RequestGuard(watch::Sender<usize>);
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
@@ -178,10 +185,10 @@ impl Drop for RequestGuard {
 }
 
 #[derive(Clone)]
-struct Guard {
+pub(crate) struct Guard {
     /// The accepted tokens; `None`: no authentication.
     tokens: Option<Tokens>,
-    requests: Requests,
+    pub(crate) requests: Requests,
     sessions: Arc<SessionOwners>,
 }
 
@@ -295,7 +302,7 @@ fn session_id(headers: &axum::http::HeaderMap) -> Option<String> {
 
 /// Who sent `req`: the principal of its token, or with no authentication
 /// the connection's peer.
-fn principal_of(g: &Guard, req: &Request) -> Result<Principal, &'static str> {
+pub(crate) fn principal_of(g: &Guard, req: &Request) -> Result<Principal, &'static str> {
     match &g.tokens {
         Some(tokens) => match bearer(req) {
             None => Err("missing bearer token"),
@@ -487,7 +494,8 @@ fn allowed_hosts(addr: SocketAddr, options: &HttpOptions) -> Vec<String> {
     hosts
 }
 
-/// The MCP service at [`MCP_PATH`] behind the [`guard`] middleware.
+/// The MCP service at [`MCP_PATH`] behind the [`guard`] middleware, and
+/// the UI routes of [`HttpOptions::ui`] beside it.
 fn router(
     server: &McpServer,
     options: &HttpOptions,
@@ -498,9 +506,13 @@ fn router(
 ) -> Router {
     let mut origins = loopback_origins(addr.port());
     origins.extend(options.allowed_origins.iter().cloned());
+    let allowed = Allowed {
+        hosts: allowed_hosts(addr, options),
+        origins,
+    };
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts(addr, options))
-        .with_allowed_origins(origins)
+        .with_allowed_hosts(allowed.hosts.clone())
+        .with_allowed_origins(allowed.origins.clone())
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(sessions_stop.clone());
@@ -522,9 +534,18 @@ fn router(
             per_principal: options.max_sessions_per_principal.max(1),
         }),
     };
-    Router::new()
+    let mcp = Router::new()
         .route_service(MCP_PATH, service)
-        .layer(middleware::from_fn_with_state(state, guard))
+        .layer(middleware::from_fn_with_state(state.clone(), guard));
+    match &options.ui {
+        Some(routes) => mcp.merge(ui::mount(
+            routes.clone(),
+            allowed,
+            state,
+            options.max_body_bytes,
+        )),
+        None => mcp,
+    }
 }
 
 /// What a running server's shutdown needs: the server, the requests it

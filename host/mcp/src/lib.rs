@@ -43,6 +43,9 @@
 //!   delivered on the root's next view or yield.
 //!
 //! [`serve_stdio`] and [`HttpServer`] are the two transports.
+//! Over HTTP the server can also serve extra routes beside `/mcp`
+//! ([`UiRoutes`], the studio web app), behind the same Host/Origin checks
+//! and limits, their API behind the same authentication.
 
 #![deny(missing_docs)]
 
@@ -55,6 +58,7 @@ mod prompts;
 mod resources;
 mod server;
 mod stdio;
+mod ui;
 
 pub use agent_graph::{ControllerOptions, UpdateHook};
 pub use conn::{
@@ -71,6 +75,7 @@ pub use server::{
     MAX_THREAD_NAME_BYTES, McpServer, ServerOptions, Stats, THREAD_META_KEY, UNKNOWN_TOOL,
 };
 pub use stdio::{StdioError, serve_stdio};
+pub use ui::UiRoutes;
 
 /// Resolves at the first SIGINT or SIGTERM (Ctrl-C elsewhere).
 pub async fn shutdown_signal() {

@@ -431,6 +431,11 @@ impl McpServer {
             .is_ok_and(|r| r.is_ok())
     }
 
+    /// The durable threads of graph tool calls ([`ServerOptions::threads`]).
+    pub fn threads(&self) -> Option<&sandgraph_store::ThreadStore> {
+        self.shared.threads.as_ref()
+    }
+
     /// Whether the agent-graph tools are offered
     /// ([`ServerOptions::controller`]).
     pub fn has_controller(&self) -> bool {

@@ -5,10 +5,37 @@
 //!
 //! Its static shell (four files embedded in the binary, [`assets`]) carries
 //! no data and needs no token; everything else is the JSON API under
-//! `/api`, which the HTTP server authenticates like `/mcp`.
+//! `/api` (see `API.md` next to this crate), which the HTTP server
+//! authenticates like `/mcp` ([`sandgraph_mcp::UiRoutes`]). State-changing
+//! requests are `POST`s that must carry `Content-Type: application/json`
+//! and `X-Sandgraph-Studio: 1`, which a cross-site form or a simple
+//! cross-origin request cannot send.
 
 #![deny(missing_docs)]
 
+mod api;
 pub mod assets;
 
+use sandgraph_mcp::{McpServer, UiRoutes};
+use sandgraph_store::Journal;
+
 pub use assets::asset_routes;
+
+/// What the studio shows besides the server's graphs, threads and agent
+/// graphs.
+#[derive(Debug, Clone, Default)]
+pub struct StudioOptions {
+    /// The routing journal shown on the Journal page; `None`: the page
+    /// says the server keeps none.
+    pub journal: Option<Journal>,
+}
+
+/// The studio's routes for [`sandgraph_mcp::HttpOptions::ui`]: the static
+/// shell as public routes, the JSON API over `server` as authenticated
+/// ones. Runs started from the studio share `server`'s run limits.
+pub fn ui_routes(server: McpServer, options: StudioOptions) -> UiRoutes {
+    UiRoutes {
+        public: asset_routes(),
+        api: api::router(server, options),
+    }
+}

@@ -160,7 +160,8 @@ function post(path, body) {
   return api(path, { method: "POST", body: body ?? {} });
 }
 
-// POSTs `body` and calls onEvent with each line of the NDJSON answer.
+// POSTs `body` and calls onEvent with each line of the NDJSON answer, up
+// to the first line for which onEvent returns true (the final one).
 async function stream(path, body, onEvent, signal) {
   const resp = await request(path, { method: "POST", body, signal });
   if (!resp.ok) {
@@ -171,19 +172,24 @@ async function stream(path, body, onEvent, signal) {
   const reader = resp.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
-  const flush = (final) => {
+  // True once a final line was handled.
+  const flush = (end) => {
     let at;
-    while ((at = buffer.indexOf("\n")) >= 0 || (final && buffer.trim())) {
+    while ((at = buffer.indexOf("\n")) >= 0 || (end && buffer.trim())) {
       const line = at >= 0 ? buffer.slice(0, at) : buffer;
       buffer = at >= 0 ? buffer.slice(at + 1) : "";
-      if (line.trim()) onEvent(JSON.parse(line));
+      if (line.trim() && onEvent(JSON.parse(line))) return true;
     }
+    return false;
   };
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
     buffer += decoder.decode(value, { stream: true });
-    flush(false);
+    if (flush(false)) {
+      reader.cancel().catch(() => {});
+      return;
+    }
   }
   buffer += decoder.decode();
   flush(true);
@@ -227,11 +233,12 @@ function showLogin(message) {
     sessionStorage.setItem(TOKEN_KEY, input.value);
     connect();
   });
-  main.replaceChildren(
+  main.replaceChildren(...[
     h("h1", { text: "Connect to the studio" }),
     message == null ? null : h("div", { id: "auth-error", role: "alert", class: "error", text: `unauthorized: ${message}` }),
     h("p", { text: "The server asks for the bearer token its MCP clients use." }),
-    form);
+    form,
+  ].filter((c) => c != null));
   input.focus();
 }
 
@@ -306,7 +313,7 @@ async function render(focus) {
   }
   if (seq !== renderSeq) return;
   main.removeAttribute("aria-busy");
-  main.replaceChildren(...[content].flat());
+  main.replaceChildren(...[content].flat().filter((c) => c != null));
   const heading = main.querySelector("h1");
   if (heading) document.title = `${heading.textContent} · sandgraph studio`;
   if (focus && heading) {
@@ -342,6 +349,7 @@ async function graphsPage() {
 async function graphPage(name) {
   const g = await api(`/api/graphs/${enc(name)}`);
   const drawing = drawGraph(g.drawing ?? {}, g.name);
+  const run = runForm(g, drawing);
   const caps = g.capabilities ?? {};
   return [
     h("h1", { text: g.name }),
@@ -351,8 +359,9 @@ async function graphPage(name) {
         section("Drawing", h("figure", { class: "drawing" }, drawing.svg,
           h("figcaption", {}, legend())),
         h("details", { class: "drawing-text" }, h("summary", { text: "The drawing as text" }), drawing.text)),
-        runSection(g, drawing)),
+        section("Run output", run.view.root)),
       h("div", { class: "graph-side" },
+        section("Run", run.form),
         section("Parameters", schemaTable(g.parameters)),
         section("Capabilities",
           h("h4", { text: "Imported" }), list(caps.imported, "none"),
@@ -437,7 +446,7 @@ function paramField(key, prop, isRequired, fallbackInput) {
     control = h("select", common, ["", "true", "false"].map((v) => h("option", { value: v, text: v || "(not set)" })));
     read = () => (control.value === "" ? undefined : control.value === "true");
   } else if (kind === "json") {
-    control = h("textarea", { ...common, rows: fallbackInput ? 6 : 3, spellcheck: "false", class: "json" });
+    control = h("textarea", { ...common, rows: fallbackInput ? 5 : 2, spellcheck: "false", class: "json" });
     control.value = fallbackInput ? "{}" : "";
     read = () => readJson(control.value, key);
   } else {
@@ -468,7 +477,8 @@ function readScalar(text, kind, key, isRequired) {
   return number;
 }
 
-function runSection(g, drawing) {
+// The run form of graph `g` and the live view its runs show in.
+function runForm(g, drawing) {
   const schema = g.parameters ?? {};
   const required = new Set(schema.required ?? []);
   const props = Object.entries(schema.properties ?? {});
@@ -503,7 +513,7 @@ function runSection(g, drawing) {
     view.start(`/api/graphs/${enc(g.name)}/runs`, body, { runButton, cancelButton });
   });
   cancelButton.addEventListener("click", () => view.cancel());
-  return section("Run", form, view.root);
+  return { form, view };
 }
 
 // ---------------------------------------------------------------- a live run
@@ -563,6 +573,7 @@ function runView(prefix, drawing, graphName, onFinal) {
       default:
         break;
     }
+    return finished;
   };
   const onStep = (event) => {
     const updates = Array.isArray(event.updates) ? event.updates : [];
@@ -683,7 +694,9 @@ async function threadPage(graph, thread) {
 function interruptSection(graph, thread, base, state) {
   const interrupts = state.interrupts ?? [];
   if (!interrupts.length) return section("Interrupt", h("p", { text: "No interrupt is waiting." }));
-  const payload = interrupts.length === 1 ? interrupts[0].value : interrupts.map((i) => i.value);
+  const payload = interrupts.length === 1
+    ? interrupts[0].value
+    : Object.fromEntries(interrupts.map((i) => [i.id, { node: i.node, value: i.value }]));
   const answer = h("textarea", { id: "resume-value", rows: 3, spellcheck: "false", class: "json", "aria-describedby": "resume-hint" });
   const resume = h("button", { type: "submit", text: "Resume" });
   const view = runView("resume-", null, graph, () => {
@@ -691,8 +704,13 @@ function interruptSection(graph, thread, base, state) {
     render(false);
   });
   const form = h("form", { "aria-label": "resume", class: "resume-form" },
-    h("label", { for: "resume-value", text: "Answer (JSON)" }), answer,
-    h("small", { id: "resume-hint", text: 'Any JSON value, e.g. "yes" with the quotes.' }),
+    h("div", { class: "field" }, h("label", { for: "resume-value", text: "Answer (JSON)" }), answer,
+      h("small", {
+      id: "resume-hint",
+      text: interrupts.length === 1
+        ? 'Any JSON value, e.g. "yes" with the quotes.'
+        : "An object mapping each interrupt's id to its answer.",
+    })),
     h("div", { class: "buttons" }, resume));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -717,9 +735,9 @@ function updateSection(base, state) {
   const asNode = h("input", { id: "update-as-node", type: "text", autocomplete: "off" });
   const message = h("div", { class: "form-message" });
   const form = h("form", { "aria-label": "update state", class: "update-form" },
-    h("label", { for: "update-values", text: "Values (JSON object)" }), values,
-    h("small", { id: "update-hint", text: "Written through the channels' reducers as a new checkpoint." }),
-    h("label", { for: "update-as-node", text: "As node (optional)" }), asNode,
+    h("div", { class: "field" }, h("label", { for: "update-values", text: "Values (JSON object)" }), values,
+      h("small", { id: "update-hint", text: "Written through the channels' reducers as a new checkpoint." })),
+    h("div", { class: "field" }, h("label", { for: "update-as-node", text: "As node (optional)" }), asNode),
     h("div", { class: "buttons" }, h("button", { type: "submit", text: "Update" })), message);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -761,7 +779,8 @@ function historyList(base, state, checkpoints) {
         h("strong", { text: `Step ${c.step ?? "?"}` }), ` · ${c.source ?? "?"} · ${when(c.created_at)}`,
         isHead ? h("span", { class: "badge", text: " · head" }) : null),
       h("p", { class: "meta" }, "checkpoint ", h("code", { text: c.id }),
-        c.parent_id ? [" · parent ", h("code", { text: c.parent_id })] : " · no parent"),
+        c.parent_id ? [" · parent ", h("code", { text: c.parent_id })] : " · no parent",
+        Array.isArray(c.next) ? ` · next: ${c.next.length ? c.next.join(", ") : "nothing"}` : ""),
       h("details", {}, h("summary", { text: "State" }), h("pre", { class: "json", text: json(c.values ?? {}) })),
       h("details", {}, h("summary", { text: `Writes (${writesCount(c.writes)})` }), h("pre", { class: "json", text: json(c.writes ?? []) })),
       fork);
@@ -792,23 +811,23 @@ async function journalPage() {
 }
 
 function journalTable(entries) {
-  const pick = (e, ...keys) => keys.map((k) => e?.[k]).find((v) => v != null);
   return dataTable(`Routing attempts, newest first (${entries.length})`, entries, [
-    [(e) => when(pick(e, "started_at", "at", "time", "created_at")), "When"],
-    [(e) => compact(pick(e, "request", "input", "task", "query")), "Request"],
-    [(e) => compact(pick(e, "decision", "outcome", "chosen")), "Decision"],
-    [(e) => compact(pick(e, "reason", "why")), "Reason"],
+    [(e) => when(e.at_ms), "When"],
+    [(e) => cellText(e.request), "Request"],
+    [(e) => (e.attempt != null ? String(e.attempt) : "—"), "Attempt"],
+    [(e) => (e.tool ? h("code", { text: e.tool }) : "—"), "Graph"],
+    [(e) => (e.stage ? `${e.decision} (${e.stage})` : compact(e.decision)), "Decision"],
+    [(e) => cellText(e.reason), "Reason"],
     [(e) => timings(e), "Timings"],
+    [(e) => cellText(e.outcome), "Outcome"],
   ]);
 }
 
 function timings(entry) {
-  const t = entry?.timings ?? entry?.timing;
-  if (t && typeof t === "object") {
-    return Object.entries(t).map(([k, v]) => `${k} ${typeof v === "number" ? `${v} ms` : compact(v)}`).join(", ");
-  }
-  const ms = entry?.duration_ms ?? entry?.elapsed_ms;
-  return ms != null ? `${ms} ms` : "—";
+  const parts = [["model", entry?.model_ms], ["check", entry?.check_ms], ["run", entry?.run_ms]]
+    .filter(([, ms]) => ms != null)
+    .map(([what, ms]) => `${what} ${ms} ms`);
+  return parts.length ? parts.join(", ") : "—";
 }
 
 // ---------------------------------------------------------------- agent graphs
@@ -819,16 +838,17 @@ async function agentGraphsPage() {
   }
   const body = h("div", { id: "agent-graphs" });
   const refresh = async () => {
-    const data = await api("/api/agent-graphs");
-    const graphs = data?.agent_graphs ?? data?.graphs ?? [];
+    const { graphs = [] } = await api("/api/agent-graphs");
     body.replaceChildren(graphs.length
       ? dataTable("Your agent graphs", graphs, [
-        [(g) => h("a", { href: `#/agent-graphs/${enc(g.id)}`, text: g.id }), "Id"],
-        [(g) => compact(g.goal ?? g.name ?? g.description), "Goal"],
-        [(g) => compact(g.status ?? g.state), "Status"],
-        [(g) => when(g.updated_at ?? g.created_at), "Updated"],
+        [(g) => h("a", { href: `#/agent-graphs/${enc(g.id)}`, "data-agent-graph": g.id, text: g.id }), "Id"],
+        [(g) => (g.closed ? "closed" : "open"), "Status"],
+        ["revision", "Revision"],
+        ["work", "Work"],
+        ["records", "Records"],
+        ["wakes", "Wakes"],
       ])
-      : h("p", { text: "No agent graphs yet." }), updatedLine());
+      : h("p", { text: "No agent graphs yet. An MCP client with your token creates them with update_agent_graph." }), updatedLine());
   };
   await refresh();
   live(refresh, body);
@@ -838,22 +858,46 @@ async function agentGraphsPage() {
 async function agentGraphPage(id) {
   const body = h("div", { id: "agent-graph" });
   const refresh = async () => {
-    const view = await api(`/api/agent-graphs/${enc(id)}`);
-    const graph = view?.graph ?? view ?? {};
-    const parts = [];
-    const summary = Object.fromEntries(Object.entries(graph).filter(([, v]) => v == null || typeof v !== "object"));
-    if (Object.keys(summary).length) parts.push(section("Summary", dataTable("The agent graph", [summary])));
-    for (const [key, title] of [["work", "Work"], ["records", "Records"], ["wakes", "Wakes"]]) {
-      const rows = view?.[key] ?? graph?.[key] ?? [];
-      parts.push(section(title, Array.isArray(rows) && rows.length
-        ? dataTable(`${title} (${rows.length})`, rows.map((r) => (r && typeof r === "object" ? r : { value: r })))
-        : h("p", { text: `No ${title.toLowerCase()}.` })));
-    }
-    body.replaceChildren(...parts, updatedLine());
+    const { view = {}, wakes = [] } = await api(`/api/agent-graphs/${enc(id)}`);
+    body.replaceChildren(...[
+      h("p", { id: "agent-graph-summary" },
+        `${view.closed ? "Closed" : "Open"} · revision ${view.revision ?? "?"} · ${view.updateCount ?? "?"} updates`,
+        view.finish ? ` · finished: ${view.finish.reason ?? ""}` : ""),
+      section("Work", rowsOrNone(view.work, "work", [
+        [(w) => h("code", { text: w.workId }), "Work"],
+        [(w) => compact(w.target), "Target"],
+        [(w) => compact(w.status), "Status"],
+        [(w) => cellText(w.instruction), "Instruction"],
+        [(w) => (w.inputIds?.length ? w.inputIds.join(", ") : "—"), "Inputs"],
+        [(w) => compact(w.replaces), "Replaces"],
+      ])),
+      section("Records", rowsOrNone(view.records, "records", [
+        [(r) => h("code", { text: r.recordId }), "Record"],
+        [(r) => compact(r.operatorId), "By"],
+        [(r) => cellText(r.summary), "Summary"],
+        [(r) => when(r.emittedAt), "Emitted"],
+      ])),
+      section("Wakes", rowsOrNone(wakes, "wakes", [
+        [(w) => h("code", { text: w.wakeId }), "Wake"],
+        [(w) => compact(w.status), "Status"],
+        [(w) => compact(w.attemptCount), "Attempts"],
+        [(w) => when(w.createdAt), "Created"],
+        [(w) => when(w.updatedAt), "Updated"],
+        [(w) => compact(w.failureReason ?? w.supersededReason), "Reason"],
+      ])),
+      view.stoppedTargets?.length ? section("Stopped", dataTable("Stopped targets", view.stoppedTargets)) : null,
+      h("details", {}, h("summary", { text: "The whole view as JSON" }), h("pre", { class: "json", text: json(view) })),
+      updatedLine(),
+    ].filter((c) => c != null));
   };
   await refresh();
   live(refresh, body);
   return [h("h1", {}, "Agent graph ", h("code", { text: id })), h("p", {}, h("a", { href: "#/agent-graphs", text: "All agent graphs" })), body];
+}
+
+function rowsOrNone(rows, what, columns) {
+  if (!Array.isArray(rows) || !rows.length) return h("p", { text: `No ${what}.` });
+  return dataTable(`${what[0].toUpperCase()}${what.slice(1)} (${rows.length})`, rows, columns);
 }
 
 function updatedLine() {
@@ -870,7 +914,10 @@ function live(refresh, body) {
     try {
       await refresh();
     } catch (e) {
-      if (e.status !== 401) body.prepend(alertBox("refresh-error", `${e.code}: ${e.message}`));
+      if (e.status !== 401) {
+        body.querySelector("#refresh-error")?.remove();
+        body.prepend(alertBox("refresh-error", `${e.code}: ${e.message}`));
+      }
     } finally {
       busy = false;
     }

@@ -1211,6 +1211,7 @@ mod tests {
                 })
                 .collect(),
             sub_run: Vec::new(),
+            next: Vec::new(),
         };
         let token = ProgressToken(rmcp::model::NumberOrString::Number(7));
         let p = progress_of(&token, &ev);

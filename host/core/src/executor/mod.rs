@@ -89,6 +89,13 @@ pub struct StepEvent {
     /// before the step of the caller's task that called it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sub_run: Vec<String>,
+    /// The nodes of the next superstep (its PULL tasks by node name, then
+    /// its PUSH targets in emission order): empty when the run ends after
+    /// this step. Never serialized, so the events the CLI and MCP print
+    /// keep their shape; hosts that show it (the studio) write it
+    /// themselves.
+    #[serde(skip)]
+    pub next: Vec<String>,
 }
 
 /// A node's request for human input.

@@ -262,6 +262,11 @@ impl LoopState {
             step: self.step,
             updates,
             sub_run: Vec::new(),
+            next: pull
+                .iter()
+                .cloned()
+                .chain(sends.iter().map(|s| s.node.clone()))
+                .collect(),
         };
         self.pull = pull;
         self.sends = sends;

@@ -524,6 +524,8 @@ async fn command_sends_follow_pull_tasks_in_emission_order() {
         .map(|u| u.node.as_str())
         .collect();
     assert_eq!(step1, ["a2", "b2", "w", "w", "w"]);
+    // The PULL tasks by name, then the PUSH targets in emission order.
+    assert_eq!(ran.events[0].next, step1);
 }
 
 #[tokio::test]
@@ -1083,6 +1085,9 @@ async fn step_events_report_each_step_in_task_order() {
             {"step": 1, "updates": [{"node": "c", "update": {"x": "done"}}]}
         ])
     );
+    // `next` is not serialized; it names the next step's nodes.
+    assert_eq!(ran.events[0].next, ["c"]);
+    assert!(ran.events[1].next.is_empty());
 }
 
 #[tokio::test]

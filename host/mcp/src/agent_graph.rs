@@ -57,10 +57,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rmcp::model::{ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam};
 use rmcp::{Peer, RoleServer};
 use sandgraph_controller::{
-    AgentGraphStore, AgentGraphTools, CallIdentity, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL,
-    VIEW_TOOL, YIELD_TOOL, tool_defs,
+    AgentGraphStore, AgentGraphTools, CallIdentity, Projection, SupervisorWake, ToolDef,
+    ToolFailure, ToolResult, UPDATE_TOOL, VIEW_TOOL, YIELD_TOOL, tool_defs,
 };
 use sandgraph_store::SupervisorRuns;
+
+use crate::principal::Principal;
 use serde_json::Value;
 
 /// Called with the graph id after every committed (not replayed) update.
@@ -471,6 +473,66 @@ impl AgentGraph {
     }
 }
 
+/// An agent graph as its owner reads it outside MCP (the studio):
+/// [`McpServer::owned_agent_graph`](crate::McpServer::owned_agent_graph).
+#[derive(Debug, Clone)]
+pub struct OwnedAgentGraph {
+    /// Its live projection ([`Projection::view_page`] gives the view its
+    /// root sees).
+    pub projection: Projection,
+    /// Its supervisor wakes, by `createdAt` then wake id.
+    pub wakes: Vec<SupervisorWake>,
+}
+
+/// Read-only access for the owner of agent graphs, without a root-session
+/// check of the controller tools: ownership is decided here, by the same
+/// root lookup the tools use.
+impl AgentGraph {
+    /// The ids of the graphs `principal` owns, by id, at most `max`.
+    /// Blocks on the store.
+    pub(crate) fn owned(
+        &self,
+        principal: &Principal,
+        max: usize,
+    ) -> Result<Vec<String>, ToolFailure> {
+        let store = self.store()?;
+        let mut owned = Vec::new();
+        for graph in store.list_graphs()? {
+            if owned.len() >= max {
+                break;
+            }
+            if principal.owns(&self.root_of(store, &graph, "")?) {
+                owned.push(graph);
+            }
+        }
+        Ok(owned)
+    }
+
+    /// `graph_id` when `principal` owns it, else `None`. Blocks on the
+    /// store.
+    pub(crate) fn read_owned(
+        &self,
+        principal: &Principal,
+        graph_id: &str,
+    ) -> Result<Option<OwnedAgentGraph>, ToolFailure> {
+        let store = self.store()?;
+        if !principal.owns(&self.root_of(store, graph_id, "")?) {
+            return Ok(None);
+        }
+        Ok(Some(OwnedAgentGraph {
+            projection: Projection::load(store, graph_id)?,
+            wakes: store.list_supervisor_wakes(graph_id)?,
+        }))
+    }
+
+    fn store(&self) -> Result<&AgentGraphStore, ToolFailure> {
+        self.options
+            .store
+            .as_ref()
+            .ok_or_else(|| ToolFailure::plain("the agent graph store is unavailable"))
+    }
+}
+
 /// Delivers the due wakes of `graph_id` ([`AgentGraphTools::deliver_wake`]).
 fn deliver_due(tools: &AgentGraphTools, graph_id: &str) -> Result<Vec<ToolResult>, ToolFailure> {
     let mut delivered = Vec::new();
@@ -585,6 +647,32 @@ mod tests {
             e.to_string().starts_with("[agent-graph-unavailable] "),
             "{e}"
         );
+    }
+
+    #[test]
+    fn owners_read_their_own_graphs_only() {
+        let (_dir, store) = store();
+        let ag = AgentGraph::new(ControllerOptions::new(store.agent_graphs()));
+        let alice = Principal::Named(Arc::from("alice"));
+        let peer = Principal::Peer(Arc::from("uid 7"));
+        ag.call(UPDATE_TOOL, add("a1"), &alice.owner("s"), "1".into())
+            .unwrap();
+        ag.call(UPDATE_TOOL, add("a2"), &alice.owner("t"), "1".into())
+            .unwrap();
+        ag.call(UPDATE_TOOL, add("p1"), &peer.owner("s9"), "1".into())
+            .unwrap();
+        ag.call(UPDATE_TOOL, add("x"), "uid 70/s1", "1".into())
+            .unwrap();
+        assert_eq!(ag.owned(&alice, 10).unwrap(), ["a1", "a2"]);
+        assert_eq!(ag.owned(&alice, 1).unwrap(), ["a1"]);
+        assert_eq!(ag.owned(&peer, 10).unwrap(), ["p1"]);
+        let read = ag.read_owned(&alice, "a2").unwrap().unwrap();
+        assert_eq!(read.projection.revision(), 1);
+        assert_eq!(read.projection.work().len(), 1);
+        assert!(read.wakes.is_empty());
+        assert!(ag.read_owned(&alice, "p1").unwrap().is_none());
+        assert!(ag.read_owned(&peer, "x").unwrap().is_none());
+        assert!(ag.read_owned(&alice, "nothing").unwrap().is_none());
     }
 
     #[test]

@@ -60,7 +60,7 @@ mod server;
 mod stdio;
 mod ui;
 
-pub use agent_graph::{ControllerOptions, UpdateHook};
+pub use agent_graph::{ControllerOptions, OwnedAgentGraph, UpdateHook};
 pub use conn::{
     ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
@@ -72,7 +72,8 @@ pub use interrupts::{CONFIGURABLE_META_KEY, MAX_ELICITATION_ROUNDS, RESUME_META_
 pub use principal::{Principal, SHARED_TOKEN_PRINCIPAL, Tokens, TokensError};
 pub use server::{
     BUSY, Checkpoints, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL,
-    MAX_THREAD_NAME_BYTES, McpServer, ServerOptions, Stats, THREAD_META_KEY, UNKNOWN_TOOL,
+    MAX_THREAD_NAME_BYTES, McpServer, RunPermit, ServerOptions, Stats, THREAD_META_KEY,
+    UNKNOWN_TOOL, thread_key, thread_owner,
 };
 pub use stdio::{StdioError, serve_stdio};
 pub use ui::UiRoutes;

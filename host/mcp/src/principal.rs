@@ -60,6 +60,21 @@ impl Principal {
     }
 }
 
+impl Principal {
+    /// Whether this principal owns agent graphs whose root session is
+    /// `root`: authenticated, the graphs it created under its name; not
+    /// authenticated, those created by any MCP session of its peer.
+    pub(crate) fn owns(&self, root: &str) -> bool {
+        match self {
+            Principal::Named(_) => !root.is_empty() && root == self.owner(""),
+            Principal::Peer(p) => root
+                .strip_prefix(&**p)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|session| !session.is_empty()),
+        }
+    }
+}
+
 impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.key())
@@ -328,6 +343,19 @@ mod tests {
     use super::*;
 
     const ALICE: &str = "2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90";
+
+    #[test]
+    fn a_principal_owns_the_roots_it_creates() {
+        let alice = Principal::Named(Arc::from("alice"));
+        assert!(alice.owns("principal:alice"));
+        assert!(!alice.owns("principal:alicia"));
+        assert!(!alice.owns("alice/s1"));
+        let peer = Principal::Peer(Arc::from("uid 7"));
+        assert!(peer.owns("uid 7/s1"));
+        assert!(!peer.owns("uid 7/"));
+        assert!(!peer.owns("uid 70/s1"));
+        assert!(!peer.owns("principal:alice"));
+    }
 
     #[test]
     fn tokens_name_principals_by_digest() {

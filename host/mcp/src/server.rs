@@ -436,6 +436,43 @@ impl McpServer {
         self.shared.threads.as_ref()
     }
 
+    /// The ids of the agent graphs `principal` owns (created them, see
+    /// [`ControllerOptions`]), by id, at most `max`: read-only, for hosts
+    /// that show a principal its graphs outside MCP. Blocks on the store.
+    ///
+    /// # Errors
+    ///
+    /// No controller, or a store error.
+    pub fn owned_agent_graphs(
+        &self,
+        principal: &Principal,
+        max: usize,
+    ) -> Result<Vec<String>, ToolFailure> {
+        self.controller()?.owned(principal, max)
+    }
+
+    /// The agent graph `graph_id` when `principal` owns it, else `None`:
+    /// read-only, as [`McpServer::owned_agent_graphs`]. Blocks on the
+    /// store.
+    ///
+    /// # Errors
+    ///
+    /// No controller, or a store or projection error.
+    pub fn owned_agent_graph(
+        &self,
+        principal: &Principal,
+        graph_id: &str,
+    ) -> Result<Option<agent_graph::OwnedAgentGraph>, ToolFailure> {
+        self.controller()?.read_owned(principal, graph_id)
+    }
+
+    fn controller(&self) -> Result<&AgentGraph, ToolFailure> {
+        self.shared
+            .agent_graph
+            .as_deref()
+            .ok_or_else(|| ToolFailure::plain("this server has no controller"))
+    }
+
     /// Whether the agent-graph tools are offered
     /// ([`ServerOptions::controller`]).
     pub fn has_controller(&self) -> bool {
@@ -512,6 +549,29 @@ impl McpServer {
     /// counts under [`ServerOptions::max_concurrent_runs`].
     pub fn run_slots(&self) -> Arc<Semaphore> {
         self.shared.runs.clone()
+    }
+
+    /// Admits a run started outside MCP (the studio) for `principal`,
+    /// under the same limits as a `tools/call`: the server's
+    /// [`ServerOptions::max_concurrent_runs`] and the principal's
+    /// [`ServerOptions::max_runs_per_principal`]. The run is counted as a
+    /// call in flight ([`McpServer::stats`], the shutdown's wait) until the
+    /// permit drops. Or why not: the message of a [`BUSY`] error (at a
+    /// limit, or the server is shutting down).
+    ///
+    /// # Errors
+    ///
+    /// At a limit, or shutting down.
+    pub fn admit_run(&self, principal: &Principal) -> Result<RunPermit, String> {
+        let slot = self.admit(Some(principal))?;
+        let s = &self.shared;
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        s.in_flight.send_modify(|n| *n += 1);
+        Ok(RunPermit {
+            shared: self.shared.clone(),
+            cancel: s.stop.child_token(),
+            _slot: slot,
+        })
     }
 
     /// A run slot of the server and of the caller's principal, or why
@@ -744,6 +804,38 @@ impl McpServer {
     }
 }
 
+/// A run admitted by [`McpServer::admit_run`]: it holds a run slot of the
+/// server and of its principal, and counts as a call in flight, until it
+/// drops.
+pub struct RunPermit {
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    _slot: RunSlot,
+}
+
+impl std::fmt::Debug for RunPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunPermit").finish_non_exhaustive()
+    }
+}
+
+impl RunPermit {
+    /// The run's cancellation: cancelled when the server cancels every
+    /// run ([`McpServer::cancel_all`], the end of a shutdown's grace);
+    /// the holder cancels it to stop the run.
+    pub fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+}
+
+impl Drop for RunPermit {
+    fn drop(&mut self) {
+        self.shared
+            .in_flight
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// An admitted call: in flight and holding a run slot until it drops (the
 /// gauge first, then the slot).
 struct Admitted<'a> {
@@ -883,14 +975,39 @@ fn call_thread(
     let Some(name) = value.as_str() else {
         return Err(format!("_meta {THREAD_META_KEY:?} must be a string"));
     };
-    if name.is_empty() || name.len() > MAX_THREAD_NAME_BYTES || name.chars().any(char::is_control) {
+    if thread_key(principal, name, tool).is_err() {
         return Err(format!(
             "_meta {THREAD_META_KEY:?} must be 1 to {MAX_THREAD_NAME_BYTES} bytes \
              without control characters"
         ));
     }
+    thread_key(principal, name, tool).map(Some)
+}
+
+/// The prefix of every stored thread of `principal` (`None`: the stdio
+/// caller): its key, or `stdio`, then `/`.
+pub fn thread_owner(principal: Option<&Principal>) -> String {
     let owner = principal.map_or_else(|| "stdio".to_owned(), Principal::key);
-    Ok(Some(format!("{owner}/{name}/{tool}")))
+    format!("{owner}/")
+}
+
+/// The stored thread id of the thread `name` of `tool` for `principal`
+/// (`None`: the stdio caller): `<principal key>/<name>/<tool>`, the id a
+/// graph tool call whose `_meta` names [`THREAD_META_KEY`] runs on, so every
+/// host surface of one principal sees the same threads. Or why `name` is
+/// refused: it must be 1 to [`MAX_THREAD_NAME_BYTES`] bytes without control
+/// characters.
+///
+/// # Errors
+///
+/// An empty, too long or control-character name.
+pub fn thread_key(principal: Option<&Principal>, name: &str, tool: &str) -> Result<String, String> {
+    if name.is_empty() || name.len() > MAX_THREAD_NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(format!(
+            "a thread name must be 1 to {MAX_THREAD_NAME_BYTES} bytes without control characters"
+        ));
+    }
+    Ok(format!("{}{name}/{tool}", thread_owner(principal)))
 }
 
 /// The principal of a Streamable HTTP request (set by the HTTP guard);
@@ -1197,6 +1314,54 @@ mod tests {
         ));
         assert!(t.text.ends_with("more bytes]"));
         assert!(!t.text.chars().any(char::is_control));
+    }
+
+    #[test]
+    fn thread_keys_put_the_principal_first() {
+        let alice = Principal::Named(Arc::from("alice"));
+        assert_eq!(
+            thread_key(Some(&alice), "t/1", "greet").unwrap(),
+            "principal:alice/t/1/greet"
+        );
+        assert_eq!(thread_key(None, "t", "greet").unwrap(), "stdio/t/greet");
+        assert_eq!(thread_owner(Some(&alice)), "principal:alice/");
+        for bad in ["", "a\nb", &"x".repeat(MAX_THREAD_NAME_BYTES + 1)] {
+            assert!(thread_key(Some(&alice), bad, "greet").is_err(), "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn admitted_runs_count_under_the_limits_until_dropped() {
+        let registry = Registry::empty(
+            sandgraph_tests::runtime().clone(),
+            sandgraph_registry::OperatorConfig::default(),
+            None,
+        );
+        let server = McpServer::new(
+            registry,
+            ServerOptions {
+                max_concurrent_runs: 3,
+                max_runs_per_principal: 2,
+                ..ServerOptions::default()
+            },
+        );
+        let alice = Principal::Named(Arc::from("alice"));
+        let bob = Principal::Named(Arc::from("bob"));
+        let a1 = server.admit_run(&alice).unwrap();
+        let _a2 = server.admit_run(&alice).unwrap();
+        let busy = server.admit_run(&alice).unwrap_err();
+        assert!(busy.contains("the limit per client"), "{busy}");
+        let _b1 = server.admit_run(&bob).unwrap();
+        let busy = server.admit_run(&bob).unwrap_err();
+        assert!(busy.contains("the server's limit"), "{busy}");
+        assert_eq!(server.stats().in_flight, 3);
+        assert_eq!(server.stats().busy, 2);
+        let cancel = a1.cancel_token().clone();
+        server.cancel_all();
+        assert!(cancel.is_cancelled());
+        drop(a1);
+        assert_eq!(server.stats().in_flight, 2);
+        let _a3 = server.admit_run(&alice).unwrap();
     }
 
     #[test]

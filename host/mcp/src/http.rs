@@ -5,6 +5,9 @@
 //! sessions; with Host/Origin allow-lists (DNS rebinding), a body size
 //! limit, the connection limits of [`ConnLimits`], and a graceful shutdown
 //! that lets running calls finish.
+//!
+//! With [`HttpOptions::ui`] it also serves extra routes beside `/mcp` (the
+//! studio, [`UiRoutes`]) behind the same checks and limits (`ui.rs`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

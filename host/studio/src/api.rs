@@ -4,17 +4,20 @@
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get, post};
 use axum::{Extension, Router};
+use sandgraph_core::RunError;
 use sandgraph_mcp::{McpServer, Principal};
-use sandgraph_store::Journal;
+use sandgraph_store::{Journal, StoreError};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::StudioOptions;
 use crate::assets::security_headers;
+use crate::runs::Runs;
+use crate::{StudioOptions, agent_graphs, bound, graphs, journal, runs, threads};
 
 /// The header every state-changing request must carry (with value `1`): a
 /// cross-site form cannot set it, and a cross-origin script that sets it
@@ -22,10 +25,10 @@ use crate::assets::security_headers;
 pub(crate) const STUDIO_HEADER: &str = "x-sandgraph-studio";
 
 /// What every handler shares.
-#[derive(Clone)]
 pub(crate) struct Studio {
     pub(crate) server: McpServer,
     pub(crate) journal: Option<Journal>,
+    pub(crate) runs: Runs,
 }
 
 /// An API failure: `{"error": {"code", "message"}}` with `status`.
@@ -44,6 +47,11 @@ impl ApiError {
             code: code.to_owned(),
             message: message.into(),
         }
+    }
+
+    /// `400 invalid_request`.
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
     }
 
     /// `404 not_found`.
@@ -74,12 +82,180 @@ pub(crate) fn router(server: McpServer, options: StudioOptions) -> Router {
     let studio = Arc::new(Studio {
         server,
         journal: options.journal,
+        runs: Runs::default(),
     });
+    let thread = "/api/threads/{graph}/{thread}";
     Router::new()
         .route("/api/session", get(session))
-        .route("/api/{*rest}", axum::routing::any(no_route))
+        .route("/api/graphs", get(graphs::list))
+        .route("/api/graphs/{name}", get(graphs::detail))
+        .route("/api/graphs/{name}/runs", post(runs::start))
+        .route("/api/runs/{run_id}/cancel", post(runs::cancel))
+        .route("/api/threads", get(threads::list))
+        .route(thread, get(threads::state))
+        .route(&format!("{thread}/history"), get(threads::history))
+        .route(&format!("{thread}/fork"), post(threads::fork))
+        .route(&format!("{thread}/state"), post(threads::update))
+        .route(&format!("{thread}/resume"), post(runs::resume))
+        .route("/api/journal", get(journal::list))
+        .route("/api/agent-graphs", get(agent_graphs::list))
+        .route("/api/agent-graphs/{id}", get(agent_graphs::detail))
+        .route("/api/{*rest}", any(no_route))
         .with_state(studio)
         .layer(middleware::from_fn(check_request))
+}
+
+/// A JSON request body: `T`, with an empty body read as `{}`.
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        &b"{}"[..]
+    } else {
+        body
+    };
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(format!(
+            "the request body: {}",
+            bound::error(&e.to_string())
+        ))
+    })
+}
+
+/// The value of `key` in the query of `uri`, percent-decoded; `None` when
+/// absent.
+pub(crate) fn query_param(uri: &Uri, key: &str) -> Result<Option<String>, ApiError> {
+    let Some(query) = uri.query() else {
+        return Ok(None);
+    };
+    for pair in query.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k == key {
+            return percent_decode(v).map(Some).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "the query parameter {key} is not valid percent-encoded utf-8"
+                ))
+            });
+        }
+    }
+    Ok(None)
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `?limit=N` of `uri`: `default` when absent, at most `max`.
+pub(crate) fn limit(uri: &Uri, default: usize, max: usize) -> Result<usize, ApiError> {
+    match query_param(uri, "limit")? {
+        None => Ok(default),
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n.min(max)),
+            _ => Err(ApiError::invalid(format!(
+                "limit must be a whole number from 1 to {max}"
+            ))),
+        },
+    }
+}
+
+/// Runs the store call `f` on a blocking thread.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the store task failed: {e}"),
+        )
+    })?
+}
+
+/// A store failure as an API error; unknown threads and checkpoints are
+/// `404`, a thread a run is writing `409`.
+pub(crate) fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::UnknownThread { .. } => ApiError::not_found("no such thread"),
+        StoreError::UnknownCheckpoint { id, .. } => ApiError::not_found(format!(
+            "the thread has no checkpoint \"{}\"",
+            bound::name(&id)
+        )),
+        StoreError::InvalidCheckpointId { .. } => {
+            ApiError::invalid("a checkpoint id is 16 lowercase hex digits")
+        }
+        StoreError::ThreadBusy { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "thread_busy",
+            "a run is writing the thread; try again when it ends",
+        ),
+        StoreError::StaleCheckpoint { .. } | StoreError::GraphMismatch { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            bound::error(&e.to_string()),
+        ),
+        other => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage",
+            bound::error(&other.to_string()),
+        ),
+    }
+}
+
+/// A failed graph operation (load, update) as an API error with the run's
+/// code: `400` for a refused input, else `500`.
+pub(crate) fn run_error(e: RunError) -> ApiError {
+    let code = e.code.as_str().to_ascii_lowercase();
+    let status = match code.as_str() {
+        "invalid_input" | "invalid_args" | "invalid_update" | "validation" => {
+            StatusCode::BAD_REQUEST
+        }
+        "thread_busy" => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, &code, bound::error(&e.message))
+}
+
+/// The stored id of the caller's thread `name` of `graph`, on a server
+/// that keeps threads.
+pub(crate) fn thread_id(
+    studio: &Studio,
+    principal: &Principal,
+    name: &str,
+    graph: &str,
+) -> Result<String, ApiError> {
+    if studio.server.threads().is_none() {
+        return Err(no_threads());
+    }
+    sandgraph_mcp::thread_key(Some(principal), name, graph).map_err(ApiError::invalid)
+}
+
+/// `409 no_threads`.
+pub(crate) fn no_threads() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "no_threads",
+        "this server keeps no durable threads: start it with --store",
+    )
 }
 
 /// The CSRF rule, and the headers of every API response: a request a
@@ -168,6 +344,30 @@ mod tests {
         assert!(refusal(&Method::POST, &headers(&form)).is_some());
         assert!(refusal(&Method::POST, &headers(&[(STUDIO_HEADER, "1")])).is_some());
         assert_eq!(refusal(&Method::GET, &headers(&[])), None);
+    }
+
+    #[test]
+    fn query_parameters_are_percent_decoded_and_limits_bounded() {
+        let uri: Uri = "/api/x?cursor=a%2Fb+c&limit=900".parse().unwrap();
+        assert_eq!(
+            query_param(&uri, "cursor").unwrap().as_deref(),
+            Some("a/b c")
+        );
+        assert_eq!(query_param(&uri, "other").unwrap(), None);
+        assert_eq!(limit(&uri, 10, 500).unwrap(), 500);
+        assert_eq!(limit(&"/api/x".parse().unwrap(), 10, 500).unwrap(), 10);
+        for bad in ["/api/x?limit=0", "/api/x?limit=-1", "/api/x?limit=%zz"] {
+            assert!(limit(&bad.parse().unwrap(), 10, 500).is_err(), "{bad}");
+        }
+        assert!(query_param(&"/api/x?cursor=%ff".parse().unwrap(), "cursor").is_err());
+    }
+
+    #[test]
+    fn an_empty_body_is_an_empty_object() {
+        let v: Value = parse_body(b"  ").unwrap();
+        assert_eq!(v, json!({}));
+        let e = parse_body::<Value>(b"{").unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
     }
 
     #[test]

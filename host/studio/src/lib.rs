@@ -13,8 +13,14 @@
 
 #![deny(missing_docs)]
 
+mod agent_graphs;
 mod api;
 pub mod assets;
+mod bound;
+mod graphs;
+mod journal;
+mod runs;
+mod threads;
 
 use sandgraph_mcp::{McpServer, UiRoutes};
 use sandgraph_store::Journal;

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -22,6 +22,7 @@ const GRAPHS: &[(&str, &str)] = &[
     ("approval.wasm", sandgraph_tests::APPROVAL),
     ("echo.wasm", sandgraph_tests::ECHO),
     ("escape.wasm", sandgraph_tests::HOSTILE_ESCAPE_ERROR),
+    ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
 ];
 
 struct Server {
@@ -111,6 +112,81 @@ impl Server {
         let text = r.text().await.unwrap();
         assert_eq!(status, 200, "GET {path}: {text}");
         serde_json::from_str(&text).unwrap()
+    }
+
+    /// A studio `POST` of `body` (token, JSON, the studio header).
+    async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(self.url(path))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .header("x-sandgraph-studio", "1")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A studio `POST`; the JSON of a 200 answer.
+    async fn post_json(&self, path: &str, body: &Value) -> Value {
+        let r = self.post(path, body).await;
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 200, "POST {path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// Starts a run (or resume) streamed as ndjson.
+    async fn stream(&self, path: &str, body: &Value) -> Lines {
+        let r = self.post(path, body).await;
+        assert_eq!(r.status(), 200, "POST {path}");
+        assert_eq!(r.headers()["content-type"], "application/x-ndjson");
+        Lines {
+            resp: r,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Every line of a run's stream, to its end.
+    async fn run(&self, path: &str, body: &Value) -> Vec<Value> {
+        self.stream(path, body).await.all().await
+    }
+}
+
+/// The lines of an ndjson answer, read as they arrive.
+struct Lines {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    /// The next line, or `None` at the end of the answer.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return Some(serde_json::from_slice(&line).unwrap());
+            }
+            let chunk = tokio::time::timeout(SOON, self.resp.chunk())
+                .await
+                .expect("the next line comes soon")
+                .unwrap();
+            match chunk {
+                Some(c) => self.buf.extend_from_slice(&c),
+                None => {
+                    assert!(self.buf.is_empty(), "a partial last line");
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn all(mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(line) = self.next().await {
+            out.push(line);
+        }
+        out
     }
 }
 
@@ -313,3 +389,345 @@ async fn no_ui_serves_no_studio_but_mcp() {
 
 /// A raw MCP initialize request.
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+#[tokio::test]
+async fn graphs_are_listed_and_drawn_with_their_conditional_edges() {
+    let server = Server::start(&[]).await;
+    let list = server.get_json("/api/graphs").await;
+    let names: Vec<&str> = list["graphs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "approval_graph",
+            "echo_graph",
+            "greet_graph",
+            "hostile_escape_error",
+            "hostile_infinite_loop"
+        ]
+    );
+    let greet = &list["graphs"][2];
+    assert_eq!(greet["description"], "Greet someone, formally or casually.");
+    assert_eq!(greet["as_tool"], true);
+    assert_eq!(
+        greet["parameters"]["properties"]["style"]["enum"],
+        json!(["formal", "casual"])
+    );
+    assert_eq!(greet["digest"].as_str().unwrap().len(), 64);
+    assert_eq!(greet["capabilities"]["granted"], json!([]));
+
+    let approval = server.get_json("/api/graphs/approval_graph").await;
+    assert_eq!(approval["capabilities"]["imported"], json!([]));
+    assert_eq!(approval["spec"]["name"], "approval_graph");
+    let nodes: Vec<(&str, &str)> = approval["drawing"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap(), n["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            ("__start__", "start"),
+            ("draft", "node"),
+            ("review", "node"),
+            ("__end__", "end")
+        ]
+    );
+    let edges = approval["drawing"]["edges"].as_array().unwrap();
+    let edge = |from: &str, to: &str| {
+        edges
+            .iter()
+            .find(|e| e["from"] == from && e["to"] == to)
+            .unwrap_or_else(|| panic!("{from} -> {to} in {edges:?}"))
+    };
+    assert_eq!(edge("__start__", "draft")["kind"], "static");
+    assert_eq!(edge("draft", "review")["kind"], "static");
+    let publish = edge("review", "__end__");
+    assert_eq!(publish["kind"], "conditional");
+    assert_eq!(publish["label"], "publish");
+    assert_eq!(publish["router"], "after_review");
+    assert_eq!(edge("review", "draft")["label"], "revise");
+    let greet = server.get_json("/api/graphs/greet_graph").await;
+    assert_eq!(
+        greet["drawing"]["nodes"][1]["description"],
+        "Builds the greeting."
+    );
+    let r = server.get("/api/graphs/nothing").await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(error_of(r).await["code"], "not_found");
+}
+
+#[tokio::test]
+async fn a_run_streams_its_steps_then_the_final_state() {
+    let server = Server::start(&[]).await;
+    let body = json!({"input": {"name": "Ada", "style": "formal", "times": 2}});
+    let lines = server.run("/api/graphs/greet_graph/runs", &body).await;
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(lines[0]["type"], "started");
+    assert_eq!(lines[0]["entry"], json!(["greet"]));
+    assert_eq!(lines[0]["thread"], Value::Null);
+    assert_eq!(lines[0]["run_id"].as_str().unwrap().len(), 32);
+    assert_eq!(lines[1]["type"], "step");
+    assert_eq!(lines[1]["step"], 0);
+    assert_eq!(lines[1]["updates"][0]["node"], "greet");
+    assert_eq!(
+        lines[1]["updates"][0]["update"]["greeting"],
+        "Good day, Ada. Good day, Ada."
+    );
+    assert_eq!(lines[1]["next"], json!([]));
+    assert_eq!(lines[2]["type"], "completed");
+    assert_eq!(
+        lines[2]["state"]["greeting"],
+        "Good day, Ada. Good day, Ada."
+    );
+    // Arguments are checked against the parameters.
+    let missing = json!({"input": {"name": "Ada"}});
+    let lines = server.run("/api/graphs/greet_graph/runs", &missing).await;
+    assert_eq!(lines.last().unwrap()["type"], "error");
+    assert_eq!(lines.last().unwrap()["code"], "invalid_args");
+    let r = server
+        .post("/api/graphs/greet_graph/runs", &json!({"input": "Ada"}))
+        .await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(error_of(r).await["code"], "invalid_request");
+}
+
+/// The history's checkpoint ids, newest first.
+async fn history_ids(server: &Server, thread: &str) -> Vec<String> {
+    let h = server.get_json(&format!("{thread}/history")).await;
+    h["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A fork of `thread` to `checkpoint` with extra headers, no studio header.
+async fn raw_fork(
+    server: &Server,
+    thread: &str,
+    checkpoint: &str,
+    headers: &[(&str, &str)],
+) -> u16 {
+    let mut req = reqwest::Client::new()
+        .post(server.url(&format!("{thread}/fork")))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(json!({"checkpoint_id": checkpoint}).to_string());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn an_interrupted_thread_is_answered_travelled_back_forked_and_updated() {
+    let server = Server::start(&[]).await;
+    let body = json!({"input": {"input": {"topic": "wasm"}}, "thread": "t 1/a"});
+    let lines = server.run("/api/graphs/approval_graph/runs", &body).await;
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "interrupted", "{lines:#?}");
+    assert_eq!(last["thread"], "t 1/a");
+    assert_eq!(last["interrupts"][0]["node"], "review");
+    assert_eq!(
+        last["interrupts"][0]["value"]["question"],
+        "publish this draft?"
+    );
+    let steps: Vec<&Value> = lines.iter().filter(|l| l["type"] == "step").collect();
+    assert_eq!(steps[0]["updates"][0]["node"], "draft");
+    assert_eq!(steps[0]["next"], json!(["review"]));
+
+    let threads = server.get_json("/api/threads").await;
+    assert_eq!(threads["threads"].as_array().unwrap().len(), 1, "{threads}");
+    let t = &threads["threads"][0];
+    assert_eq!(t["graph"], "approval_graph");
+    assert_eq!(t["thread"], "t 1/a");
+    assert_eq!(t["interrupted"], true);
+
+    let thread = "/api/threads/approval_graph/t%201%2Fa";
+    let state = server.get_json(thread).await;
+    assert_eq!(state["next"], json!(["review"]));
+    assert_eq!(state["values"]["draft"], "A short note about wasm.");
+    assert_eq!(
+        state["interrupts"][0]["value"]["draft"],
+        "A short note about wasm."
+    );
+    let waiting = state["checkpoint_id"].as_str().unwrap().to_owned();
+
+    let resume = format!("{thread}/resume");
+    let lines = server.run(&resume, &json!({"value": "yes"})).await;
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "completed", "{lines:#?}");
+    assert_eq!(last["state"]["published"], true);
+    assert_eq!(lines[0]["entry"], json!(["review"]));
+
+    let history = server.get_json(&format!("{thread}/history")).await;
+    let checkpoints = history["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints[0]["values"]["published"], true);
+    assert_eq!(checkpoints[0]["writes"], json!({"published": true}));
+    let ids: Vec<&str> = checkpoints
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&waiting.as_str()), "{ids:?}");
+    let limited = server.get_json(&format!("{thread}/history?limit=1")).await;
+    assert_eq!(limited["checkpoints"].as_array().unwrap().len(), 1);
+
+    // Without the studio header, or from another site: refused, and
+    // nothing changes.
+    let before = history_ids(&server, thread).await;
+    assert_eq!(raw_fork(&server, thread, &waiting, &[]).await, 403);
+    let evil = [
+        ("x-sandgraph-studio", "1"),
+        ("origin", "https://evil.example"),
+    ];
+    assert_eq!(raw_fork(&server, thread, &waiting, &evil).await, 403);
+    assert_eq!(history_ids(&server, thread).await, before);
+
+    // Travel back to the interrupt and fork from it.
+    let fork = format!("{thread}/fork");
+    let head = server
+        .post_json(&fork, &json!({"checkpoint_id": waiting}))
+        .await;
+    assert_eq!(head["source"], "fork");
+    assert_eq!(head["parent_id"], waiting.as_str());
+    assert_eq!(head["writes"], json!({}));
+    let state = server.get_json(thread).await;
+    assert_eq!(state["checkpoint_id"], head["id"]);
+    assert_eq!(state["values"]["published"], false);
+    assert_eq!(state["next"], json!(["review"]));
+
+    // Update the state as the draft node.
+    let update = json!({"values": {"topic": "rust"}, "as_node": "draft"});
+    let head = server.post_json(&format!("{thread}/state"), &update).await;
+    assert_eq!(head["source"], "update");
+    assert_eq!(head["writes"], json!({"topic": "rust"}));
+    assert_eq!(head["next"], json!(["review"]));
+    let state = server.get_json(thread).await;
+    assert_eq!(state["values"]["topic"], "rust");
+
+    let nowhere = json!({"checkpoint_id": "0000000000000000"});
+    assert_eq!(server.post(&fork, &nowhere).await.status(), 404);
+    let r = server.get("/api/threads/approval_graph/other").await;
+    assert_eq!(r.status(), 404);
+}
+
+#[tokio::test]
+async fn runs_past_the_limit_are_busy_and_runs_can_be_cancelled() {
+    let server = Server::start(&["--max-runs-per-principal", "1"]).await;
+    let spin = json!({"input": {"input": {}}});
+    let greet = json!({"input": {"name": "A", "style": "casual"}});
+    let mut first = server
+        .stream("/api/graphs/hostile_infinite_loop/runs", &spin)
+        .await;
+    let started = first.next().await.unwrap();
+    assert_eq!(started["type"], "started");
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+
+    let lines = server.run("/api/graphs/greet_graph/runs", &greet).await;
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["code"], "busy");
+
+    let r = server.post("/api/runs/0123/cancel", &json!({})).await;
+    assert_eq!(r.status(), 404);
+    let cancel = format!("/api/runs/{run_id}/cancel");
+    assert_eq!(server.post(&cancel, &json!({})).await.status(), 204);
+    let rest = first.all().await;
+    let last = rest.last().unwrap();
+    assert_eq!(last["type"], "error", "{rest:#?}");
+    assert_eq!(last["code"], "cancelled");
+
+    // Closing the connection cancels the run and frees its slot.
+    let mut second = server
+        .stream("/api/graphs/hostile_infinite_loop/runs", &spin)
+        .await;
+    assert_eq!(second.next().await.unwrap()["type"], "started");
+    drop(second);
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let lines = server.run("/api/graphs/greet_graph/runs", &greet).await;
+        if lines.last().unwrap()["type"] == "completed" {
+            break;
+        }
+        assert_eq!(lines[0]["code"], "busy");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slot is never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn hostile_text_comes_back_bounded_and_escaped() {
+    let server = Server::start(&[]).await;
+    let empty = json!({"input": {"input": {}}});
+    let lines = server
+        .run("/api/graphs/hostile_escape_error/runs", &empty)
+        .await;
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "error");
+    let message = last["message"].as_str().unwrap();
+    assert!(message.len() < 16 * 1024 + 64, "{}", message.len());
+    assert!(!message.chars().any(char::is_control), "{message:.200}");
+    assert!(message.contains("\\u{1b}]0;pwned"), "{message:.200}");
+
+    // A state string far past the bound, with an escape in it.
+    let topic = format!("\u{1b}[2J{}", "x".repeat(300_000));
+    let body = json!({"input": {"input": {"topic": topic}}});
+    let lines = server.run("/api/graphs/echo_graph/runs", &body).await;
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "completed");
+    let kept = last["state"]["topic"].as_str().unwrap();
+    assert!(kept.starts_with("\u{1b}[2Jxxx"));
+    assert!(kept.len() <= 64 * 1024 + 32, "{}", kept.len());
+    assert!(
+        kept.ends_with("more bytes]"),
+        "{}",
+        &kept[kept.len() - 40..]
+    );
+    let update = lines[1]["updates"][0]["update"]["log"][0].as_str().unwrap();
+    assert!(update.len() <= 64 * 1024 + 32, "{}", update.len());
+}
+
+#[tokio::test]
+async fn the_journal_and_agent_graphs_are_the_callers() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let server = Server::start(&[]).await;
+    let journal = server.get_json("/api/journal?limit=5").await;
+    assert_eq!(journal["entries"], json!([]));
+    let r = server.get("/api/journal?limit=x").await;
+    assert_eq!(r.status(), 400);
+    let graphs = server.get_json("/api/agent-graphs").await;
+    assert_eq!(graphs["graphs"], json!([]));
+
+    // An agent graph made over MCP by the same principal is listed.
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")).auth_header(TOKEN);
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let mut update = rmcp::model::CallToolRequestParams::new("update_agent_graph");
+    let args = json!({"graphId": "g1", "addWork": [{"subagentId": "p", "instruction": "look"}]});
+    update.arguments = args.as_object().cloned();
+    let r = client.call_tool(update).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let graphs = server.get_json("/api/agent-graphs").await;
+    assert_eq!(graphs["graphs"][0]["id"], "g1", "{graphs}");
+    assert_eq!(graphs["graphs"][0]["revision"], 1);
+    assert_eq!(graphs["graphs"][0]["work"], 1);
+    let g = server.get_json("/api/agent-graphs/g1").await;
+    assert_eq!(g["view"]["graphId"], "g1");
+    assert_eq!(g["view"]["work"][0]["instruction"], "look");
+    assert!(g["wakes"].is_array());
+    let r = server.get("/api/agent-graphs/g2").await;
+    assert_eq!(r.status(), 404);
+}

@@ -730,4 +730,25 @@ async fn the_journal_and_agent_graphs_are_the_callers() {
     assert!(g["wakes"].is_array());
     let r = server.get("/api/agent-graphs/g2").await;
     assert_eq!(r.status(), 404);
+
+    // A thread an MCP call of the same principal ran on is the studio's
+    // thread of that name, and the studio continues it.
+    let mut echo = rmcp::model::CallToolRequestParams::new("echo_graph");
+    echo.arguments = json!({"input": {"topic": "mcp"}}).as_object().cloned();
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.0.0.insert("sandgraph/thread".into(), json!("shared"));
+    echo.meta = Some(meta);
+    let r = client.call_tool(echo).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let threads = server.get_json("/api/threads").await;
+    assert_eq!(threads["threads"][0]["graph"], "echo_graph", "{threads}");
+    assert_eq!(threads["threads"][0]["thread"], "shared");
+    let body = json!({"input": {"input": {"topic": "studio"}}, "thread": "shared"});
+    let lines = server.run("/api/graphs/echo_graph/runs", &body).await;
+    let state = &lines.last().unwrap()["state"];
+    assert_eq!(
+        state["log"],
+        json!(["seen:mcp", "seen:studio"]),
+        "{lines:#?}"
+    );
 }

@@ -424,11 +424,15 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         served.map_err(|e| Failure::internal(e.to_string()))?;
         return Ok(ExitCode::SUCCESS);
     };
+    // The journal's rows have no owner: a server that names several
+    // principals (a tokens file) shows it to none of them.
+    let journal = match &args.tokens {
+        Some(_) => None,
+        None => store.as_ref().map(Store::journal),
+    };
     let mut options = http_options(&args, addr, token, tokens, grace);
     if !args.no_ui {
-        let studio = StudioOptions {
-            journal: store.as_ref().map(Store::journal),
-        };
+        let studio = StudioOptions { journal };
         options.ui = Some(sandgraph_studio::ui_routes(server.clone(), studio));
     }
     let http = HttpServer::bind(server, options)

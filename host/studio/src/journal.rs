@@ -27,7 +27,8 @@ pub(crate) async fn list(
         ApiError::new(
             StatusCode::CONFLICT,
             "no_journal",
-            "this server keeps no journal: start it with --store",
+            "this server shows no journal: it keeps none (start it with --store), or it \
+             names several principals (--tokens) and the journal's rows have no owner",
         )
     })?;
     let entries = blocking(move || journal.entries(None, Some(limit)).map_err(store_error)).await?;

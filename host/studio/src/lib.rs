@@ -32,7 +32,9 @@ pub use assets::asset_routes;
 #[derive(Debug, Clone, Default)]
 pub struct StudioOptions {
     /// The routing journal shown on the Journal page; `None`: the page
-    /// says the server keeps none.
+    /// says the server shows none. Its rows name no principal, so every
+    /// caller of the studio reads all of them: give it only to a server
+    /// whose callers may (`serve` withholds it with a tokens file).
     pub journal: Option<Journal>,
 }
 

@@ -42,15 +42,16 @@ impl Server {
         for (name, c) in GRAPHS {
             std::fs::copy(c, dir.path().join("graphs").join(name)).unwrap();
         }
+        // A tokens file replaces the shared token.
+        let shared: &[&str] = if extra.contains(&"--tokens") {
+            &[]
+        } else {
+            &["--token-env", "SANDGRAPH_TEST_TOKEN"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
             .args(["serve", "--graphs", "graphs", "--http", "127.0.0.1:0"])
-            .args([
-                "--token-env",
-                "SANDGRAPH_TEST_TOKEN",
-                "--store",
-                "data.redb",
-                "--controller",
-            ])
+            .args(shared)
+            .args(["--store", "data.redb", "--controller"])
             .args(extra)
             .current_dir(dir.path())
             .env("SANDGRAPH_TEST_TOKEN", TOKEN)
@@ -750,5 +751,35 @@ async fn the_journal_and_agent_graphs_are_the_callers() {
         state["log"],
         json!(["seen:mcp", "seen:studio"]),
         "{lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_with_a_tokens_file_shows_no_journal() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    let digest = sha256_hex(TOKEN.as_bytes());
+    std::fs::write(&tokens, format!("alice = \"{digest}\"\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = Server::start(&["--tokens", tokens.to_str().unwrap()]).await;
+    // The token is alice's: she sees the graphs, not the journal, whose
+    // rows name no principal.
+    let graphs = server.get_json("/api/graphs").await;
+    assert!(
+        graphs["graphs"].as_array().is_some_and(|g| !g.is_empty()),
+        "{graphs}"
+    );
+    let session = server.get_json("/api/session").await;
+    assert_eq!(session["journal"], false, "{session}");
+    let r = server.get("/api/journal").await;
+    assert_eq!(r.status(), 409);
+    let e = error_of(r).await;
+    assert_eq!(e["code"], "no_journal", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--tokens")),
+        "{e}"
     );
 }

@@ -7,8 +7,9 @@
 //!
 //! Built components are kept under the test's temporary folder, keyed by a
 //! digest of everything that goes into them (the sources, the language's
-//! SDK, the WIT world and the `sandgraph` binary), so a warm run builds
-//! nothing; compiled code is kept in one compile cache per language.
+//! SDK and pinned tool, the WIT world and the build code of `sandgraph`),
+//! so a warm run builds nothing, even after a change elsewhere in the
+//! host; compiled code is kept in one compile cache per language.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -16,7 +17,6 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use super::new::assert_ok;
-use crate::common::cache::binary_stamp;
 use crate::common::cargo::{repo, shared_target};
 use crate::common::{sha256_hex, stderr, stdout};
 
@@ -54,14 +54,32 @@ impl Lang {
         }
     }
 
-    /// What a build of this language reads besides the graph's folder.
+    /// What a build of this language reads besides the graph's folder:
+    /// the SDK, the WIT world, the pinned tool, and the `sandgraph build`
+    /// code that drives it (not the whole binary: a change elsewhere in
+    /// the host does not change what a build writes, and a Python build
+    /// takes about 25 s).
     fn sdk(self) -> Vec<PathBuf> {
         let repo = repo();
         let mut sdk = match self {
-            Lang::Rust => vec![repo.join("guest-sdk/src"), repo.join("host/spec/src")],
-            Lang::Python => vec![repo.join("guest-sdk/python/sandgraph")],
-            Lang::Js => vec![repo.join("guest-sdk/js")],
+            Lang::Rust => vec![
+                repo.join("guest-sdk/src"),
+                repo.join("guest-sdk/Cargo.toml"),
+                repo.join("host/spec/src"),
+                repo.join("Cargo.lock"),
+            ],
+            Lang::Python => vec![
+                repo.join("guest-sdk/python/sandgraph"),
+                repo.join("example-graphs/python/requirements.txt"),
+                repo.join("host/cli/src/build_py.rs"),
+            ],
+            Lang::Js => vec![
+                repo.join("guest-sdk/js"),
+                repo.join("example-graphs/js/package-lock.json"),
+                repo.join("host/cli/src/build_js.rs"),
+            ],
         };
+        sdk.push(repo.join("host/cli/src/build.rs"));
         sdk.push(repo.join("wit"));
         sdk
     }
@@ -128,7 +146,7 @@ fn sandgraph(lang: Lang, args: &[&str]) -> Output {
 pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
     let source = lang.source(example);
     assert!(source.is_dir(), "{} is missing", source.display());
-    let mut inputs = binary_stamp().into_bytes();
+    let mut inputs = Vec::new();
     digest_tree(&source, &mut inputs);
     for path in lang.sdk() {
         digest_tree(&path, &mut inputs);

@@ -520,16 +520,17 @@ function runForm(g, drawing) {
 
 // The live view of a run's NDJSON stream: a status line, the step log and
 // the outcome. `prefix` keeps the ids of two views apart ("" on the graph
-// page: #steps, #result, #run-error; "resume-" on a thread page).
-function runView(prefix, drawing, graphName, onFinal) {
-  const status = h("p", { id: `${prefix}run-status`, class: "run-status", role: "status", text: "Not running." });
+// page: #steps, #result, #run-error; "resume-" on a thread page). One run
+// at a time: starting another closes the stream of the one before, whose
+// late events are then ignored.
+function runView(prefix, drawing, graphName, onFinal, idle = "No run yet.") {
+  const status = h("p", { id: `${prefix}run-status`, class: "run-status", role: "status", text: idle });
   const steps = h("ol", { id: `${prefix}steps`, class: "steps", "aria-label": "steps" });
+  const stepsHeading = h("h4", { text: "Steps", hidden: true });
   const outcome = h("div", { id: `${prefix}outcome`, class: "outcome" });
-  const root = h("div", { class: "run-view" }, status, h("h4", { text: "Steps" }), steps, outcome);
-  let controller = null;
-  let runId = null;
-  let buttons = {};
-  let finished = false;
+  const root = h("div", { class: "run-view" }, status, stepsHeading, steps, outcome);
+  // The run being shown: {controller, id, finished, buttons}.
+  let current = null;
 
   const mark = (id, state) => drawing && drawing.setState(id, state);
   const clearRunning = () => {
@@ -540,11 +541,12 @@ function runView(prefix, drawing, graphName, onFinal) {
     outcome.replaceChildren(alertBox(`${prefix}run-error`, `${code}: ${message}`));
     status.textContent = `Failed: ${code}.`;
   };
-  const onEvent = (event) => {
+  const onEvent = (run, event) => {
+    if (run !== current) return true;
     switch (event?.type) {
       case "started":
-        runId = event.run_id ?? null;
-        status.textContent = `Running (run ${runId ?? "?"}).`;
+        run.id = event.run_id ?? null;
+        status.textContent = `Running (run ${run.id ?? "?"}).`;
         mark("__start__", "done");
         for (const id of event.entry ?? []) mark(id, "running");
         break;
@@ -552,28 +554,28 @@ function runView(prefix, drawing, graphName, onFinal) {
         onStep(event);
         break;
       case "completed":
-        finished = true;
+        run.finished = true;
         clearRunning();
         mark("__end__", "done");
         status.textContent = "Completed.";
         outcome.replaceChildren(h("h4", { text: "Final state" }), h("pre", { id: `${prefix}result`, class: "json", text: json(event.state) }));
         break;
       case "interrupted":
-        finished = true;
+        run.finished = true;
         clearRunning();
         for (const i of event.interrupts ?? []) mark(i.node, "running");
         status.textContent = "Interrupted: waiting for an answer.";
         outcome.replaceChildren(interruptedBox(prefix, graphName, event));
         break;
       case "error":
-        finished = true;
+        run.finished = true;
         clearRunning();
         fail(event.code ?? "error", event.message ?? "");
         break;
       default:
         break;
     }
-    return finished;
+    return run.finished;
   };
   const onStep = (event) => {
     const updates = Array.isArray(event.updates) ? event.updates : [];
@@ -585,56 +587,55 @@ function runView(prefix, drawing, graphName, onFinal) {
         event.next?.length ? `; next ${event.next.join(", ")}` : ""),
       updates.map((u) => h("div", { class: "update" }, h("span", { class: "update-node", text: `${u.node} wrote` }), h("pre", { class: "json", text: json(u.update) })))));
   };
-  const start = async (path, body, btns = {}) => {
-    controller?.abort();
-    controller = new AbortController();
-    buttons = btns;
-    runId = null;
-    finished = false;
-    drawing?.reset();
-    steps.replaceChildren();
-    outcome.replaceChildren();
-    status.textContent = "Starting…";
-    setBusy(true);
-    const mine = controller;
-    try {
-      await stream(path, body, onEvent, mine.signal);
-      if (!finished) fail("stream_ended", "the run's stream ended without a result");
-    } catch (e) {
-      if (e.name === "AbortError") {
-        if (!finished) fail("cancelled", "the run was cancelled");
-      } else if (e.status !== 401) {
-        fail(e.code ?? "error", e.message);
-      }
-    } finally {
-      if (controller === mine) controller = null;
-      setBusy(false);
-      if (onFinal && finished) onFinal();
-    }
-  };
-  const setBusy = (busy) => {
+  const setBusy = (buttons, busy) => {
     if (buttons.runButton) buttons.runButton.disabled = busy;
     if (buttons.cancelButton) buttons.cancelButton.disabled = !busy;
     root.setAttribute("aria-busy", busy ? "true" : "false");
   };
-  const cancel = async () => {
-    const running = controller;
-    if (!running) return;
-    status.textContent = "Cancelling…";
-    if (runId) {
-      try {
-        await post(`/api/runs/${enc(runId)}/cancel`);
-        // The stream ends with the run's error line; close it anyway if
-        // it does not come soon.
-        setTimeout(() => running.abort(), 5000);
-        return;
-      } catch {
-        // Fall through: closing the connection cancels the run too.
+  const start = async (path, body, buttons = {}) => {
+    current?.controller.abort();
+    const run = { controller: new AbortController(), id: null, finished: false, buttons };
+    current = run;
+    drawing?.reset();
+    steps.replaceChildren();
+    stepsHeading.hidden = false;
+    outcome.replaceChildren();
+    status.textContent = "Starting…";
+    setBusy(buttons, true);
+    try {
+      await stream(path, body, (event) => onEvent(run, event), run.controller.signal);
+      if (run === current && !run.finished) fail("stream_ended", "the run's stream ended without a result");
+    } catch (e) {
+      if (run !== current) return;
+      if (e.name === "AbortError") {
+        if (!run.finished) fail("cancelled", "the run was cancelled (its connection closed)");
+      } else if (e.status !== 401) {
+        fail(e.code ?? "error", e.message);
+      }
+    } finally {
+      if (run === current) {
+        current = null;
+        setBusy(buttons, false);
+        if (onFinal && run.finished) onFinal();
       }
     }
-    running.abort();
   };
-  cleanups.push(() => controller?.abort());
+  // Asks the server to cancel the run (its stream then ends with the
+  // `cancelled` error line) and closes the stream if that line has not
+  // come within 5 s or the request fails: closing cancels the run too.
+  const cancel = () => {
+    const run = current;
+    if (!run) return;
+    status.textContent = "Cancelling…";
+    const close = () => run.controller.abort();
+    if (!run.id) {
+      close();
+      return;
+    }
+    setTimeout(close, 5000);
+    post(`/api/runs/${enc(run.id)}/cancel`).catch(close);
+  };
+  cleanups.push(() => current?.controller.abort());
   return { root, start, cancel, fail };
 }
 
@@ -697,12 +698,12 @@ function interruptSection(graph, thread, base, state) {
   const payload = interrupts.length === 1
     ? interrupts[0].value
     : Object.fromEntries(interrupts.map((i) => [i.id, { node: i.node, value: i.value }]));
-  const answer = h("textarea", { id: "resume-value", rows: 3, spellcheck: "false", class: "json", "aria-describedby": "resume-hint" });
+  const answer = h("textarea", { id: "resume-value", rows: 2, spellcheck: "false", class: "json", "aria-describedby": "resume-hint", placeholder: interrupts.length === 1 ? '"yes"' : null });
   const resume = h("button", { type: "submit", text: "Resume" });
   const view = runView("resume-", null, graph, () => {
     pendingNotice = "Resumed: the thread below is as the run left it.";
     render(false);
-  });
+  }, "");
   const form = h("form", { "aria-label": "resume", class: "resume-form" },
     h("div", { class: "field" }, h("label", { for: "resume-value", text: "Answer (JSON)" }), answer,
       h("small", {

@@ -607,6 +607,7 @@ impl Browser {
             .and_then(|v| v.as_u64())
             .map_or(WINDOW.1, |h| (h as u32).clamp(WINDOW.1, max_height));
         let _ = self.client.set_window_size(WINDOW.0, height).await;
+        let _ = self.client.execute("window.scrollTo(0, 0)", vec![]).await;
         // The layout settles before the shot.
         tokio::time::sleep(Duration::from_millis(300)).await;
         self.screenshot(path).await;

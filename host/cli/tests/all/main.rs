@@ -14,6 +14,7 @@ mod mcp_http;
 mod mcp_stdio;
 mod mcp_ts_e2e;
 mod route;
+mod studio;
 mod studio_api;
 mod supervise;
 mod threads;

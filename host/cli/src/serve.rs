@@ -319,15 +319,27 @@ fn open_store(args: &ServeArgs) -> Result<Option<Store>, Failure> {
     Ok(Some(open_data(&path)?))
 }
 
-/// The Streamable HTTP options of `serve --http addr`.
-fn http_options(
-    args: &ServeArgs,
-    addr: SocketAddr,
-    token: Option<String>,
-    tokens: Option<Tokens>,
-    grace: Duration,
-) -> HttpOptions {
-    HttpOptions {
+/// The Streamable HTTP options of `serve --http ADDR`, with its tokens
+/// loaded; `None` for stdio. A non-loopback address needs
+/// `--allow-remote`.
+fn http_options(args: &ServeArgs, grace: Duration) -> Result<Option<HttpOptions>, Failure> {
+    let Some(addr) = args.http else {
+        return Ok(None);
+    };
+    if !addr.ip().is_loopback() && !args.allow_remote {
+        return Err(invalid(format!(
+            "--http {addr} is not a loopback address: add --allow-remote to serve other hosts \
+             (and --token-env to require a token)"
+        )));
+    }
+    let token = args.token_env.as_deref().map(token).transpose()?;
+    let tokens = args
+        .tokens
+        .as_deref()
+        .map(Tokens::load)
+        .transpose()
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(Some(HttpOptions {
         allow_remote: args.allow_remote,
         allowed_hosts: args.allow_host.clone(),
         allowed_origins: args.allow_origin.clone(),
@@ -344,60 +356,36 @@ fn http_options(
         max_body_bytes: args.max_body_bytes,
         shutdown_grace: grace,
         ..HttpOptions::new(addr)
-    }
+    }))
 }
 
-/// `sandgraph serve`.
-pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
-    let token = args.token_env.as_deref().map(token).transpose()?;
-    let tokens = args
-        .tokens
-        .as_deref()
-        .map(Tokens::load)
-        .transpose()
-        .map_err(|e| invalid(e.to_string()))?;
-    if let Some(addr) = args.http
-        && !addr.ip().is_loopback()
-        && !args.allow_remote
-    {
-        return Err(invalid(format!(
-            "--http {addr} is not a loopback address: add --allow-remote to serve other hosts \
-             (and --token-env to require a token)"
-        )));
-    }
-    // Opened before the graphs are mounted, so a bad or busy database fails
-    // at once. The store lives as long as the server (it shares the file).
-    // With a store (--store/--db, $SANDGRAPH_STORE, or --controller's
-    // default database) graph tool calls can run on durable threads.
-    let poll = if args.controller {
-        Some(poll_interval()?)
-    } else {
-        None
-    };
-    let store = open_store(&args)?;
-    let log = mount::capability_log(store.as_ref(), args.db.as_deref());
+/// A poller of pending agent-graph work, running until dropped.
+type Poller = Option<WorkPoller>;
+
+/// Mounts the graphs and makes the MCP server over them, with the
+/// controller, its coordinator and work poller when there is a store.
+async fn start_server(
+    args: &ServeArgs,
+    store: Option<&Store>,
+    poll: Option<Duration>,
+) -> Result<(McpServer, Poller), Failure> {
+    let log = mount::capability_log(store, args.db.as_deref());
     let operator = LoadedConfig::load(args.mount.config.as_deref())?;
     let (registry, _) = mount::open(&args.mount, &operator, log).await?;
-    let _watching = if args.watch {
-        Some(registry.watch().map_err(mount::registry_failure)?)
-    } else {
-        None
-    };
-    let coordinator = match &store {
+    let coordinator = match store {
         Some(store) => coordinator(operator, store, &registry)?,
         None => None,
     };
     let checkpoints = ServerCheckpoints::default();
-    let controller = store
-        .as_ref()
-        .map(|store| controller_options(store, coordinator.clone(), checkpoints.clone()));
+    let controller =
+        store.map(|store| controller_options(store, coordinator.clone(), checkpoints.clone()));
     let server = McpServer::new(
         registry,
         ServerOptions {
             max_concurrent_runs: args.max_concurrent_runs as usize,
             max_runs_per_principal: args.max_runs_per_principal as usize,
             controller,
-            threads: store.as_ref().map(Store::threads),
+            threads: store.map(Store::threads),
         },
     );
     // Set once; `serve` makes one server.
@@ -407,42 +395,72 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         c.count_runs_under(server.run_slots());
     }
     // Stopped (dropped) when the server stops, before its shutdown grace.
-    let poller = match (&store, coordinator, poll) {
-        (Some(store), Some(c), Some(every)) => Some(poll_work(
-            store.agent_graphs(),
-            c,
-            every,
-            checkpoints.clone(),
-        )),
+    let poller = match (store, coordinator, poll) {
+        (Some(store), Some(c), Some(every)) => {
+            Some(poll_work(store.agent_graphs(), c, every, checkpoints))
+        }
         _ => None,
     };
+    Ok((server, poller))
+}
+
+/// `sandgraph serve`.
+pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     let grace = Duration::from_millis(args.shutdown_grace_ms);
-    let Some(addr) = args.http else {
+    let http = http_options(&args, grace)?;
+    let poll = if args.controller {
+        Some(poll_interval()?)
+    } else {
+        None
+    };
+    // Opened before the graphs are mounted, so a bad or busy database fails
+    // at once. The store lives as long as the server (it shares the file).
+    // With a store (--store/--db, $SANDGRAPH_STORE, or --controller's
+    // default database) graph tool calls can run on durable threads.
+    let store = open_store(&args)?;
+    let (server, poller) = start_server(&args, store.as_ref(), poll).await?;
+    let _watching = if args.watch {
+        Some(server.registry().watch().map_err(mount::registry_failure)?)
+    } else {
+        None
+    };
+    let Some(mut options) = http else {
         let served =
             sandgraph_mcp::serve_stdio(server, sandgraph_mcp::shutdown_signal(), grace).await;
         drop(poller);
         served.map_err(|e| Failure::internal(e.to_string()))?;
         return Ok(ExitCode::SUCCESS);
     };
-    // The journal's rows have no owner: a server that names several
-    // principals (a tokens file) shows it to none of them.
-    let journal = match &args.tokens {
-        Some(_) => None,
-        None => store.as_ref().map(Store::journal),
-    };
-    let mut options = http_options(&args, addr, token, tokens, grace);
     if !args.no_ui {
+        // The journal's rows have no owner: a server that names several
+        // principals (a tokens file) shows it to none of them.
+        let journal = match &args.tokens {
+            Some(_) => None,
+            None => store.as_ref().map(Store::journal),
+        };
         let studio = StudioOptions { journal };
         options.ui = Some(sandgraph_studio::ui_routes(server.clone(), studio));
     }
+    serve_http(server, options, poller).await
+}
+
+/// Serves `server` over HTTP until SIGINT/SIGTERM, then stops the work
+/// poller and shuts down gracefully.
+async fn serve_http(
+    server: McpServer,
+    options: HttpOptions,
+    poller: Poller,
+) -> Result<ExitCode, Failure> {
+    let studio = options.ui.is_some();
     let http = HttpServer::bind(server, options)
         .await
         .map_err(|e| invalid(e.to_string()))?;
-    // The one line a supervisor (or a test) waits for, on stderr.
-    eprintln!("sandgraph: serving MCP at {}", http.url());
-    if !args.no_ui {
+    if studio {
         eprintln!("sandgraph: studio at http://{}/", http.local_addr());
     }
+    // The one line a supervisor (or a test) waits for, on stderr: last, so
+    // whoever sees it has seen the others.
+    eprintln!("sandgraph: serving MCP at {}", http.url());
     sandgraph_mcp::shutdown_signal().await;
     eprintln!("sandgraph: shutting down");
     drop(poller);

@@ -16,6 +16,8 @@ const TOKEN_KEY = "sandgraph-studio-token";
 const AGENT_REFRESH_MS = 2000;
 const HISTORY_LIMIT = 50;
 const JOURNAL_LIMIT = 100;
+// Drawings wider than this (px) are placed above the page's two columns.
+const WIDE_DRAWING = 700;
 
 const main = document.getElementById("app");
 let session = null;
@@ -351,14 +353,18 @@ async function graphPage(name) {
   const drawing = drawGraph(g.drawing ?? {}, g.name);
   const run = runForm(g, drawing);
   const caps = g.capabilities ?? {};
+  const drawingSection = section("Drawing", h("figure", { class: "drawing" }, drawing.svg,
+    h("figcaption", {}, legend())),
+  h("details", { class: "drawing-text" }, h("summary", { text: "The drawing as text" }), drawing.text));
+  // A drawing wider than the left column gets the page's whole width.
+  const wide = drawing.width > WIDE_DRAWING;
   return [
     h("h1", { text: g.name }),
     h("p", { class: "description", text: g.description || "No description." }),
+    wide ? drawingSection : null,
     h("div", { class: "graph-layout" },
       h("div", { class: "graph-main" },
-        section("Drawing", h("figure", { class: "drawing" }, drawing.svg,
-          h("figcaption", {}, legend())),
-        h("details", { class: "drawing-text" }, h("summary", { text: "The drawing as text" }), drawing.text)),
+        wide ? null : drawingSection,
         section("Run output", run.view.root)),
       h("div", { class: "graph-side" },
         section("Run", run.form),

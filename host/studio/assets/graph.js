@@ -174,8 +174,8 @@ function defs() {
 // A forward edge from the bottom of `a` through the virtual points of
 // its chain to (x2, y2): smooth curves between layers, straight through
 // each point. The label goes at the middle of the route.
-function forwardPath(a, chain, x2, y2) {
-  const pts = [[a.x + a.w / 2, a.y + a.h]];
+function forwardPath(a, chain, x2, y2, x1 = a.x + a.w / 2) {
+  const pts = [[x1, a.y + a.h]];
   for (const d of chain) pts.push([d.x + d.w / 2, d.y], [d.x + d.w / 2, d.y + d.h]);
   pts.push([x2, y2]);
   let d = `M${pts[0][0]},${pts[0][1]}`;
@@ -195,23 +195,57 @@ function forwardPath(a, chain, x2, y2) {
 function loopPath(a, b, lane) {
   if (a === b) {
     const x = a.x + a.w, y = a.y + a.h / 2;
-    return { d: `M${x},${y - 10} C${x + 46},${y - 30} ${x + 46},${y + 30} ${x},${y + 10}`, mx: x + 36, my: y };
+    return { d: `M${x},${y - 10} C${x + 46},${y - 30} ${x + 46},${y + 30} ${x},${y + 10}`, mx: x + 40, my: y, right: true };
   }
   const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x + b.w, y2 = b.y + b.h / 2;
   const out = Math.max(x1, x2) + 40 + lane * 22;
   return { d: `M${x1},${y1} C${out},${y1} ${out},${y2} ${x2},${y2}`, mx: out - 10, my: (y1 + y2) / 2 };
 }
 
-function edgeLabel(group, text, x, y) {
+// A label centred on (x, y), or starting at x when `right`.
+function edgeLabel(group, text, x0, y, right) {
+  const shown = shorten(text);
+  const width = Math.round(shown.length * 6.4) + 8;
+  const x = right ? x0 + width / 2 : x0;
   const label = svgEl("text", { x, y: y + 4, class: "edge-label", "text-anchor": "middle" });
-  label.textContent = shorten(text);
-  const width = Math.round(label.textContent.length * 6.4) + 8;
+  label.textContent = shown;
   group.appendChild(svgEl("rect", { x: x - width / 2, y: y - 9, width, height: 17, rx: 3, class: "edge-label-bg" }));
   group.appendChild(label);
 }
 
+// Where each forward edge leaves its source and enters its target: spread
+// along the box's bottom (top) in the order of the other ends, so a fan
+// of edges does not start (end) in one point.
+function ports(edges, boxes, chains) {
+  const out = new Map(), into = new Map();
+  const firstHop = (e) => boxes.get(chains.get(e)[0] ?? e.to);
+  const lastHop = (e) => boxes.get(chains.get(e).at(-1) ?? e.from);
+  const forward = edges.filter((e) => chains.has(e) && !(e.kind === "join" && e.join != null));
+  const spread = (key, other, map) => {
+    const groups = new Map();
+    for (const e of forward) {
+      const k = key(e);
+      if (!groups.has(k)) groups.set(k, []);
+      groups.get(k).push(e);
+    }
+    for (const [id, list] of groups) {
+      const box = boxes.get(id);
+      list.sort((p, q) => other(p).x - other(q).x);
+      const width = Math.min(box.w * 0.6, 14 * (list.length - 1));
+      list.forEach((e, i) => {
+        const offset = list.length > 1 ? -width / 2 + (width * i) / (list.length - 1) : 0;
+        map.set(e, box.x + box.w / 2 + offset);
+      });
+    }
+  };
+  spread((e) => e.from, firstHop, out);
+  spread((e) => e.to, lastHop, into);
+  return { out, into };
+}
+
 function drawEdges(svg, edges, boxes, chains, nameOf) {
   const joins = new Map();
+  const { out, into } = ports(edges, boxes, chains);
   let lane = 0;
   for (const e of edges) {
     const a = boxes.get(e.from), b = boxes.get(e.to);
@@ -223,7 +257,7 @@ function drawEdges(svg, edges, boxes, chains, nameOf) {
       continue;
     }
     const p = chain
-      ? forwardPath(a, chain.map((id) => boxes.get(id)), b.x + b.w / 2, b.y)
+      ? forwardPath(a, chain.map((id) => boxes.get(id)), into.get(e), b.y, out.get(e))
       : loopPath(a, b, lane++);
     const kind = ["static", "conditional", "send", "join"].includes(e.kind) ? e.kind : "static";
     const g = svgEl("g", { class: `edge ${kind}`, "data-from": e.from, "data-to": e.to });
@@ -231,7 +265,7 @@ function drawEdges(svg, edges, boxes, chains, nameOf) {
     title.textContent = `${kind} edge ${nameOf(e.from)} → ${nameOf(e.to)}${e.label ? ` (${e.label})` : ""}`;
     g.appendChild(title);
     g.appendChild(svgEl("path", { d: p.d, "marker-end": "url(#sg-arrow)" }));
-    if (e.label) edgeLabel(g, e.label, p.mx, p.my);
+    if (e.label) edgeLabel(g, e.label, p.mx, p.my, p.right);
     svg.appendChild(g);
   }
   for (const j of joins.values()) drawJoin(svg, j, boxes, nameOf);
@@ -318,7 +352,7 @@ export function drawGraph(drawing, name) {
     if (item) item.textContent = status ? ` (${status})` : "";
   };
   const reset = () => { for (const id of marks.keys()) setState(id, ""); };
-  return { svg, text, setState, reset };
+  return { svg, text, setState, reset, width };
 }
 
 // The drawing as text: every node with its description, then every edge

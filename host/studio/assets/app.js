@@ -872,7 +872,7 @@ async function agentGraphPage(id) {
         view.finish ? ` · finished: ${view.finish.reason ?? ""}` : ""),
       section("Work", rowsOrNone(view.work, "work", [
         [(w) => h("code", { text: w.workId }), "Work"],
-        [(w) => compact(w.target), "Target"],
+        [(w) => targetText(w.target), "Target"],
         [(w) => compact(w.status), "Status"],
         [(w) => cellText(w.instruction), "Instruction"],
         [(w) => (w.inputIds?.length ? w.inputIds.join(", ") : "—"), "Inputs"],
@@ -900,6 +900,15 @@ async function agentGraphPage(id) {
   await refresh();
   live(refresh, body);
   return [h("h1", {}, "Agent graph ", h("code", { text: id })), h("p", {}, h("a", { href: "#/agent-graphs", text: "All agent graphs" })), body];
+}
+
+// A work item's target: `preset preset-a`, `graph research`, else JSON.
+function targetText(target) {
+  if (target && typeof target === "object" && typeof target.kind === "string") {
+    const name = target.id ?? target.name ?? target.graph;
+    return name == null ? target.kind : `${target.kind} ${compact(name)}`;
+  }
+  return compact(target);
 }
 
 function rowsOrNone(rows, what, columns) {

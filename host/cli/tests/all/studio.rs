@@ -1,25 +1,29 @@
 //! The studio in a real browser: `sandgraph serve --http` (the real binary)
-//! serving greet and approval with a data store and a token, and headless
-//! Chromium driven through WebDriver (`sandgraph_tests::browser`): the
-//! graphs page, a run of `greet_graph` through the generated form, a run of
-//! `approval` on a thread answered from the thread page, a fork from an
-//! earlier checkpoint, a state update, Cancel of a graph that spins, and a
-//! wrong token that gets no data. The tests share one chromedriver; each
-//! has its own Chromium session and server. A failing test
-//! leaves a screenshot and the DOM of its page under
+//! with a data store, a controller and a token, and headless Chromium
+//! driven through WebDriver (`sandgraph_tests::browser`): the graphs page,
+//! a run of `greet_graph` through the generated form, a run of `approval`
+//! on a thread answered from the thread page, a fork from an earlier
+//! checkpoint, a state update, Cancel of a graph that spins, an agent
+//! graph's page refreshing, and a wrong token that gets no data. The tests
+//! share one chromedriver; each has its own Chromium session and server. A
+//! failing test leaves a screenshot and the DOM of its page under
 //! `target/test-output/studio/<test>/`.
 //!
-//! With `SANDGRAPH_STUDIO_SCREENSHOTS=1` the first test also saves the
-//! README's screenshots to `host/studio/screenshots/`: the graphs
-//! (`graphs.png`), greet after a run (`graph-run.png`), approval stopped at
-//! its interrupt (`graph-interrupted.png`) and its thread waiting for the
-//! answer, with its history (`thread.png`).
+//! With `SANDGRAPH_STUDIO_SCREENSHOTS=1` the tests also save the README's
+//! screenshots to `host/studio/screenshots/`: the graphs (`graphs.png`),
+//! greet after a run (`graph-run.png`), approval stopped at its interrupt
+//! (`graph-interrupted.png`), its thread waiting for the answer, with its
+//! history (`thread.png`), and an agent graph (`agent-graph.png`).
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use sandgraph_tests::browser::Browser;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -357,4 +361,55 @@ async fn cancel_stops_a_running_graph() {
     browser
         .wait_for(&format!("{form} button[type='button']:disabled"))
         .await;
+}
+
+/// An agent graph the token's MCP client made is listed; its page shows
+/// its work and takes in new work on its own (it refreshes every 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_graph_page_shows_work_and_refreshes() {
+    let server = Server::start_with(&[("greet.wasm", sandgraph_tests::GREET)]).await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", server.base))
+            .auth_header(TOKEN),
+    );
+    let client = ().serve(transport).await.expect("an MCP session");
+    let add_work = |work: &str, instruction: &str| {
+        let mut call = CallToolRequestParams::new("update_agent_graph");
+        call.arguments = serde_json::json!({
+            "graphId": "g-studio",
+            "operation": "add_work",
+            "addWork": [{"workId": work, "subagentId": "preset-a", "instruction": instruction}],
+            "idempotencyKey": work,
+        })
+        .as_object()
+        .cloned();
+        call
+    };
+    let r = client
+        .call_tool(add_work("w1", "Port the tools"))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+
+    let browser = Browser::start(GROUP).await;
+    browser
+        .goto(&server.page(&format!("#token={TOKEN}&/agent-graphs")))
+        .await;
+    browser.click("a[data-agent-graph='g-studio']").await;
+    let work = browser
+        .wait_for_text("#agent-graph", "Port the tools")
+        .await;
+    assert!(work.contains("w1"), "{work}");
+
+    let r = client
+        .call_tool(add_work("w2", "Write the docs"))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    browser
+        .wait_for_text("#agent-graph", "Write the docs")
+        .await;
+    assert_eq!(browser.fragment().await, "#/agent-graphs/g-studio");
+    readme_screenshot(&browser, "agent-graph").await;
+    client.cancel().await.unwrap();
 }

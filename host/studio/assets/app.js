@@ -311,7 +311,8 @@ async function render(focus) {
     content = builder ? await builder(rest) : [h("h1", { text: "Not found" }), h("p", { text: "No such page." })];
   } catch (e) {
     if (e.status === 401 || seq !== renderSeq) return;
-    content = [h("h1", { text: "Something went wrong" }), alertBox("page-error", `${e.code ?? "error"}: ${e.message}`)];
+    const title = e.status === 404 ? "Not found" : "Something went wrong";
+    content = [h("h1", { text: title }), alertBox("page-error", `${e.code ?? "error"}: ${e.message}`)];
   }
   if (seq !== renderSeq) return;
   main.removeAttribute("aria-busy");

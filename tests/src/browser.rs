@@ -367,6 +367,7 @@ impl Browser {
         let caps = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
+            "goog:loggingPrefs": {"browser": "ALL"},
         });
         let Value::Object(caps) = caps else {
             unreachable!("a JSON object literal")
@@ -579,6 +580,28 @@ impl Browser {
             .select_by_value(value)
             .await
             .unwrap_or_else(|e| panic!("choosing {value:?} in `{selector}`: {e}"));
+    }
+
+    /// The console's errors since the last call: failed loads, uncaught
+    /// exceptions, Content-Security-Policy refusals (chromedriver's log
+    /// endpoint, `SEVERE` entries).
+    pub async fn console_errors(&self) -> Vec<String> {
+        let port = self.driver.port;
+        let path = format!("/session/{}/se/log", self.session);
+        let answer = tokio::task::spawn_blocking(move || {
+            http(port, "POST", &path, Some(&json!({"type": "browser"})))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("reading the console: {e}"));
+        let entries = match answer {
+            Ok((200, v)) => v["value"].as_array().cloned().unwrap_or_default(),
+            other => panic!("reading the console: {other:?}"),
+        };
+        entries
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
     }
 
     /// Saves a PNG screenshot of the page to `path` (folders made).

@@ -149,6 +149,8 @@ async fn the_studio_runs_graphs_answers_an_interrupt_and_forks_in_a_browser() {
     the_state_is_updated_from_the_form(&browser).await;
     the_thread_is_listed(&browser, &thread).await;
     journal_and_agent_graphs_pages_render(&browser).await;
+    // Nothing was refused by the CSP, failed to load or threw.
+    assert_eq!(browser.console_errors().await, Vec::<String>::new());
 }
 
 /// The page takes the token from the fragment, drops it from the address

@@ -502,7 +502,7 @@ function runForm(g, drawing) {
     h("details", {}, h("summary", { text: "Configurable (JSON, optional)" }),
       h("div", { class: "field" }, h("label", { for: "run-configurable", text: "Configurable" }), configurable)),
     h("div", { class: "buttons" }, runButton, cancelButton));
-  const view = runView("", drawing, g.name);
+  const view = new RunView("", drawing, g.name, null, "No run yet.");
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     let body;
@@ -530,110 +530,127 @@ function runForm(g, drawing) {
 // page: #steps, #result, #run-error; "resume-" on a thread page). One run
 // at a time: starting another closes the stream of the one before, whose
 // late events are then ignored.
-function runView(prefix, drawing, graphName, onFinal, idle = "No run yet.") {
-  const status = h("p", { id: `${prefix}run-status`, class: "run-status", role: "status", text: idle });
-  const steps = h("ol", { id: `${prefix}steps`, class: "steps", "aria-label": "steps" });
-  const stepsHeading = h("h4", { text: "Steps", hidden: true });
-  const outcome = h("div", { id: `${prefix}outcome`, class: "outcome" });
-  const root = h("div", { class: "run-view" }, status, stepsHeading, steps, outcome);
-  // The run being shown: {controller, id, finished, buttons}.
-  let current = null;
+class RunView {
+  constructor(prefix, drawing, graphName, onFinal, idle) {
+    this.prefix = prefix;
+    this.drawing = drawing;
+    this.graphName = graphName;
+    this.onFinal = onFinal;
+    this.status = h("p", { id: `${prefix}run-status`, class: "run-status", role: "status", text: idle });
+    this.steps = h("ol", { id: `${prefix}steps`, class: "steps", "aria-label": "steps" });
+    this.stepsHeading = h("h4", { text: "Steps", hidden: true });
+    this.outcome = h("div", { id: `${prefix}outcome`, class: "outcome" });
+    this.root = h("div", { class: "run-view" }, this.status, this.stepsHeading, this.steps, this.outcome);
+    // The run being shown: {controller, id, finished, buttons}.
+    this.current = null;
+    cleanups.push(() => this.current?.controller.abort());
+  }
 
-  const mark = (id, state) => drawing && drawing.setState(id, state);
-  const clearRunning = () => {
-    if (!drawing) return;
-    for (const g of drawing.svg.querySelectorAll("g.node.running")) mark(g.getAttribute("data-node"), "");
-  };
-  const fail = (code, message) => {
-    outcome.replaceChildren(alertBox(`${prefix}run-error`, `${code}: ${message}`));
-    status.textContent = `Failed: ${code}.`;
-  };
-  const onEvent = (run, event) => {
-    if (run !== current) return true;
+  mark(id, state) {
+    this.drawing?.setState(id, state);
+  }
+
+  clearRunning() {
+    if (!this.drawing) return;
+    for (const g of this.drawing.svg.querySelectorAll("g.node.running")) this.mark(g.getAttribute("data-node"), "");
+  }
+
+  fail(code, message) {
+    this.outcome.replaceChildren(alertBox(`${this.prefix}run-error`, `${code}: ${message}`));
+    this.status.textContent = `Failed: ${code}.`;
+  }
+
+  // Shows one line of `run`'s stream; true once it was the final one.
+  onEvent(run, event) {
+    if (run !== this.current) return true;
     switch (event?.type) {
       case "started":
         run.id = event.run_id ?? null;
-        status.textContent = `Running (run ${run.id ?? "?"}).`;
-        mark("__start__", "done");
-        for (const id of event.entry ?? []) mark(id, "running");
-        break;
+        this.status.textContent = `Running (run ${run.id ?? "?"}).`;
+        this.mark("__start__", "done");
+        for (const id of event.entry ?? []) this.mark(id, "running");
+        return false;
       case "step":
-        onStep(event);
-        break;
+        this.onStep(event);
+        return false;
       case "completed":
-        run.finished = true;
-        clearRunning();
-        mark("__end__", "done");
-        status.textContent = "Completed.";
-        outcome.replaceChildren(h("h4", { text: "Final state" }), h("pre", { id: `${prefix}result`, class: "json", text: json(event.state) }));
+        this.clearRunning();
+        this.mark("__end__", "done");
+        this.status.textContent = "Completed.";
+        this.outcome.replaceChildren(h("h4", { text: "Final state" }), h("pre", { id: `${this.prefix}result`, class: "json", text: json(event.state) }));
         break;
       case "interrupted":
-        run.finished = true;
-        clearRunning();
-        for (const i of event.interrupts ?? []) mark(i.node, "running");
-        status.textContent = "Interrupted: waiting for an answer.";
-        outcome.replaceChildren(interruptedBox(prefix, graphName, event));
+        this.clearRunning();
+        for (const i of event.interrupts ?? []) this.mark(i.node, "running");
+        this.status.textContent = "Interrupted: waiting for an answer.";
+        this.outcome.replaceChildren(interruptedBox(this.prefix, this.graphName, event));
         break;
       case "error":
-        run.finished = true;
-        clearRunning();
-        fail(event.code ?? "error", event.message ?? "");
+        this.clearRunning();
+        this.fail(event.code ?? "error", event.message ?? "");
         break;
       default:
-        break;
+        return false;
     }
-    return run.finished;
-  };
-  const onStep = (event) => {
+    run.finished = true;
+    return true;
+  }
+
+  onStep(event) {
     const updates = Array.isArray(event.updates) ? event.updates : [];
-    for (const u of updates) mark(u.node, "done");
-    for (const id of event.next ?? []) mark(id, "running");
+    for (const u of updates) this.mark(u.node, "done");
+    for (const id of event.next ?? []) this.mark(id, "running");
     const names = updates.map((u) => u.node);
-    steps.append(h("li", { "data-step": event.step },
+    this.steps.append(h("li", { "data-step": event.step },
       h("p", {}, h("strong", { text: `Step ${event.step}` }), `: ${names.length ? names.join(", ") : "no node"} done`,
         event.next?.length ? `; next ${event.next.join(", ")}` : ""),
       updates.map((u) => h("div", { class: "update" }, h("span", { class: "update-node", text: `${u.node} wrote` }), h("pre", { class: "json", text: json(u.update) })))));
-  };
-  const setBusy = (buttons, busy) => {
+  }
+
+  setBusy(buttons, busy) {
     if (buttons.runButton) buttons.runButton.disabled = busy;
     if (buttons.cancelButton) buttons.cancelButton.disabled = !busy;
-    root.setAttribute("aria-busy", busy ? "true" : "false");
-  };
-  const start = async (path, body, buttons = {}) => {
-    current?.controller.abort();
-    const run = { controller: new AbortController(), id: null, finished: false, buttons };
-    current = run;
-    drawing?.reset();
-    steps.replaceChildren();
-    stepsHeading.hidden = false;
-    outcome.replaceChildren();
-    status.textContent = "Starting…";
-    setBusy(buttons, true);
+    this.root.setAttribute("aria-busy", busy ? "true" : "false");
+  }
+
+  // Streams the run POST `path` with `body` starts; `buttons` are the
+  // form's Run and Cancel, disabled and enabled while it runs.
+  async start(path, body, buttons = {}) {
+    this.current?.controller.abort();
+    const run = { controller: new AbortController(), id: null, finished: false };
+    this.current = run;
+    this.drawing?.reset();
+    this.steps.replaceChildren();
+    this.stepsHeading.hidden = false;
+    this.outcome.replaceChildren();
+    this.status.textContent = "Starting…";
+    this.setBusy(buttons, true);
     try {
-      await stream(path, body, (event) => onEvent(run, event), run.controller.signal);
-      if (run === current && !run.finished) fail("stream_ended", "the run's stream ended without a result");
+      await stream(path, body, (event) => this.onEvent(run, event), run.controller.signal);
+      if (run === this.current && !run.finished) this.fail("stream_ended", "the run's stream ended without a result");
     } catch (e) {
-      if (run !== current) return;
+      if (run !== this.current) return;
       if (e.name === "AbortError") {
-        if (!run.finished) fail("cancelled", "the run was cancelled (its connection closed)");
+        if (!run.finished) this.fail("cancelled", "the run was cancelled (its connection closed)");
       } else if (e.status !== 401) {
-        fail(e.code ?? "error", e.message);
+        this.fail(e.code ?? "error", e.message);
       }
     } finally {
-      if (run === current) {
-        current = null;
-        setBusy(buttons, false);
-        if (onFinal && run.finished) onFinal();
+      if (run === this.current) {
+        this.current = null;
+        this.setBusy(buttons, false);
+        if (this.onFinal && run.finished) this.onFinal();
       }
     }
-  };
+  }
+
   // Asks the server to cancel the run (its stream then ends with the
   // `cancelled` error line) and closes the stream if that line has not
   // come within 5 s or the request fails: closing cancels the run too.
-  const cancel = () => {
-    const run = current;
+  cancel() {
+    const run = this.current;
     if (!run) return;
-    status.textContent = "Cancelling…";
+    this.status.textContent = "Cancelling…";
     const close = () => run.controller.abort();
     if (!run.id) {
       close();
@@ -641,9 +658,7 @@ function runView(prefix, drawing, graphName, onFinal, idle = "No run yet.") {
     }
     setTimeout(close, 5000);
     post(`/api/runs/${enc(run.id)}/cancel`).catch(close);
-  };
-  cleanups.push(() => current?.controller.abort());
-  return { root, start, cancel, fail };
+  }
 }
 
 function interruptedBox(prefix, graphName, event) {
@@ -707,18 +722,18 @@ function interruptSection(graph, thread, base, state) {
     : Object.fromEntries(interrupts.map((i) => [i.id, { node: i.node, value: i.value }]));
   const answer = h("textarea", { id: "resume-value", rows: 2, spellcheck: "false", class: "json", "aria-describedby": "resume-hint", placeholder: interrupts.length === 1 ? '"yes"' : null });
   const resume = h("button", { type: "submit", text: "Resume" });
-  const view = runView("resume-", null, graph, () => {
+  const view = new RunView("resume-", null, graph, () => {
     pendingNotice = "Resumed: the thread below is as the run left it.";
     render(false);
   }, "");
   const form = h("form", { "aria-label": "resume", class: "resume-form" },
     h("div", { class: "field" }, h("label", { for: "resume-value", text: "Answer (JSON)" }), answer,
       h("small", {
-      id: "resume-hint",
-      text: interrupts.length === 1
-        ? 'Any JSON value, e.g. "yes" with the quotes.'
-        : "An object mapping each interrupt's id to its answer.",
-    })),
+        id: "resume-hint",
+        text: interrupts.length === 1
+          ? 'Any JSON value, e.g. "yes" with the quotes.'
+          : "An object mapping each interrupt's id to its answer.",
+      })),
     h("div", { class: "buttons" }, resume));
   form.addEventListener("submit", (event) => {
     event.preventDefault();

@@ -19,7 +19,7 @@ pub(crate) const CACHE: &str = "cache.redb";
 const KEY: &str = "cache.redb.key";
 
 /// The guests the template holds compiled: those many tests serve.
-const GUESTS: [(&str, &str); 10] = [
+const GUESTS: [(&str, &str); 11] = [
     ("echo.wasm", sandgraph_tests::ECHO),
     ("greet.wasm", sandgraph_tests::GREET),
     ("approval.wasm", sandgraph_tests::APPROVAL),
@@ -30,6 +30,7 @@ const GUESTS: [(&str, &str); 10] = [
     ("tools.wasm", sandgraph_tests::GRAPH_TOOLS),
     ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
     ("durable.wasm", sandgraph_tests::GRAPH_DURABLE),
+    ("escape.wasm", sandgraph_tests::HOSTILE_ESCAPE_ERROR),
 ];
 
 /// Templates of other `sandgraph` binaries older than this are removed.

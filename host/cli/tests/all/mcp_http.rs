@@ -64,6 +64,8 @@ impl Server {
         envs: &[(&str, &str)],
     ) -> Server {
         let dir = tempfile::tempdir().unwrap();
+        // The common guests come compiled from the binary's template cache.
+        crate::common::cache::warm(dir.path());
         std::fs::create_dir(dir.path().join("graphs")).unwrap();
         for (name, c) in graphs {
             std::fs::copy(c, dir.path().join("graphs").join(name)).unwrap();

@@ -215,9 +215,23 @@ fn surface(lang: Lang, wasm: &Path) -> Value {
 /// Builds every example (and the hostile twin) in `lang`, runs the shared
 /// cases through each build, and compares each tool's surface with Rust's.
 fn conforms(lang: Lang) {
+    let examples: Vec<&str> = EXAMPLES.iter().copied().chain(["hostile"]).collect();
+    // Cold, a Python build keeps one core busy for about 25 s while most
+    // other tests of this binary wait on processes and sockets: build two
+    // at a time (`built` is safe to call concurrently), then test in order.
+    std::thread::scope(|s| {
+        for first in [0, 1] {
+            let examples = &examples;
+            s.spawn(move || {
+                for example in examples.iter().skip(first).step_by(2) {
+                    built(lang, example);
+                }
+            });
+        }
+    });
     let cases = repo().join("tests/conformance");
     let mut failures = Vec::new();
-    for example in EXAMPLES.iter().copied().chain(["hostile"]) {
+    for example in examples {
         let wasm = built(lang, example);
         let dir = cases.join(example);
         let o = sandgraph(

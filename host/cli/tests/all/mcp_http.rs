@@ -13,7 +13,6 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use sandgraph_controller::OpenAgentGraphs;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// Safety net for anything that should happen soon; never a speed claim.
@@ -95,25 +94,9 @@ impl Server {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = stderr.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let mut tx = Some(tx);
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(url) = line.strip_prefix("sandgraph: serving MCP at ")
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(url.to_owned());
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let url = tokio::time::timeout(SOON, rx)
-            .await
-            .expect("the server announces its url")
-            .expect("the server started");
+        let (stderr, url) =
+            crate::common::announce::announced(&mut child, "sandgraph: serving MCP at ", SOON)
+                .await;
         Server {
             _dir: dir,
             child,

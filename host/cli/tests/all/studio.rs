@@ -25,7 +25,6 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use sandgraph_tests::browser::Browser;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 use crate::common::Env;
@@ -81,28 +80,9 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("sandgraph serve starts");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = stderr.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let mut tx = Some(tx);
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(url) = line.strip_prefix("sandgraph: studio at ")
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(url.trim_end_matches('/').to_owned());
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let base = match tokio::time::timeout(SOON, rx).await {
-            Ok(Ok(base)) => base,
-            _ => panic!(
-                "the server announces no studio url: {:#?}",
-                stderr.lock().unwrap()
-            ),
-        };
+        let (stderr, url) =
+            crate::common::announce::announced(&mut child, "sandgraph: studio at ", SOON).await;
+        let base = url.trim_end_matches('/').to_owned();
         Server {
             _env: env,
             _child: child,

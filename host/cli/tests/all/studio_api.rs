@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// Safety net for anything that should happen soon; never a speed claim.
@@ -67,25 +66,10 @@ impl Server {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = stderr.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let mut tx = Some(tx);
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(url) = line.strip_prefix("sandgraph: serving MCP at ")
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(url.trim_end_matches("/mcp").to_owned());
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let base = tokio::time::timeout(SOON, rx)
-            .await
-            .expect("the server announces its url")
-            .expect("the server started");
+        let (stderr, url) =
+            crate::common::announce::announced(&mut child, "sandgraph: serving MCP at ", SOON)
+                .await;
+        let base = url.trim_end_matches("/mcp").to_owned();
         Server {
             _dir: dir,
             _child: child,

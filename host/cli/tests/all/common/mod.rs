@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod announce;
 pub(crate) mod cache;
 pub(crate) mod cargo;
 

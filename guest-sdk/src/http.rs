@@ -1,6 +1,6 @@
 //! Outgoing HTTP requests from a node, through the host's `wasi:http`.
 //!
-//! ```ignore
+//! ```no_run
 //! use sandgraph_sdk::serde_json::Value;
 //! use sandgraph_sdk::{NodeError, Update, http};
 //!

@@ -1,6 +1,6 @@
 //! Calling other graph tools from a node, through the host.
 //!
-//! ```ignore
+//! ```no_run
 //! use sandgraph_sdk::serde_json::{Value, json};
 //! use sandgraph_sdk::{Context, NodeError, Update};
 //!

@@ -9,7 +9,8 @@
 //! digest of everything that goes into them (the sources, the language's
 //! SDK and pinned tool, the WIT world and the build code of `sandgraph`),
 //! so a warm run builds nothing, even after a change elsewhere in the
-//! host; compiled code is kept in one compile cache per language.
+//! host, and builds under older keys are removed; compiled code is kept
+//! in one compile cache per language.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -156,6 +157,7 @@ pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("{}-{example}-{key}.wasm", lang.name()));
     if out.is_file() {
+        remove_stale(&dir, lang, example, key);
         return out;
     }
     // Two tests may build the same Rust example at once: each writes its
@@ -181,7 +183,33 @@ pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
         stderr(&o)
     );
     std::fs::rename(&partial, &out).unwrap();
+    remove_stale(&dir, lang, example, key);
     out
+}
+
+/// Removes the builds of `example` in `lang` under an older key from
+/// `dir`, so each change of the SDK or the build code does not leave a set
+/// of components behind.
+fn remove_stale(dir: &Path, lang: Lang, example: &str, key: &str) {
+    let prefix = format!("{}-{example}-", lang.name());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(old) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|n| n.strip_suffix(".wasm"))
+        else {
+            continue;
+        };
+        let is_key = old.len() == key.len() && old.bytes().all(|b| b.is_ascii_hexdigit());
+        if is_key && old != key {
+            // Another test process may have removed it first.
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// The parts of `sandgraph inspect` (the spec as JSON) that must agree across

@@ -3,6 +3,10 @@
 //! generates `$OUT_DIR/graphs.rs`: one `pub const` path per component plus
 //! the `foreach_graph!` macro (see `src/lib.rs`).
 //!
+//! It also generates `$OUT_DIR/sdk-bindings.rs`: the SDK's bindings as
+//! wit-bindgen generates them today, which the test `the_sdk_bindings_are_current`
+//! compares with the copy the SDK ships.
+//!
 //! The guests are built by one nested `cargo build` into
 //! `<workspace>/target/guests`, not `OUT_DIR`, so debug, release, test and
 //! clippy builds of this crate all share one guest build.
@@ -69,11 +73,51 @@ fn main() {
     let artifacts = build(&workspace, &guests);
     let source = generate(&guests, &artifacts);
 
-    let out = PathBuf::from(env_var("OUT_DIR")).join("graphs.rs");
-    if fs::read_to_string(&out).ok().as_deref() != Some(source.as_str()) {
-        fs::write(&out, source)
-            .unwrap_or_else(|err| fail(format!("writing {}: {err}", out.display())));
+    let out_dir = PathBuf::from(env_var("OUT_DIR"));
+    write_if_changed(&out_dir.join("graphs.rs"), &source);
+    write_if_changed(&out_dir.join("sdk-bindings.rs"), &sdk_bindings(&workspace));
+}
+
+/// Writes `source` to `path` unless it already holds it.
+fn write_if_changed(path: &Path, source: &str) {
+    if fs::read_to_string(path).ok().as_deref() != Some(source) {
+        fs::write(path, source)
+            .unwrap_or_else(|err| fail(format!("writing {}: {err}", path.display())));
     }
+}
+
+/// The SDK's bindings of the `graph-component` world, generated from its
+/// packaged WIT copy with the options its `generate!` call had before they
+/// were checked in (`guest-sdk/src/component/bindings.rs`), under that
+/// file's header.
+fn sdk_bindings(workspace: &Path) -> String {
+    use wit_bindgen_core::wit_parser::Resolve;
+    use wit_bindgen_core::{Files, WorldGenerator};
+
+    let wit = workspace.join("guest-sdk/wit");
+    let mut resolve = Resolve::default();
+    let world = resolve
+        .push_path(&wit)
+        .and_then(|(package, _)| resolve.select_world(&[package], Some("graph-component")))
+        .unwrap_or_else(|err| fail(format!("reading {}: {err:#}", wit.display())));
+    let opts = wit_bindgen_rust::Opts {
+        format: true,
+        pub_export_macro: true,
+        export_macro_name: Some("__export_graph_component".to_owned()),
+        default_bindings_module: Some("::sandgraph_sdk::__private::bindings".to_owned()),
+        ..Default::default()
+    };
+    let mut files = Files::default();
+    if let Err(err) = opts.build().generate(&mut resolve, world, &mut files) {
+        fail(format!("generating the SDK's bindings: {err:#}"));
+    }
+    let Some((_, source)) = files.iter().next() else {
+        fail("wit-bindgen generated no file for the SDK's bindings");
+    };
+    format!(
+        "// Rewritten by `SANDGRAPH_BLESS=1 cargo test -p sandgraph-tests --test graphs sdk_bindings`.\n{}",
+        String::from_utf8_lossy(source)
+    )
 }
 
 /// Stops the build with `message`.

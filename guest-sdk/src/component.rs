@@ -11,8 +11,8 @@ use crate::route::Route;
 
 /// Generated bindings of the `graph-component` world in `wit/`, written
 /// ahead of time so a graph crate does not build wit-bindgen's macro (its
-/// WIT parser and component encoder); the test
-/// `generated_bindings_are_current` fails when they are out of date. Public
+/// WIT parser and component encoder); the test `the_sdk_bindings_are_current`
+/// (tests/tests/graphs/sdk_bindings.rs) fails when they are out of date. Public
 /// (hidden) only because the exported `export_graph!` expansion names them
 /// through `$crate`.
 #[doc(hidden)]
@@ -333,60 +333,5 @@ mod tests {
             wit_types::Reducer::LastValue
         ));
         assert_eq!(spec.channels[1].default, None);
-    }
-}
-
-#[cfg(test)]
-mod generated {
-    use std::path::Path;
-
-    use wit_bindgen_core::wit_parser::Resolve;
-    use wit_bindgen_core::{Files, WorldGenerator};
-
-    /// What the generated file starts with.
-    const HEADER: &str = "\
-// Rewritten by `SANDGRAPH_BLESS=1 cargo test -p sandgraph-sdk generated_bindings`.
-";
-
-    /// The bindings as wit-bindgen generates them from `wit/` today, with the
-    /// options the `generate!` macro was given before they were checked in.
-    fn generate() -> String {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut resolve = Resolve::default();
-        let (package, _) = resolve.push_path(root.join("wit")).unwrap();
-        let world = resolve
-            .select_world(&[package], Some("graph-component"))
-            .unwrap();
-        let opts = wit_bindgen_rust::Opts {
-            format: true,
-            pub_export_macro: true,
-            export_macro_name: Some("__export_graph_component".to_owned()),
-            default_bindings_module: Some("::sandgraph_sdk::__private::bindings".to_owned()),
-            ..Default::default()
-        };
-        let mut files = Files::default();
-        opts.build()
-            .generate(&mut resolve, world, &mut files)
-            .unwrap();
-        let (_, source) = files.iter().next().unwrap();
-        format!("{HEADER}{}", std::str::from_utf8(source).unwrap())
-    }
-
-    #[test]
-    fn generated_bindings_are_current() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/component/bindings.rs");
-        let expected = generate();
-        if std::env::var_os("SANDGRAPH_BLESS").is_some() {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, expected).unwrap();
-            return;
-        }
-        let actual = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            actual == expected,
-            "{} is not what wit-bindgen generates from wit/: run \
-             `SANDGRAPH_BLESS=1 cargo test -p sandgraph-sdk generated_bindings` and commit the result",
-            path.display()
-        );
     }
 }

@@ -19,6 +19,9 @@ use http::graph_http;
 mod examples;
 use examples::{fetch_summarize, research};
 
+#[path = "graphs/sdk_bindings.rs"]
+mod sdk_bindings;
+
 #[path = "graphs/containment.rs"]
 mod containment;
 use containment::{

@@ -62,20 +62,39 @@ fn main() {
         .parent()
         .expect("the tests crate lives inside the workspace")
         .to_path_buf();
-    // What the guests are built from besides their own folders.
-    let inputs = ["guest-sdk", "host/spec", "wit", "Cargo.toml", "Cargo.lock"];
-    for path in GUEST_DIRS.iter().chain(&inputs) {
-        println!("cargo:rerun-if-changed={}", workspace.join(path).display());
-    }
-
     check_target_installed();
     let guests = discover(&workspace);
+    watch(&workspace, &guests);
     let artifacts = build(&workspace, &guests);
     let source = generate(&guests, &artifacts);
 
     let out_dir = PathBuf::from(env_var("OUT_DIR"));
     write_if_changed(&out_dir.join("graphs.rs"), &source);
     write_if_changed(&out_dir.join("sdk-bindings.rs"), &sdk_bindings(&workspace));
+}
+
+/// Reruns this script when what the guests are built from changes: each
+/// guest's folder, the SDK's Rust crate and WIT, the spec crate, the WIT
+/// world and the workspace's manifest and lock (a guest added or removed
+/// changes the lock, since the guest folders are workspace members).
+///
+/// Not the whole of `example-graphs`: its Python and JavaScript graphs are
+/// not built here, and what installing and building them writes
+/// (`node_modules`, componentize-py's `__pycache__`) would otherwise rerun
+/// this script, and recompile every test crate, on the next `cargo test`.
+fn watch(workspace: &Path, guests: &[Guest]) {
+    let inputs = [
+        "guest-sdk/Cargo.toml",
+        "guest-sdk/src",
+        "guest-sdk/wit",
+        "host/spec",
+        "wit",
+        "Cargo.toml",
+        "Cargo.lock",
+    ];
+    for path in guests.iter().map(|g| g.dir.as_str()).chain(inputs) {
+        println!("cargo:rerun-if-changed={}", workspace.join(path).display());
+    }
 }
 
 /// Writes `source` to `path` unless it already holds it.

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{self, folder};
-use sandgraph_registry::{CallOptions, Registry, RegistryOptions};
+use sandgraph_registry::{CallOptions, Registry};
 use sandgraph_runtime::{CancellationToken, ErrorCode};
 use sandgraph_tests::{
     ECHO, GRAPH_CONTEXT, GRAPH_INTERRUPT, GREET, HOSTILE_COOPERATIVE, HOSTILE_NAN_OUTPUT,
@@ -25,11 +25,7 @@ async fn registry() -> (Registry, tempfile::TempDir) {
     ]);
     // The components compile once for the binary: these tests are about
     // calls, not compiling.
-    let options = RegistryOptions {
-        cache: Some(sandgraph_tests::compile_cache()),
-        ..common::options(&[dir.path()])
-    };
-    let (registry, report) = Registry::open(common::runtime(), options).await.unwrap();
+    let (registry, report) = common::open_cached(dir.path()).await;
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     (registry, dir)
 }
@@ -264,6 +260,10 @@ async fn thread_id_configurable_and_request_pass_through_to_the_run() {
 async fn the_callers_cancellation_is_forwarded() {
     let (registry, _dir) = registry().await;
     let coop = registry.get("hostile_cooperative").unwrap();
+    // Loaded first: a tool mounted from the cached spec loads its component
+    // at its first call, and a cancellation that arrives before the run
+    // starts ends it before the guest can see it.
+    coop.graph().await.unwrap();
     let cancel = CancellationToken::new();
     let opts = CallOptions {
         cancel: cancel.clone(),
@@ -404,7 +404,7 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
         let options = sandgraph_registry::RegistryOptions {
             config: config.clone(),
             llm,
-            ..common::options(&[dir.path()])
+            ..common::cached_options(&[dir.path()])
         };
         Registry::open(common::runtime(), options)
     };
@@ -481,7 +481,7 @@ async fn a_tools_grant_runs_another_graph_tool_and_every_call_is_journaled() {
         capability_log: Some(std::sync::Arc::new(
             sandgraph_registry::StoreCapabilityLog::new(store.capability_journal()),
         )),
-        ..common::options(&[dir.path()])
+        ..common::cached_options(&[dir.path()])
     };
     let (registry, _) = Registry::open(common::runtime(), options).await.unwrap();
     let tools = registry.get("graph_tools").unwrap();

@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{self, at, config, folder, open, options, runtime};
+use crate::common::{
+    self, at, cached_options, config, folder, open, open_cached, options, runtime,
+};
 use sandgraph_registry::{
     CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryError, RegistryEvent,
     RegistryOptions, ToolSource,
@@ -153,7 +155,7 @@ async fn strict_mode_turns_the_warnings_into_a_failure() {
     let clean = folder(&[("greet.wasm", GREET)]);
     let opts = RegistryOptions {
         strict: true,
-        ..options(&[clean.path()])
+        ..cached_options(&[clean.path()])
     };
     let (registry, report) = Registry::open(runtime(), opts).await.unwrap();
     assert!(report.warnings.is_empty());
@@ -168,10 +170,9 @@ async fn folders_are_mounted_in_sorted_path_order_whatever_order_they_are_given(
     sandgraph_tests::copy_graphs(&d1, &[("z.wasm", ECHO)]);
     sandgraph_tests::copy_graphs(&d2, &[("a.wasm", ECHO)]);
     for dirs in [[&d1, &d2], [&d2, &d1]] {
-        let (registry, report) =
-            Registry::open(runtime(), options(&[dirs[0].as_path(), dirs[1].as_path()]))
-                .await
-                .unwrap();
+        let (registry, report) = Registry::open(runtime(), cached_options(&[dirs[0], dirs[1]]))
+            .await
+            .unwrap();
         let tool = registry.get("echo_graph").unwrap();
         assert_eq!(tool.source(), &ToolSource::File(d1.join("z.wasm")));
         assert_eq!(report.warnings.len(), 1);
@@ -202,7 +203,7 @@ async fn declarations_come_from_the_spec_and_a_tool_without_parameters_gets_a_no
         ("greet.wasm", GREET),
         ("loop.wasm", HOSTILE_INFINITE_LOOP),
     ]);
-    let (registry, report) = open(dir.path()).await;
+    let (registry, report) = open_cached(dir.path()).await;
     let flags: Vec<(String, bool, bool)> = registry
         .list()
         .iter()
@@ -257,7 +258,7 @@ async fn the_operator_config_overrides_declarations_and_sets_limits_per_graph() 
     );
     let opts = RegistryOptions {
         config: cfg,
-        ..options(&[dir.path()])
+        ..cached_options(&[dir.path()])
     };
     let (registry, report) = Registry::open(runtime(), opts).await.unwrap();
     let names = |tools: Vec<std::sync::Arc<sandgraph_registry::GraphTool>>| {
@@ -305,7 +306,7 @@ async fn per_graph_limits_stay_under_the_operator_caps_and_the_graph_timeout_und
     let open_with = |text: &str| {
         let opts = RegistryOptions {
             config: config(text),
-            ..options(&[dir.path()])
+            ..cached_options(&[dir.path()])
         };
         async move { Registry::open(runtime(), opts).await.unwrap().0 }
     };
@@ -356,7 +357,7 @@ async fn config_files_are_read_and_their_errors_name_file_line_and_column() {
 #[tokio::test]
 async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
     let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
-    let (registry, _) = open(dir.path()).await;
+    let (registry, _) = open_cached(dir.path()).await;
     let mut events = registry.subscribe();
     let scope = registry.scope("agent-1");
     // Another component under a global name: echo's bytes, scoped.
@@ -442,7 +443,7 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
     assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
     assert!(scope2.get("graph_context").is_none());
     // A scope of another registry is refused.
-    let (other_registry, _) = open(dir.path()).await;
+    let (other_registry, _) = open_cached(dir.path()).await;
     let foreign = other_registry.scope("x");
     let err = registry
         .mount_file(&at(other.path(), "ctx.wasm"), Some(&foreign))
@@ -489,7 +490,7 @@ async fn an_oversized_file_is_refused_without_reading_it_whole() {
     // Sparse: instant to create.
     big.set_len((64 << 20) + 1).unwrap();
     drop(big);
-    let (registry, report) = open(dir.path()).await;
+    let (registry, report) = open_cached(dir.path()).await;
     assert_eq!(registry.names(), ["greet_graph"]);
     assert_eq!(report.warnings.len(), 1);
     assert_eq!(report.warnings[0].kind, MountErrorKind::Io);
@@ -591,7 +592,7 @@ async fn locked_opening_fails_on_a_changed_missing_or_extra_graph_and_mounts_the
     let d = dir.path();
     let locked = || RegistryOptions {
         locked: true,
-        ..options(&[d])
+        ..cached_options(&[d])
     };
     let refused = |e: RegistryError| match e {
         RegistryError::Locked(problems) => problems.join("\n"),

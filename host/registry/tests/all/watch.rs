@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::common::{self, at, events_within, folder, next_event, open};
+use crate::common::{self, at, events_within, folder, next_event, open, open_cached};
 use sandgraph_registry::{CallOptions, DEBOUNCE, RegistryEvent};
 use sandgraph_tests::{ECHO, GREET};
 use serde_json::json;
@@ -52,7 +52,7 @@ fn unmounted(name: &str, path: &Path) -> RegistryEvent {
 async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() {
     let dir = folder(&[("echo.wasm", ECHO)]);
     let d = dir.path();
-    let (registry, _) = open(d).await;
+    let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
     let _watch = registry.watch().unwrap();
 
@@ -141,7 +141,7 @@ async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() 
 async fn a_file_being_written_is_not_mounted_half_written() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (registry, _) = open(d).await;
+    let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
     let _watch = registry.watch().unwrap();
 
@@ -166,7 +166,7 @@ async fn a_file_being_written_is_not_mounted_half_written() {
 async fn a_file_written_slowly_for_longer_than_a_pass_can_wait_is_postponed() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (registry, _) = open(d).await;
+    let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
     let _watch = registry.watch().unwrap();
 
@@ -217,7 +217,7 @@ async fn a_broken_file_fails_and_is_retried_when_it_changes() {
 async fn dropping_the_handle_stops_watching() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (registry, _) = open(d).await;
+    let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
     let watch = registry.watch().unwrap();
     deploy(&at(d, "echo.wasm"), &std::fs::read(ECHO).unwrap());
@@ -236,7 +236,7 @@ async fn dropping_the_handle_stops_watching() {
 async fn changes_between_open_and_watch_are_picked_up() {
     let dir = folder(&[("echo.wasm", ECHO)]);
     let d = dir.path();
-    let (registry, _) = open(d).await;
+    let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
     std::fs::remove_file(at(d, "echo.wasm")).unwrap();
     deploy(&at(d, "greet.wasm"), &std::fs::read(GREET).unwrap());
@@ -290,7 +290,7 @@ async fn locked_a_changed_file_is_refused_and_its_graph_unmounted_an_extra_one_r
     lock(d, &[("echo.wasm", "echo_graph")]);
     let options = sandgraph_registry::RegistryOptions {
         locked: true,
-        ..common::options(&[d])
+        ..common::cached_options(&[d])
     };
     let (registry, _) = sandgraph_registry::Registry::open(common::runtime(), options)
         .await
@@ -331,7 +331,7 @@ async fn trusted_keys_a_graph_mounts_once_its_signature_arrives() {
     key.write_pair(&keys.path().join("ci")).unwrap();
     let options = sandgraph_registry::RegistryOptions {
         trusted_keys: Some(sandgraph_artifact::TrustedKeys::from_dir(keys.path()).unwrap()),
-        ..common::options(&[d])
+        ..common::cached_options(&[d])
     };
     let (registry, _) = sandgraph_registry::Registry::open(common::runtime(), options)
         .await

@@ -35,9 +35,30 @@ pub fn options(dirs: &[&Path]) -> RegistryOptions {
     }
 }
 
-/// Opens a registry over `dir` on the shared runtime.
+/// Opens a registry over `dir` on the shared runtime, compiling and
+/// describing every graph.
 pub async fn open(dir: &Path) -> (Registry, MountReport) {
     Registry::open(runtime(), options(&[dir])).await.unwrap()
+}
+
+/// Options mounting `dirs` through the binary's shared compile cache (no
+/// config): each component compiles and describes once per binary. For
+/// tests of what a registry does with good graphs (names, declarations,
+/// overrides, scopes, locks, watching, calls); tests of loading itself (a
+/// failing or hostile `describe`, load limits, remembered failures,
+/// compile counts) use [`options`], so every start runs what they test.
+pub fn cached_options(dirs: &[&Path]) -> RegistryOptions {
+    RegistryOptions {
+        cache: Some(sandgraph_tests::compile_cache()),
+        ..options(dirs)
+    }
+}
+
+/// [`open`] through the shared compile cache (see [`cached_options`]).
+pub async fn open_cached(dir: &Path) -> (Registry, MountReport) {
+    Registry::open(runtime(), cached_options(&[dir]))
+        .await
+        .unwrap()
 }
 
 /// Parses a `sandgraph.toml` text.

@@ -33,7 +33,7 @@ pub use schema::SCHEMA_VERSION;
 pub use supervisor::{SupervisorRun, SupervisorRuns};
 pub use threads::{Durability, MAX_THREAD_ID_LEN, ThreadInfo, ThreadStore, ThreadWriter};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable};
@@ -62,36 +62,112 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Creates the folders of `path` that are missing as 0700 and the file, if
-/// missing, as 0600: databases hold graph state, journals with model
-/// requests, and compiled native code, none of it for other users.
-fn create_private(path: &Path) -> std::io::Result<()> {
+/// Makes sure a complete database file is at `path`, creating it when
+/// missing: its missing folders as 0700 and the file as 0600 (databases
+/// hold graph state, journals with model requests, and compiled native
+/// code, none of it for other users).
+///
+/// A new file is created whole or not at all. redb initialises a new
+/// database in place: it sizes the file, writes the header, and writes its
+/// magic number last, so a process killed in between (a host stopped with
+/// SIGKILL as it first starts) left a file that every later open refused
+/// as "not a redb database" although it never held data. So the database
+/// is initialised under a temporary name beside `path` and then linked to
+/// `path` (a link, not a rename: a database another process created there
+/// meanwhile is kept). A kill leaves at most the temporary file, and the
+/// next open starts afresh.
+fn create_whole(path: &Path) -> Result<(), StoreError> {
     #[cfg(unix)]
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+    use std::os::unix::fs::DirBuilderExt;
+    let io = |e| StoreError::io(path, e);
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
         let mut dirs = std::fs::DirBuilder::new();
         dirs.recursive(true);
         #[cfg(unix)]
         dirs.mode(0o700);
-        dirs.create(parent)?;
+        dirs.create(parent).map_err(io)?;
     }
+    if path.exists() {
+        return Ok(());
+    }
+    let temp = creating_name(path);
+    let made = private_new_file(&temp)
+        .map_err(io)
+        .and_then(|()| Database::create(&temp).map_err(|e| StoreError::open(path, e)))
+        .and_then(|db| {
+            drop(db);
+            match std::fs::hard_link(&temp, path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                // A file system without links: a rename, unless another
+                // process created `path` first.
+                Err(_) if !path.exists() => std::fs::rename(&temp, path).map_err(io),
+                Err(_) => Ok(()),
+            }
+        });
+    let _ = std::fs::remove_file(&temp);
+    remove_stale_creations(path);
+    made
+}
+
+/// How old a temporary file of [`create_whole`] must be to be another
+/// process's leftover (a creation takes milliseconds).
+const STALE_CREATION: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes the temporary files that processes killed while creating `path`
+/// left beside it.
+fn remove_stale_creations(path: &Path) {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let prefix = format!(".{name}.creating-");
+    let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => parent,
+        None => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with(&prefix)
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_CREATION);
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The temporary name a new database at `path` is made under: hidden,
+/// beside it, and unique to this process and call.
+fn creating_name(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.creating-{}-{n}", std::process::id()))
+}
+
+/// Creates the file `path` (which must not exist) as 0600.
+fn private_new_file(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new();
     file.write(true).create_new(true);
     #[cfg(unix)]
     file.mode(0o600);
-    match file.open(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
-    }
+    file.open(path).map(drop)
 }
 
 impl Store {
     /// Opens the database at `path`, creating it (and its tables) when
-    /// missing. Refuses a database written by a newer schema, and one that
+    /// missing; a process killed while creating it leaves no file this
+    /// refuses. Refuses a database written by a newer schema, and one that
     /// is already open (redb locks the file: one process, one handle).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        create_private(path).map_err(|e| StoreError::io(path, e))?;
+        create_whole(path)?;
         let db = Database::create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
                 path: path.display().to_string(),

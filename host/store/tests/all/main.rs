@@ -5,6 +5,7 @@
 
 mod agent_graph;
 mod journal;
+mod open;
 mod postgres;
 mod threads;
 

@@ -176,7 +176,9 @@ async fn a_killed_supervise_resumes_without_losing_or_repeating_work() {
     // about a second; the supervisor answers after 200 ms. The kill points
     // (requests received, then a pause) fall before anything is stored,
     // inside the supervisor's first turn, between the records of the wave,
-    // inside the wake turn and just after its finish.
+    // inside the wake turn and just after its finish. Each has its own
+    // folder and model server, and all run at once: a kill point mostly
+    // waits on the scripted model, and one after another they took 10 s.
     let kill_points: [(usize, u64); 7] = [
         (0, 0),
         (1, 100),
@@ -186,168 +188,176 @@ async fn a_killed_supervise_resumes_without_losing_or_repeating_work() {
         (5, 100),
         (5, 260),
     ];
-    for (n, (requests, extra_ms)) in kill_points.into_iter().enumerate() {
-        let env = folder();
-        let server =
-            ScriptedLlm::start((0..40).map(|_| {
-                supervisor_demo_with(Duration::from_millis(300), Duration::from_millis(200))
-            }))
-            .await;
-        let graph = format!("crash{n}");
-        let mut child = command(
-            &env,
-            &supervise_args(
-                &server,
-                &[
-                    "greet three friends",
-                    "--graph-id",
-                    &graph,
-                    "--max-new-activations",
-                    "1",
-                ],
-            ),
-        )
+    let runs = kill_points
+        .into_iter()
+        .enumerate()
+        .map(|(n, (requests, extra_ms))| kill_and_resume(n, requests, extra_ms));
+    futures::future::join_all(runs).await;
+}
+
+/// The `supervise` command starting `graph` afresh.
+fn start_args(server: &ScriptedLlm, graph: &str) -> Vec<String> {
+    supervise_args(
+        server,
+        &[
+            "greet three friends",
+            "--graph-id",
+            graph,
+            "--max-new-activations",
+            "1",
+        ],
+    )
+}
+
+/// Starts `supervise`, kills it with SIGKILL once the model has received
+/// `requests` requests and `extra_ms` more have passed, resumes it, and
+/// checks that nothing committed was lost and no finished work ran again
+/// (`n` names the kill point in failures).
+async fn kill_and_resume(n: usize, requests: usize, extra_ms: u64) {
+    let env = folder();
+    let server = ScriptedLlm::start(
+        (0..40)
+            .map(|_| supervisor_demo_with(Duration::from_millis(300), Duration::from_millis(200))),
+    )
+    .await;
+    let graph = format!("crash{n}");
+    let mut child = command(&env, &start_args(&server, &graph))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while server.requests().len() < requests {
-            assert!(
-                Instant::now() < deadline,
-                "kill point {n}: no request {requests}"
-            );
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "kill point {n}: exited early"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(extra_ms)).await;
-        // SIGKILL: no destructor, no flush.
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let before = durable(&env.db(), &graph);
-        eprintln!(
-            "kill point {n}: {} updates, {} claims, {} records at the kill",
-            before.updates.len(),
-            before.claims.len(),
-            before.records.len()
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.requests().len() < requests {
+        assert!(
+            Instant::now() < deadline,
+            "kill point {n}: no request {requests}"
         );
-        let seen = server.requests().len();
-        let finished_instructions: BTreeSet<String> = {
-            // Work with a record at the kill: its instruction must not reach a
-            // worker again.
-            let store = Store::open(&env.db());
-            let mut set = BTreeSet::new();
-            if let Ok(store) = store {
-                let g = store.agent_graphs();
-                let updates = g.list_schedule_updates(&graph).unwrap();
-                for r in g.list_records(&graph).unwrap() {
-                    for u in &updates {
-                        for w in &u.request.add_work {
-                            if Some(&w.work_id) == r.work_id.as_ref() {
-                                set.insert(w.instruction.clone());
-                            }
-                        }
-                    }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "kill point {n}: exited early"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(extra_ms)).await;
+    // SIGKILL: no destructor, no flush.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = durable(&env.db(), &graph);
+    eprintln!(
+        "kill point {n}: {} updates, {} claims, {} records at the kill",
+        before.updates.len(),
+        before.claims.len(),
+        before.records.len()
+    );
+    let seen = server.requests().len();
+    let finished = finished_instructions(&env.db(), &graph);
+
+    let out = run(&env, supervise_args(&server, &["--resume", &graph])).await;
+    // A kill before the supervisor run was created leaves nothing to
+    // resume; start it again then.
+    let out = if out.status.code() == Some(2) && before.updates.is_empty() {
+        run(&env, start_args(&server, &graph)).await
+    } else {
+        out
+    };
+    assert!(out.status.success(), "kill point {n}: {}", stderr(&out));
+    let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(printed["status"], "finished", "kill point {n}");
+
+    let after = durable(&env.db(), &graph);
+    assert_kept(n, &before, &after);
+    assert_once_each(n, &after);
+    // No finished work ran again.
+    for r in server.requests().iter().skip(seen).filter(|r| is_worker(r)) {
+        let i = instruction(r);
+        assert!(
+            !finished.contains(&i),
+            "kill point {n}: finished work {i:?} ran again"
+        );
+    }
+}
+
+/// The instructions of the work of `graph` that has a record in `db`: they
+/// must not reach a worker again.
+fn finished_instructions(db: &Path, graph: &str) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    let Ok(store) = Store::open(db) else {
+        return set;
+    };
+    let g = store.agent_graphs();
+    let updates = g.list_schedule_updates(graph).unwrap();
+    for r in g.list_records(graph).unwrap() {
+        for u in &updates {
+            for w in &u.request.add_work {
+                if Some(&w.work_id) == r.work_id.as_ref() {
+                    set.insert(w.instruction.clone());
                 }
             }
-            set
-        };
-
-        let out = run(&env, supervise_args(&server, &["--resume", &graph])).await;
-        // A kill before the supervisor run was created leaves nothing to
-        // resume; start it again then.
-        let out = if out.status.code() == Some(2) && before.updates.is_empty() {
-            run(
-                &env,
-                supervise_args(
-                    &server,
-                    &[
-                        "greet three friends",
-                        "--graph-id",
-                        &graph,
-                        "--max-new-activations",
-                        "1",
-                    ],
-                ),
-            )
-            .await
-        } else {
-            out
-        };
-        assert!(out.status.success(), "kill point {n}: {}", stderr(&out));
-        let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
-        assert_eq!(printed["status"], "finished", "kill point {n}");
-
-        let after = durable(&env.db(), &graph);
-        // Nothing committed was lost: every row of the kill is still there,
-        // unchanged.
-        for u in &before.updates {
-            assert!(
-                after.updates.contains(u),
-                "kill point {n}: lost update {}",
-                u.request.update_id
-            );
         }
-        for c in &before.claims {
-            let kept = after
-                .claims
-                .iter()
-                .find(|a| a.request.intent_id == c.request.intent_id)
-                .unwrap_or_else(|| panic!("kill point {n}: lost claim {}", c.request.intent_id));
-            assert_eq!(kept.request, c.request, "kill point {n}");
-            assert_eq!(kept.claimed_at, c.claimed_at, "kill point {n}");
-        }
-        for r in &before.records {
-            assert!(
-                after.records.contains(r),
-                "kill point {n}: lost record {}",
-                r.record_id
-            );
-        }
-        // Exactly one record and one claim per work item, three in all, and
-        // one work-adding update (the idempotency key held across processes).
-        assert_eq!(
-            after.records.len(),
-            3,
-            "kill point {n}: {:?}",
-            after.records
-        );
-        assert_eq!(after.claims.len(), 3, "kill point {n}");
-        let adds: usize = after.updates.iter().map(|u| u.request.add_work.len()).sum();
-        assert_eq!(adds, 3, "kill point {n}");
-        let per_work: BTreeMap<_, usize> =
-            after.records.iter().fold(BTreeMap::new(), |mut m, r| {
-                *m.entry(r.work_id.clone()).or_default() += 1;
-                m
-            });
-        assert!(
-            per_work.values().all(|c| *c == 1),
-            "kill point {n}: {per_work:?}"
-        );
-        // No finished work ran again.
-        for r in server.requests().iter().skip(seen).filter(|r| is_worker(r)) {
-            let i = instruction(r);
-            assert!(
-                !finished_instructions.contains(&i),
-                "kill point {n}: finished work {i:?} ran again"
-            );
-        }
-        let finish = after
-            .updates
-            .last()
-            .unwrap()
-            .request
-            .finish
-            .clone()
-            .expect("finished");
-        let mut result_ids = finish.result_ids.clone();
-        result_ids.sort();
-        let mut record_ids: Vec<String> =
-            after.records.iter().map(|r| r.record_id.clone()).collect();
-        record_ids.sort();
-        assert_eq!(result_ids, record_ids, "kill point {n}");
     }
+    set
+}
+
+/// Nothing committed at the kill (`before`) was lost: every row is still
+/// there, unchanged.
+fn assert_kept(n: usize, before: &Durable, after: &Durable) {
+    for u in &before.updates {
+        assert!(
+            after.updates.contains(u),
+            "kill point {n}: lost update {}",
+            u.request.update_id
+        );
+    }
+    for c in &before.claims {
+        let kept = after
+            .claims
+            .iter()
+            .find(|a| a.request.intent_id == c.request.intent_id)
+            .unwrap_or_else(|| panic!("kill point {n}: lost claim {}", c.request.intent_id));
+        assert_eq!(kept.request, c.request, "kill point {n}");
+        assert_eq!(kept.claimed_at, c.claimed_at, "kill point {n}");
+    }
+    for r in &before.records {
+        assert!(
+            after.records.contains(r),
+            "kill point {n}: lost record {}",
+            r.record_id
+        );
+    }
+}
+
+/// Exactly one record and one claim per work item, three in all, one
+/// work-adding update (the idempotency key held across processes), and a
+/// finish naming every record.
+fn assert_once_each(n: usize, after: &Durable) {
+    assert_eq!(
+        after.records.len(),
+        3,
+        "kill point {n}: {:?}",
+        after.records
+    );
+    assert_eq!(after.claims.len(), 3, "kill point {n}");
+    let adds: usize = after.updates.iter().map(|u| u.request.add_work.len()).sum();
+    assert_eq!(adds, 3, "kill point {n}");
+    let per_work: BTreeMap<_, usize> = after.records.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry(r.work_id.clone()).or_default() += 1;
+        m
+    });
+    assert!(
+        per_work.values().all(|c| *c == 1),
+        "kill point {n}: {per_work:?}"
+    );
+    let finish = after
+        .updates
+        .last()
+        .unwrap()
+        .request
+        .finish
+        .clone()
+        .expect("finished");
+    let mut result_ids = finish.result_ids.clone();
+    result_ids.sort();
+    let mut record_ids: Vec<String> = after.records.iter().map(|r| r.record_id.clone()).collect();
+    record_ids.sort();
+    assert_eq!(result_ids, record_ids, "kill point {n}");
 }

@@ -510,6 +510,17 @@ struct Served {
     n: i64,
 }
 
+/// Ends once host 2 (the one the three-host test kills) is killed, when
+/// `host` is host 2; never for the others.
+async fn killed_while_on(killed: &std::sync::atomic::AtomicBool, host: usize) {
+    if host != 2 {
+        return std::future::pending().await;
+    }
+    while !killed.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Calls `loop_graph` 10 times on durable thread `t{thread}`, starting on
 /// a different host each time; a call whose host is down (or dies) moves
 /// to the next host, and a busy thread (the dead host's lease has not
@@ -543,9 +554,19 @@ async fn drive_thread(
                 .0
                 .insert("sandgraph/thread".into(), json!(format!("t{thread}")));
             params.meta = Some(meta);
-            let answer =
-                tokio::time::timeout(Duration::from_secs(20), clients[host].call_tool(params))
-                    .await;
+            // A call in flight to the host when it is killed may never hear
+            // back: it is given up once the kill is known, as after a timeout.
+            let answer = tokio::select! {
+                answer = tokio::time::timeout(
+                    Duration::from_secs(20),
+                    clients[host].call_tool(params),
+                ) => answer,
+                () = killed_while_on(&killed, host) => {
+                    last = format!("host {host}: killed during the call");
+                    host = (host + 1) % 3;
+                    continue;
+                }
+            };
             match answer {
                 Ok(Ok(r)) if r.is_error == Some(false) => {
                     let n = r.structured_content.as_ref().unwrap()["n"]

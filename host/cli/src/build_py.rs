@@ -80,7 +80,12 @@ const SDK: [(&str, &str); 7] = [
 const ENTRY_NAME: &str = "sandgraph_entry";
 const ENTRY: &str = "\
 # Written by `sandgraph build`: imports the graph module, then exports the one
-# graph it compiled as the component's `graph` interface.
+# graph it compiled as the component's `graph` interface. The graph's folder
+# is mounted writable while this runs: no bytecode is cached into it.
+import sys
+
+sys.dont_write_bytecode = True
+
 import importlib
 
 importlib.import_module({module})

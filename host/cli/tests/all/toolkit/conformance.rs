@@ -165,6 +165,7 @@ pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
     let thread = format!("{:?}", std::thread::current().id());
     let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
     let partial = out.with_extension(format!("partial-{thread}"));
+    let before = listing(&source);
     let o = sandgraph(
         lang,
         &[
@@ -182,9 +183,41 @@ pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
         "a quiet build: {}",
         stderr(&o)
     );
+    // A build reads the graph's folder and writes nothing into it (a Rust
+    // build's target folder is elsewhere; componentize-py mounts a Python
+    // graph's folder writable).
+    assert_eq!(
+        listing(&source),
+        before,
+        "sandgraph build ({} {example}) changed its source folder",
+        lang.name()
+    );
     std::fs::rename(&partial, &out).unwrap();
     remove_stale(&dir, lang, example, key);
     out
+}
+
+/// Every file and folder under `path` (relative), with each file's
+/// modification time.
+fn listing(path: &Path) -> Vec<(PathBuf, Option<std::time::SystemTime>)> {
+    let mut found = Vec::new();
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let p = entry.path();
+            let meta = entry.metadata().ok();
+            if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+                pending.push(p.clone());
+            }
+            let modified = meta.filter(|m| m.is_file()).and_then(|m| m.modified().ok());
+            found.push((p.strip_prefix(path).unwrap_or(&p).to_path_buf(), modified));
+        }
+    }
+    found.sort();
+    found
 }
 
 /// Removes the builds of `example` in `lang` under an older key from

@@ -150,7 +150,9 @@ fn creating_name(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.creating-{}-{n}", std::process::id()))
 }
 
-/// Creates the file `path` (which must not exist) as 0600.
+/// Creates the temporary file `path` ([`creating_name`]) as 0600. A file
+/// already there is the leftover of a dead process that had this one's pid
+/// (no live process shares it): it is replaced.
 fn private_new_file(path: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     use std::os::unix::fs::OpenOptionsExt;
@@ -158,7 +160,13 @@ fn private_new_file(path: &Path) -> std::io::Result<()> {
     file.write(true).create_new(true);
     #[cfg(unix)]
     file.mode(0o600);
-    file.open(path).map(drop)
+    match file.open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(path)?;
+            file.open(path).map(drop)
+        }
+        opened => opened.map(drop),
+    }
 }
 
 impl Store {

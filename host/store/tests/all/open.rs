@@ -52,3 +52,38 @@ fn a_process_killed_while_it_creates_its_database_leaves_one_that_opens() {
         );
     }
 }
+
+#[test]
+fn leftovers_of_killed_creations_neither_block_nor_linger() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.redb");
+    let leftover = |name: String, age: Duration| {
+        let file = std::fs::File::create(dir.path().join(&name)).unwrap();
+        std::fs::write(dir.path().join(&name), b"half a database").unwrap();
+        file.set_modified(std::time::SystemTime::now() - age)
+            .unwrap();
+        name
+    };
+    // A dead process with this one's pid left the names this process uses
+    // next (their counter is per process: every value it can have reached).
+    let pid = std::process::id();
+    let mine: Vec<String> = (0..2000)
+        .map(|n| leftover(format!(".data.redb.creating-{pid}-{n}"), Duration::ZERO))
+        .collect();
+    // Another process's, older than a creation can take, and a fresh one
+    // (a creation that may still be under way).
+    let old = leftover(".data.redb.creating-1-0".into(), Duration::from_secs(3600));
+    let fresh = leftover(".data.redb.creating-2-0".into(), Duration::ZERO);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        sandgraph_store::SCHEMA_VERSION
+    );
+    assert!(
+        !dir.path().join(old).exists(),
+        "a stale leftover is removed"
+    );
+    assert!(dir.path().join(fresh).exists(), "a fresh one is left alone");
+    let replaced = mine.iter().filter(|n| !dir.path().join(n).exists()).count();
+    assert_eq!(replaced, 1, "the one this creation used is gone");
+}

@@ -118,8 +118,7 @@ const STALE_CREATION: std::time::Duration = std::time::Duration::from_secs(60);
 /// Removes the temporary files that processes killed while creating `path`
 /// left beside it.
 fn remove_stale_creations(path: &Path) {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let prefix = format!(".{name}.creating-");
+    let prefix = creating_prefix(path);
     let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(parent) => parent,
         None => Path::new("."),
@@ -146,8 +145,15 @@ fn remove_stale_creations(path: &Path) {
 fn creating_name(path: &Path) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let prefix = creating_prefix(path);
+    path.with_file_name(format!("{prefix}{}-{n}", std::process::id()))
+}
+
+/// How every [`creating_name`] of `path` begins (followed by the pid and a
+/// counter), so leftovers are found by the name they were made under.
+fn creating_prefix(path: &Path) -> String {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!(".{name}.creating-{}-{n}", std::process::id()))
+    format!(".{name}.creating-")
 }
 
 /// Creates the temporary file `path` ([`creating_name`]) as 0600. A file

@@ -26,6 +26,7 @@
 include!(concat!(env!("OUT_DIR"), "/graphs.rs"));
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sandgraph_runtime::{Graph, Runtime};
@@ -37,32 +38,70 @@ pub fn runtime() -> &'static Runtime {
     RT.get_or_init(|| Runtime::new().expect("the default runtime config is valid"))
 }
 
-/// One compile cache per test binary, for registries of tests that do not
-/// count compilations: each component compiles once per binary instead of
-/// once per test (a routing test opened five per test).
+/// Where [`compile_cache`] keeps its database: beside the built guests
+/// (`build.rs` builds them into `<workspace>/target/guests`), so every test
+/// binary and every run share it and `cargo clean` removes it.
+const COMPILE_CACHE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../target/test-cache/compile-cache.redb"
+);
+
+/// A shared compile cache larger than this when a test binary opens it is
+/// emptied first: each change of a guest stores its artifacts under a new
+/// digest and nothing removes the old ones (a run stores about 20 MB).
+const MAX_COMPILE_CACHE_BYTES: u64 = 512 << 20;
+
+/// The compile cache for registries and loads of tests that do not count
+/// compilations: one database shared by every test binary and every run,
+/// so each component compiles once until it changes instead of once per
+/// binary (most of the CPU time of a warm test run was Cranelift compiling
+/// the same guests again). Artifacts are keyed by the component's digest
+/// and the engine's fingerprint, as on an operator's host, so a changed
+/// guest or engine is compiled afresh. When another process holds the
+/// database (two test commands at once) or it cannot be opened, this binary
+/// uses a temporary one of its own and says so on stderr.
 pub fn compile_cache() -> sandgraph_store::Store {
-    static CACHE: OnceLock<(tempfile::TempDir, sandgraph_store::Store)> = OnceLock::new();
+    static CACHE: OnceLock<(Option<tempfile::TempDir>, sandgraph_store::Store)> = OnceLock::new();
     CACHE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().expect("a temporary folder");
-            let store = sandgraph_store::Store::open(&dir.path().join("compile-cache.redb"))
-                .expect("a compile cache in a fresh folder");
-            (dir, store)
+        .get_or_init(|| match open_shared_cache(Path::new(COMPILE_CACHE)) {
+            Ok(store) => (None, store),
+            Err(e) => {
+                eprintln!(
+                    "note: the shared compile cache {COMPILE_CACHE} is not usable ({e}); this \
+                     test binary compiles into a temporary one"
+                );
+                let dir = tempfile::tempdir().expect("a temporary folder");
+                let store = sandgraph_store::Store::open(&dir.path().join("compile-cache.redb"))
+                    .expect("a compile cache in a fresh folder");
+                (Some(dir), store)
+            }
         })
         .1
         .clone()
 }
 
+/// Opens the compile cache at `path`, emptied first when it has grown past
+/// [`MAX_COMPILE_CACHE_BYTES`].
+fn open_shared_cache(path: &Path) -> Result<sandgraph_store::Store, String> {
+    let dir = path.parent().ok_or("the cache path has no folder")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_COMPILE_CACHE_BYTES) {
+        std::fs::remove_file(path).map_err(|e| format!("emptying it: {e}"))?;
+    }
+    sandgraph_store::Store::open(path).map_err(|e| e.to_string())
+}
+
 /// Loads (compiles and describes) the component at `path` once per test
-/// binary and hands out the shared graph afterwards.
+/// binary, through [`compile_cache`] as a host's mount does, and hands out
+/// the shared graph afterwards.
 pub async fn load(path: &str) -> Arc<Graph> {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<Graph>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(g) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(path) {
         return g.clone();
     }
-    let graph = runtime()
-        .load_file(std::path::Path::new(path))
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    let graph = sandgraph_registry::load_cached(runtime(), Some(&compile_cache()), bytes)
         .await
         .unwrap_or_else(|e| panic!("loading {path}: [{}] {}", e.code, e.message));
     cache

@@ -755,6 +755,7 @@ async fn validate_runs_once_per_attempt_and_not_again_for_the_run() {
         runtime,
         RegistryOptions {
             dirs: vec![dir.path().to_path_buf()],
+            cache: Some(sandgraph_tests::compile_cache()),
             ..RegistryOptions::default()
         },
     )
@@ -817,6 +818,7 @@ async fn routing_over_a_scope_sees_its_own_mounts() {
         sandgraph_tests::runtime().clone(),
         RegistryOptions {
             dirs: vec![global.path().to_path_buf()],
+            cache: Some(sandgraph_tests::compile_cache()),
             ..RegistryOptions::default()
         },
     )

@@ -36,6 +36,7 @@ async fn registry_of(graphs: &[(&str, &str)]) -> (Registry, tempfile::TempDir) {
         sandgraph_tests::runtime().clone(),
         RegistryOptions {
             dirs: vec![dir.path().to_path_buf()],
+            cache: Some(sandgraph_tests::compile_cache()),
             ..RegistryOptions::default()
         },
     )

@@ -45,6 +45,7 @@ async fn mount(
         config,
         llm,
         log_warnings: false,
+        cache: Some(sandgraph_tests::compile_cache()),
         ..RegistryOptions::default()
     };
     let (registry, report) = Registry::open(sandgraph_tests::runtime().clone(), options)

@@ -155,29 +155,35 @@ fn a_missing_componentize_py_names_the_install_command() {
     assert!(!env.path("echo.wasm").exists());
 }
 
-#[test]
-fn a_graph_module_that_fails_at_import_is_a_build_error_with_its_python_error() {
+/// Builds a copy of the echo graph whose `graph.py` is `graph`, expecting
+/// the build to fail and write nothing: its stderr and the graph's folder
+/// (its resolved path; the folder itself is removed).
+/// Each failing build still runs componentize-py up to the import (about
+/// 9 s on 2 cores), so each case is a test of its own and they run side by
+/// side.
+fn failing_build(graph: &str) -> (String, PathBuf) {
     let tool = componentize_py();
     let env = folder(&[]);
-    let build = |graph: &str| {
-        let dir = echo_copy(&env, graph);
-        let o = env
-            .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
-            .env("SANDGRAPH_COMPONENTIZE_PY", &tool)
-            .output()
-            .unwrap();
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(BUILD_FAILED), "{err}");
-        assert!(!env.path("echo.wasm").exists());
-        (err, dir)
-    };
-    // A syntax error: the traceback names the file (in the graph's folder)
-    // and the line; the summary is the error.
-    let (err, dir) = build("import sandgraph\n\ndef broken(:\n    pass\n");
-    let file = format!(
-        "File \"{}/graph.py\", line 3",
-        dir.canonicalize().unwrap().display()
-    );
+    let dir = echo_copy(&env, graph);
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
+        .env("SANDGRAPH_COMPONENTIZE_PY", &tool)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(BUILD_FAILED), "{err}");
+    assert!(!env.path("echo.wasm").exists());
+    // Resolved now: the folder goes with the Env.
+    let dir = dir.canonicalize().unwrap();
+    (err, dir)
+}
+
+/// A syntax error: the traceback names the file (in the graph's folder)
+/// and the line; the summary is the error.
+#[test]
+fn a_graph_module_that_fails_at_import_is_a_build_error_with_its_python_error() {
+    let (err, dir) = failing_build("import sandgraph\n\ndef broken(:\n    pass\n");
+    let file = format!("File \"{}/graph.py\", line 3", dir.display());
     assert!(err.contains(&file), "{err}");
     assert!(
         err.contains("the graph module \"graph\" in ")
@@ -189,8 +195,12 @@ fn a_graph_module_that_fails_at_import_is_a_build_error_with_its_python_error() 
         "the tool's own frames are left out: {err}"
     );
     assert!(err.len() < 16 * 1024, "bounded: {} bytes", err.len());
-    // A graph that does not compile: every problem, in the Python error.
-    let (err, _) = build(
+}
+
+/// A graph that does not compile: every problem, in the Python error.
+#[test]
+fn a_graph_that_does_not_compile_is_a_build_error_naming_every_problem() {
+    let (err, _) = failing_build(
         "from typing import TypedDict\nfrom sandgraph import START, StateGraph\n\n\
          class S(TypedDict):\n    x: int\n\n\
          b = StateGraph(S)\nb.add_node(\"a\", lambda s: None)\nb.add_edge(START, \"a\")\n\
@@ -201,7 +211,11 @@ fn a_graph_module_that_fails_at_import_is_a_build_error_with_its_python_error() 
             && err.contains("edge 'a' -> 'b': unknown target node 'b'"),
         "{err}"
     );
-    // A module that compiles no graph.
-    let (err, _) = build("x = 1\n");
+}
+
+/// A module that compiles no graph.
+#[test]
+fn a_graph_module_that_compiles_no_graph_is_a_build_error() {
+    let (err, _) = failing_build("x = 1\n");
     assert!(err.contains("the graph module compiled no graph"), "{err}");
 }

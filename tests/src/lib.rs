@@ -48,7 +48,8 @@ const COMPILE_CACHE: &str = concat!(
 
 /// A shared compile cache larger than this when a test binary opens it is
 /// emptied first: each change of a guest stores its artifacts under a new
-/// digest and nothing removes the old ones (a run stores about 20 MB).
+/// digest and nothing removes the old ones (one build of the guests fills
+/// about 35 MB).
 const MAX_COMPILE_CACHE_BYTES: u64 = 512 << 20;
 
 /// The compile cache for registries and loads of tests that do not count
@@ -131,6 +132,31 @@ mod tests {
             let meta = std::fs::metadata(path).unwrap_or_else(|e| panic!("{name}: {path}: {e}"));
             assert!(meta.len() > 0, "{name}: {path} is empty");
         }
+    }
+
+    #[test]
+    fn a_shared_cache_past_its_bound_is_emptied_and_a_held_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cache/compile-cache.redb");
+        // A first open makes the folder and the database.
+        let first = super::open_shared_cache(&path).unwrap();
+        assert_eq!(first.compile_cache().artifact_count().unwrap(), 0);
+        // While it is open, another open is refused (the caller falls back
+        // to a temporary cache).
+        let held = super::open_shared_cache(&path).map(|_| ()).unwrap_err();
+        assert!(!held.is_empty());
+        drop(first);
+        // Grown past the bound (a sparse file that is no database at all):
+        // emptied, then opened afresh instead of refused.
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(super::MAX_COMPILE_CACHE_BYTES + 1)
+            .unwrap();
+        let reopened = super::open_shared_cache(&path).unwrap();
+        assert_eq!(reopened.compile_cache().artifact_count().unwrap(), 0);
+        assert!(std::fs::metadata(&path).unwrap().len() <= super::MAX_COMPILE_CACHE_BYTES);
     }
 
     #[test]

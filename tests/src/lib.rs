@@ -146,8 +146,8 @@ mod tests {
         let held = super::open_shared_cache(&path).map(|_| ()).unwrap_err();
         assert!(!held.is_empty());
         drop(first);
-        // Grown past the bound (a sparse file that is no database at all):
-        // emptied, then opened afresh instead of refused.
+        // Grown past the bound (here the file is extended, sparsely): emptied
+        // and opened afresh.
         std::fs::File::options()
             .write(true)
             .open(&path)

@@ -86,10 +86,21 @@ pub fn compile_cache() -> sandgraph_store::Store {
 fn open_shared_cache(path: &Path) -> Result<sandgraph_store::Store, String> {
     let dir = path.parent().ok_or("the cache path has no folder")?;
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    if std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_COMPILE_CACHE_BYTES) {
-        std::fs::remove_file(path).map_err(|e| format!("emptying it: {e}"))?;
-    }
+    bound_cache_file(path)?;
     sandgraph_store::Store::open(path).map_err(|e| e.to_string())
+}
+
+/// Removes the compile cache file at `path` when it has grown past
+/// [`MAX_COMPILE_CACHE_BYTES`], for a cache kept across runs that no
+/// process has open yet: the tests' `sandgraph` processes open theirs by
+/// path (`SANDGRAPH_CACHE`) and make it afresh when it is missing. Its key
+/// file stays (a new database is written under the same key).
+pub fn bound_cache_file(path: &Path) -> Result<(), String> {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_COMPILE_CACHE_BYTES) {
+        std::fs::remove_file(path)
+            .map_err(|e| format!("emptying the compile cache {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Loads (compiles and describes) the component at `path` once per test

@@ -85,12 +85,13 @@ fn built(name: &str) -> PathBuf {
     super::conformance::built(Lang::Python, name)
 }
 
-/// `sandgraph ARGS` in `env` with a compile cache shared by this module's
-/// tests (a Python component compiles for many seconds).
+/// `sandgraph ARGS` in `env` with the Python examples' compile cache,
+/// where their builds left them compiled (a Python component compiles for
+/// many seconds). While another process holds it, `sandgraph` compiles
+/// without a cache.
 fn run_cached(env: &Env, args: &[&str]) -> Output {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-cache.redb");
     env.command(args)
-        .env("SANDGRAPH_CACHE", cache)
+        .env("SANDGRAPH_CACHE", super::conformance::cache(Lang::Python))
         .output()
         .unwrap()
 }

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::new::assert_ok;
 use crate::common::cargo::{repo, shared_target};
-use crate::common::{sha256_hex, stderr, stdout};
+use crate::common::{Env, sha256_hex, stderr, stdout};
 
 /// The examples every language ships, by folder name.
 const EXAMPLES: [&str; 4] = ["echo", "greet", "map-reduce", "approval"];
@@ -127,6 +127,17 @@ pub(crate) fn cache(lang: Lang) -> PathBuf {
         sandgraph_tests::bound_cache_file(&path).unwrap();
     });
     path
+}
+
+/// `sandgraph ARGS` in `env` with `lang`'s compile cache, where the builds
+/// of [`built`] left the examples compiled (a Python component compiles for
+/// many seconds, a JavaScript one for one or two). While another process
+/// holds it, `sandgraph` compiles without a cache.
+pub(crate) fn run_cached(lang: Lang, env: &Env, args: &[&str]) -> Output {
+    env.command(args)
+        .env("SANDGRAPH_CACHE", cache(lang))
+        .output()
+        .unwrap()
 }
 
 /// A `sandgraph` command with logs off and `lang`'s compile cache.

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use super::conformance::Lang;
+use super::conformance::{Lang, run_cached};
 use super::folder;
 use super::new::assert_ok;
 use crate::common::cargo::repo;
@@ -63,14 +63,18 @@ fn built(name: &str) -> PathBuf {
 fn echo_builds_and_runs_in_the_host() {
     let wasm = built("echo");
     let env = folder(&[("echo.wasm", wasm.to_str().unwrap())]);
-    let o = env.run(&["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#]);
+    let o = run_cached(
+        Lang::Js,
+        &env,
+        &["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#],
+    );
     assert_ok("sandgraph run", &o);
     let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(state, json!({"topic": "wasm", "log": ["seen:wasm"]}));
     // The component asks for no capability: the QuickJS backend imports the
     // whole world, so the build's world leaves out what the graph did not
     // ask for.
-    let o = env.run(&["check", "--json", "echo.wasm"]);
+    let o = run_cached(Lang::Js, &env, &["check", "--json", "echo.wasm"]);
     assert_ok("sandgraph check", &o);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["graphs"][0]["capabilities"], json!([]), "{report}");

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use super::conformance::Lang;
+use super::conformance::{Lang, run_cached};
 use super::folder;
 use super::new::assert_ok;
 use crate::common::cargo::repo;
@@ -85,22 +85,12 @@ fn built(name: &str) -> PathBuf {
     super::conformance::built(Lang::Python, name)
 }
 
-/// `sandgraph ARGS` in `env` with the Python examples' compile cache,
-/// where their builds left them compiled (a Python component compiles for
-/// many seconds). While another process holds it, `sandgraph` compiles
-/// without a cache.
-fn run_cached(env: &Env, args: &[&str]) -> Output {
-    env.command(args)
-        .env("SANDGRAPH_CACHE", super::conformance::cache(Lang::Python))
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn echo_builds_and_runs_in_the_host() {
     let wasm = built("echo");
     let env = folder(&[("echo.wasm", wasm.to_str().unwrap())]);
     let o = run_cached(
+        Lang::Python,
         &env,
         &["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#],
     );
@@ -109,7 +99,7 @@ fn echo_builds_and_runs_in_the_host() {
     assert_eq!(state, json!({"topic": "wasm", "log": ["seen:wasm"]}));
     // The build's world leaves out the capabilities the SDK does not offer:
     // the component asks for none.
-    let o = run_cached(&env, &["check", "--json", "echo.wasm"]);
+    let o = run_cached(Lang::Python, &env, &["check", "--json", "echo.wasm"]);
     assert_ok("sandgraph check", &o);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["graphs"][0]["name"], "echo_graph", "{report}");

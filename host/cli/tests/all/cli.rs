@@ -245,9 +245,6 @@ fn build_compiles_checks_and_writes_the_component() {
     let out_dir = tempfile::tempdir().unwrap();
     let out = out_dir.path().join("echo.wasm");
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../example-graphs/echo");
-    // Not the workspace's target folder, which the outer cargo holds: the
-    // one the other builds of the examples share.
-    let target = crate::common::cargo::shared_target();
     let o = sandgraph_cmd()
         .args([
             "build",
@@ -255,7 +252,6 @@ fn build_compiles_checks_and_writes_the_component() {
             "--out",
             out.to_str().unwrap(),
         ])
-        .env("CARGO_TARGET_DIR", &target)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -556,13 +552,17 @@ fn build_strips_debug_info_and_prints_the_digest() {
 
 /// The CLI, with its compile cache in the build's temp folder rather than
 /// the user's home; the test harness's own RUSTC_BOOTSTRAP (`--report-time`
-/// needs it) would make the cargo of `build` rebuild every dependency.
+/// needs it) would make the cargo of `build` rebuild every dependency. A
+/// `build` of an example uses the target folder the other tests' builds of
+/// the examples share, where its dependencies are built once (the
+/// workspace's own would build them a second time).
 fn sandgraph_cmd() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
     cmd.env(
         "SANDGRAPH_CACHE",
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-cache.redb"),
     )
+    .env("CARGO_TARGET_DIR", crate::common::cargo::shared_target())
     .env_remove("RUSTC_BOOTSTRAP");
     cmd
 }

@@ -50,7 +50,10 @@ fn the_sdk_packages_the_same_wit_as_the_host() {
 #[test]
 fn the_sdk_packages_and_builds_from_the_package_alone() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("package-target");
+    // Its verify step builds the package natively with no flags of ours,
+    // as `cargo test` of a test's crate does there: the dependencies are
+    // built once for both.
+    let target = shared_target();
     let package = |extra: &[&str]| {
         let mut args = vec![
             "package",

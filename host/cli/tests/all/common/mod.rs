@@ -113,13 +113,15 @@ impl Env {
     /// `sandgraph ARGS` in the folder with its cache, log filter and data
     /// database; a model key, database or `RUSTC_BOOTSTRAP` (which makes
     /// cargo rebuild every dependency) from the test's own environment never
-    /// reaches it.
+    /// reaches it. A crate it builds goes to the target folder the other
+    /// tests' builds of the examples share ([`cargo::shared_target`]).
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
         cmd.args(args)
             .current_dir(self.dir.path())
             .env("SANDGRAPH_LOG", self.log)
             .env("SANDGRAPH_CACHE", self.path(cache::CACHE))
+            .env("CARGO_TARGET_DIR", cargo::shared_target())
             .env_remove("DEEPSEEK_API_KEY")
             .env_remove("RUSTC_BOOTSTRAP");
         match self.db {

@@ -168,6 +168,16 @@ fn profile_sets(profiles: &toml::Table, key: &str) -> bool {
 /// sources), the crate's workspace root and its target directory (build
 /// scripts' output). rustc applies the last matching prefix, so the more
 /// specific folders come later.
+///
+/// Every crate gets every flag, so the dependencies rebuild when the same
+/// target folder serves a crate in another folder. Passing the workspace
+/// remap to the members alone (a `RUSTC_WORKSPACE_WRAPPER`) was tried and
+/// is wrong: cargo names a path crate's artifacts by its path relative to
+/// the workspace root, so two checkouts of one graph (or of its path
+/// dependencies) laid out alike would share artifacts, and cargo's mtime
+/// check lets the second reuse the first's; the location in the flags keeps
+/// them apart. (Cargo also mixes a wrapper's path into the members' symbol
+/// hashes.)
 fn remap_flags(sysroot: &Path, layout: &Layout) -> Vec<String> {
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)

@@ -10,11 +10,12 @@
 //! SDK and pinned tool, the WIT world and the build code of `sandgraph`),
 //! so a warm run builds nothing, even after a change elsewhere in the
 //! host, and builds under older keys are removed; compiled code is kept
-//! in one compile cache per language.
+//! in one compile cache per language and example.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Once;
+use std::sync::Mutex;
 
 use serde_json::Value;
 
@@ -114,34 +115,41 @@ fn digest_tree(path: &Path, out: &mut Vec<u8>) {
     }
 }
 
-/// `lang`'s compile cache, kept across runs: every build of the language's
-/// examples is compiled into it, and its other tests load them from it. A
-/// change of a build's inputs adds that build's code (13 MB for a CPython
-/// component) and nothing removes the old, so the first use in a test
-/// process empties it when past the shared cache's bound.
-pub(crate) fn cache(lang: Lang) -> PathBuf {
-    static BOUNDED: [Once; 3] = [const { Once::new() }; 3];
-    let path =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("conformance-{}.redb", lang.name()));
-    BOUNDED[lang as usize].call_once(|| {
+/// The compile cache of `example` in `lang`, kept across runs: its build
+/// is compiled into it, and the other tests of that build load it from it.
+/// One per example, not per language: a `sandgraph` process holds its cache
+/// file while it runs and another process meanwhile compiles without one,
+/// so two examples built side by side sharing a file would leave one
+/// uncached, compiled again by every later command (about 20 CPU s for a
+/// CPython component). A change of a build's inputs adds that build's code
+/// (13 MB for a CPython component) and nothing removes the old, so the
+/// first use in a test process empties it when past the shared cache's
+/// bound.
+pub(crate) fn cache(lang: Lang, example: &str) -> PathBuf {
+    static BOUNDED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("conformance-{}-{example}.redb", lang.name()));
+    let mut bounded = BOUNDED.lock().unwrap_or_else(|e| e.into_inner());
+    if bounded.insert(path.clone()) {
         sandgraph_tests::bound_cache_file(&path).unwrap();
-    });
+    }
     path
 }
 
-/// `sandgraph ARGS` in `env` with `lang`'s compile cache, where the builds
-/// of [`built`] left the examples compiled (a Python component compiles for
-/// many seconds, a JavaScript one for one or two). While another process
-/// holds it, `sandgraph` compiles without a cache.
-pub(crate) fn run_cached(lang: Lang, env: &Env, args: &[&str]) -> Output {
+/// `sandgraph ARGS` in `env` with the compile cache of `example` in `lang`,
+/// where [`built`] left the example compiled (a Python component compiles
+/// for many seconds, a JavaScript one for one or two). While another
+/// process holds it, `sandgraph` compiles without a cache.
+pub(crate) fn run_cached(lang: Lang, example: &str, env: &Env, args: &[&str]) -> Output {
     env.command(args)
-        .env("SANDGRAPH_CACHE", cache(lang))
+        .env("SANDGRAPH_CACHE", cache(lang, example))
         .output()
         .unwrap()
 }
 
-/// A `sandgraph` command with logs off and `lang`'s compile cache.
-fn sandgraph(lang: Lang, args: &[&str]) -> Output {
+/// A `sandgraph` command with logs off and the compile cache of `example`
+/// in `lang`.
+fn sandgraph(lang: Lang, example: &str, args: &[&str]) -> Output {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
     if matches!(lang, Lang::Js) {
@@ -157,7 +165,7 @@ fn sandgraph(lang: Lang, args: &[&str]) -> Output {
         .env("SANDGRAPH_LOG", "off")
         .env("CARGO_TARGET_DIR", shared_target())
         .env_remove("RUSTC_BOOTSTRAP")
-        .env("SANDGRAPH_CACHE", cache(lang))
+        .env("SANDGRAPH_CACHE", cache(lang, example))
         .env(
             "SANDGRAPH_DB",
             tmp.join(format!("conformance-{}-threads.redb", lang.name())),
@@ -192,6 +200,7 @@ pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
     let before = listing(&source);
     let o = sandgraph(
         lang,
+        example,
         &[
             "build",
             source.to_str().unwrap(),
@@ -271,8 +280,8 @@ fn remove_stale(dir: &Path, lang: Lang, example: &str, key: &str) {
 
 /// The parts of `sandgraph inspect` (the spec as JSON) that must agree across
 /// languages: what a client and the executor see of the graph.
-fn surface(lang: Lang, wasm: &Path) -> Value {
-    let o = sandgraph(lang, &["inspect", wasm.to_str().unwrap()]);
+fn surface(lang: Lang, example: &str, wasm: &Path) -> Value {
+    let o = sandgraph(lang, example, &["inspect", wasm.to_str().unwrap()]);
     assert_ok(&format!("sandgraph inspect ({})", lang.name()), &o);
     let spec: Value = serde_json::from_str(&stdout(&o))
         .unwrap_or_else(|e| panic!("inspect prints JSON ({e}):\n{}", stdout(&o)));
@@ -321,6 +330,7 @@ fn conforms(lang: Lang) {
         let dir = cases.join(example);
         let o = sandgraph(
             lang,
+            example,
             &[
                 "test",
                 wasm.to_str().unwrap(),
@@ -340,8 +350,8 @@ fn conforms(lang: Lang) {
             ));
         }
         if !matches!(lang, Lang::Rust) {
-            let rust = surface(Lang::Rust, &built(Lang::Rust, example));
-            let ours = surface(lang, &wasm);
+            let rust = surface(Lang::Rust, example, &built(Lang::Rust, example));
+            let ours = surface(lang, example, &wasm);
             if ours != rust {
                 failures.push(format!(
                     "{} {example} describes another graph than Rust's:\n  rust: {rust}\n  {}: {ours}",

@@ -403,31 +403,15 @@ fn error_response(status: StatusCode, message: &str) -> Response {
     build(status, body.to_string(), "application/json", &[], false)
 }
 
-async fn serve(mut reply: Reply, recorded: &Recorded, number: usize) -> Response {
-    let mut headers = Vec::new();
-    let mut delay = Duration::ZERO;
-    let mut chunked = false;
-    let mut depth = 0;
-    let kind = loop {
-        headers.append(&mut reply.headers);
-        delay += reply.delay;
-        chunked |= reply.chunked;
-        match reply.kind {
-            Kind::Respond(f) if depth < MAX_RESPOND_DEPTH => {
-                depth += 1;
-                reply = f(recorded);
-            }
-            Kind::Respond(_) => {
-                return error_response(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "scripted llm: respond closures nested too deeply",
-                );
-            }
-            kind => break kind,
-        }
+async fn serve(reply: Reply, recorded: &Recorded, number: usize) -> Response {
+    let Some(reply) = resolve(reply, recorded) else {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "scripted llm: respond closures nested too deeply",
+        );
     };
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
     }
     let model = recorded
         .body
@@ -435,39 +419,9 @@ async fn serve(mut reply: Reply, recorded: &Recorded, number: usize) -> Response
         .and_then(Value::as_str)
         .unwrap_or("scripted-llm");
     let prompt_tokens = estimate_tokens(&recorded.body.to_string());
-    let (status, body, content_type) = match kind {
+    let (status, body, content_type) = match reply.kind {
         Kind::ToolCalls(calls) => {
-            let single = calls.len() == 1;
-            let tool_calls: Vec<Value> = calls
-                .iter()
-                .enumerate()
-                .map(|(index, (name, arguments))| {
-                    let id = if single {
-                        format!("call_{number}")
-                    } else {
-                        format!("call_{number}_{index}")
-                    };
-                    json!({
-                        "index": index,
-                        "id": id,
-                        "type": "function",
-                        "function": { "name": name, "arguments": arguments },
-                    })
-                })
-                .collect();
-            let completion_tokens = calls
-                .iter()
-                .map(|(name, arguments)| estimate_tokens(name) + estimate_tokens(arguments))
-                .sum();
-            let message = json!({ "role": "assistant", "content": "", "tool_calls": tool_calls });
-            let body = completion(
-                number,
-                model,
-                message,
-                "tool_calls",
-                prompt_tokens,
-                completion_tokens,
-            );
+            let body = tool_calls_completion(&calls, number, model, prompt_tokens);
             (StatusCode::OK, body.to_string(), "application/json")
         }
         Kind::Text(content) => {
@@ -493,9 +447,80 @@ async fn serve(mut reply: Reply, recorded: &Recorded, number: usize) -> Response
             (status, body, content_type)
         }
         Kind::Raw(body) => (StatusCode::OK, body, "application/json"),
-        Kind::Respond(_) => unreachable!("respond replies are resolved above"),
+        Kind::Respond(_) => unreachable!("resolve returns no respond reply"),
     };
-    build(status, body, content_type, &headers, chunked)
+    build(status, body, content_type, &reply.headers, reply.chunked)
+}
+
+/// Follows `respond` closures to the reply they make, adding up the headers,
+/// delays and chunking of every reply on the way; `None` when they nest
+/// deeper than `MAX_RESPOND_DEPTH`.
+fn resolve(mut reply: Reply, recorded: &Recorded) -> Option<Reply> {
+    let mut headers = Vec::new();
+    let mut delay = Duration::ZERO;
+    let mut chunked = false;
+    let mut depth = 0;
+    loop {
+        headers.append(&mut reply.headers);
+        delay += reply.delay;
+        chunked |= reply.chunked;
+        match reply.kind {
+            Kind::Respond(f) if depth < MAX_RESPOND_DEPTH => {
+                depth += 1;
+                reply = f(recorded);
+            }
+            Kind::Respond(_) => return None,
+            kind => {
+                return Some(Reply {
+                    kind,
+                    headers,
+                    delay,
+                    chunked,
+                });
+            }
+        }
+    }
+}
+
+/// The completion body of an assistant message that makes `calls`: ids
+/// `call_N` for a single call, `call_N_I` for several.
+fn tool_calls_completion(
+    calls: &[(String, String)],
+    number: usize,
+    model: &str,
+    prompt_tokens: u64,
+) -> Value {
+    let single = calls.len() == 1;
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, (name, arguments))| {
+            let id = if single {
+                format!("call_{number}")
+            } else {
+                format!("call_{number}_{index}")
+            };
+            json!({
+                "index": index,
+                "id": id,
+                "type": "function",
+                "function": { "name": name, "arguments": arguments },
+            })
+        })
+        .collect();
+    let completion_tokens = calls
+        .iter()
+        .map(|(name, arguments)| estimate_tokens(name) + estimate_tokens(arguments))
+        .sum();
+    let message = json!({ "role": "assistant", "content": "", "tool_calls": tool_calls });
+    completion(
+        number,
+        model,
+        message,
+        "tool_calls",
+        prompt_tokens,
+        completion_tokens,
+    )
 }
 
 fn completion(

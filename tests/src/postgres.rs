@@ -149,9 +149,18 @@ impl TestPostgres {
             as_postgres,
             password: password.map(str::to_owned),
         };
-        let dir = pg.dir().to_path_buf();
+        pg.init_cluster(password)?;
+        pg.start_server()?;
+        Ok(pg)
+    }
+
+    /// Makes the socket folder and the cluster (`initdb`), owned by the
+    /// `postgres` user when running as root; `password` switches trust
+    /// authentication to scram-sha-256.
+    fn init_cluster(&self, password: Option<&str>) -> Result<(), String> {
+        let dir = self.dir().to_path_buf();
         std::fs::create_dir(dir.join("sock")).map_err(|e| format!("postgres fixture: {e}"))?;
-        if as_postgres {
+        if self.as_postgres {
             let out = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
                 .arg(&dir)
@@ -165,7 +174,7 @@ impl TestPostgres {
                 ));
             }
         }
-        let mut initdb = pg.server_command("initdb");
+        let mut initdb = self.server_command("initdb");
         initdb.arg("-D").arg(dir.join("data")).args([
             "-U",
             USER,
@@ -182,7 +191,7 @@ impl TestPostgres {
                 let file = dir.join("pwfile");
                 std::fs::write(&file, format!("{pw}\n"))
                     .map_err(|e| format!("postgres fixture: {e}"))?;
-                if as_postgres {
+                if self.as_postgres {
                     let _ = Command::new("chown")
                         .args(["postgres:postgres"])
                         .arg(&file)
@@ -197,13 +206,20 @@ impl TestPostgres {
         if !out.status.success() {
             return Err(format!("initdb failed: {}", describe(&out)));
         }
+        Ok(())
+    }
+
+    /// Starts the server on a free loopback port (`START_ATTEMPTS` tries: the
+    /// port can be taken between finding it and binding it) and records it.
+    fn start_server(&mut self) -> Result<(), String> {
+        let dir = self.dir().to_path_buf();
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = TcpListener::bind("127.0.0.1:0")
                 .and_then(|l| l.local_addr())
                 .map_err(|e| format!("no free loopback port: {e}"))?
                 .port();
-            let out = pg
+            let out = self
                 .server_command("pg_ctl")
                 .arg("start")
                 .args(["-w", "-t", "60", "-D"])
@@ -220,8 +236,8 @@ impl TestPostgres {
                 .output()
                 .map_err(|e| format!("cannot run pg_ctl: {e}"))?;
             if out.status.success() {
-                pg.port = port;
-                return Ok(pg);
+                self.port = port;
+                return Ok(());
             }
             let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(5).collect();

@@ -39,13 +39,13 @@ pub(crate) use v0_1::sandgraph::graph::host::{
     Host as HostImports, add_to_linker as add_host_to_linker,
 };
 pub(crate) use v0_1::sandgraph::graph::types::{
-    CallContext, GraphError, GraphSpec as WitGraphSpec, LogLevel, NodeResult,
-    Reducer as WitReducer, RouteTarget as WitRouteTarget, Send as WitSend,
+    CallContext, ChannelSpec as WitChannelSpec, GraphError, GraphSpec as WitGraphSpec, LogLevel,
+    NodeResult, Reducer as WitReducer, RouteTarget as WitRouteTarget, Send as WitSend,
 };
 /// The spec's parts, for tests that build a described spec by hand.
 #[cfg(test)]
 pub(crate) use v0_1::sandgraph::graph::types::{
-    ChannelSpec as WitChannelSpec, NodeSpec as WitNodeSpec, Registration as WitRegistration,
+    NodeSpec as WitNodeSpec, Registration as WitRegistration,
 };
 pub(crate) use v0_2::sandgraph::graph::host::{
     Host as HostImportsV2, add_to_linker as add_host_v2_to_linker,

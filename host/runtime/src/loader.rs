@@ -240,26 +240,7 @@ pub(crate) fn convert_spec(mut s: bindings::WitGraphSpec) -> Result<GraphSpec, R
     let channels = s
         .channels
         .into_iter()
-        .map(|c| {
-            let default = match &c.default {
-                Some(d) => Some(parse_json_field(
-                    &format!("default of channel \"{}\"", c.name),
-                    d,
-                )?),
-                None => None,
-            };
-            Ok(ChannelSpec {
-                reducer: match c.reducer {
-                    WitReducer::LastValue => Reducer::LastValue,
-                    WitReducer::Append => Reducer::Append,
-                    WitReducer::Merge => Reducer::Merge,
-                    WitReducer::Add => Reducer::Add,
-                    WitReducer::Custom => Reducer::Custom,
-                },
-                name: c.name,
-                default,
-            })
-        })
+        .map(convert_channel)
         .collect::<Result<Vec<_>, RunError>>()?;
     let parameters = match &s.parameters {
         Some(p) => Some(parse_json_field("parameters", p)?),
@@ -310,6 +291,28 @@ pub(crate) fn convert_spec(mut s: bindings::WitGraphSpec) -> Result<GraphSpec, R
         entry_points: s.entry_points,
         finish_points: s.finish_points,
         strict,
+    })
+}
+
+/// One WIT channel as a core channel, its default parsed as lossless JSON.
+fn convert_channel(c: bindings::WitChannelSpec) -> Result<ChannelSpec, RunError> {
+    let default = match &c.default {
+        Some(d) => Some(parse_json_field(
+            &format!("default of channel \"{}\"", c.name),
+            d,
+        )?),
+        None => None,
+    };
+    Ok(ChannelSpec {
+        reducer: match c.reducer {
+            WitReducer::LastValue => Reducer::LastValue,
+            WitReducer::Append => Reducer::Append,
+            WitReducer::Merge => Reducer::Merge,
+            WitReducer::Add => Reducer::Add,
+            WitReducer::Custom => Reducer::Custom,
+        },
+        name: c.name,
+        default,
     })
 }
 

@@ -426,27 +426,34 @@ fn parse_expect(o: &Map<String, Value>, at: &str, more: bool) -> Result<Expect, 
             ));
         }
     }
-    match o.get("assert") {
-        None => {}
-        Some(Value::Array(items)) if items.len() <= MAX_ASSERTS => {
-            for (i, item) in items.iter().enumerate() {
-                e.asserts
-                    .push(parse_assert(item, &format!("{at}.assert[{i}]"))?);
-            }
-        }
-        Some(Value::Array(_)) => {
-            return Err((
-                format!("{at}.assert"),
-                format!("more than {MAX_ASSERTS} assertions"),
-            ));
-        }
-        Some(v) => {
-            return Err((
-                format!("{at}.assert"),
-                format!("must be an array of assertions, not {}", json::kind(v)),
-            ));
-        }
+    e.asserts = parse_asserts(o.get("assert"), at)?;
+    check_combination(&e, at, more)?;
+    Ok(e)
+}
+
+/// The `assert` key: at most [`MAX_ASSERTS`] assertions.
+fn parse_asserts(v: Option<&Value>, at: &str) -> Result<Vec<Assert>, At> {
+    match v {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) if items.len() <= MAX_ASSERTS => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| parse_assert(item, &format!("{at}.assert[{i}]")))
+            .collect(),
+        Some(Value::Array(_)) => Err((
+            format!("{at}.assert"),
+            format!("more than {MAX_ASSERTS} assertions"),
+        )),
+        Some(v) => Err((
+            format!("{at}.assert"),
+            format!("must be an array of assertions, not {}", json::kind(v)),
+        )),
     }
+}
+
+/// An expectation either fails the run (`error`, last step only) or checks
+/// its state (`state`, `assert`, `interrupts`), never both or neither.
+fn check_combination(e: &Expect, at: &str, more: bool) -> Result<(), At> {
     let checks_state = e.state.is_some() || !e.asserts.is_empty() || e.interrupts.is_some();
     if e.error.is_some() && checks_state {
         return Err((
@@ -468,7 +475,7 @@ fn parse_expect(o: &Map<String, Value>, at: &str, more: bool) -> Result<Expect, 
             "no expectation: give \"state\", \"assert\", \"error\" or \"interrupts\"".into(),
         ));
     }
-    Ok(e)
+    Ok(())
 }
 
 fn parse_assert(v: &Value, at: &str) -> Result<Assert, At> {

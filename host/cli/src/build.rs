@@ -294,17 +294,21 @@ fn cargo_build(dir: &Path, sysroot: &Path, debug: bool) -> Result<PathBuf, Failu
             manifest.display()
         )));
     }
-    // The last `.wasm` artifact of the crate at `manifest` is the component.
+    component_artifact(&output.stdout, &manifest)
+}
+
+/// The component in cargo's JSON messages (`stdout`): the last `.wasm`
+/// artifact of the crate at `manifest`.
+fn component_artifact(stdout: &[u8], manifest: &Path) -> Result<PathBuf, Failure> {
     let mut found = None;
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
+    for line in String::from_utf8_lossy(stdout).lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
-        let same = msg["manifest_path"].as_str().map(Path::new) == Some(manifest.as_path());
-        if !same {
+        if msg["manifest_path"].as_str().map(Path::new) != Some(manifest) {
             continue;
         }
         for f in msg["filenames"].as_array().into_iter().flatten() {

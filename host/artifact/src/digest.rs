@@ -32,7 +32,7 @@ pub fn sha256_file(path: &Path) -> Result<Digest, crate::ArtifactError> {
 
 impl Digest {
     /// The 64 lowercase hex digits.
-    pub fn to_hex(&self) -> String {
+    pub(crate) fn to_hex(self) -> String {
         hex::encode(self.0)
     }
 }

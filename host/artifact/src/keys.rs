@@ -114,7 +114,7 @@ impl PublicKey {
     }
 
     /// The text of a public key file.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         format!("{PUBLIC_KEY_HEADER}\n{}\n", hex::encode(self.0.as_bytes()))
     }
 
@@ -160,7 +160,7 @@ impl SecretKey {
     }
 
     /// The text of a secret key file.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         format!("{SECRET_KEY_HEADER}\n{}\n", hex::encode(self.0.to_bytes()))
     }
 
@@ -208,7 +208,7 @@ impl SecretKey {
 }
 
 /// `KEY.pub` for the secret key file `KEY`.
-pub fn public_key_path(secret: &Path) -> PathBuf {
+pub(crate) fn public_key_path(secret: &Path) -> PathBuf {
     let mut name = secret.as_os_str().to_owned();
     name.push(".");
     name.push(PUBLIC_KEY_EXTENSION);

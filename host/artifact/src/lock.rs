@@ -153,7 +153,7 @@ impl LockFile {
     }
 
     /// The lock file of `dir`: `dir/sandgraph.lock`.
-    pub fn path_in(dir: &Path) -> PathBuf {
+    pub(crate) fn path_in(dir: &Path) -> PathBuf {
         dir.join(LOCK_FILE)
     }
 
@@ -210,7 +210,7 @@ impl LockFile {
     }
 
     /// The TOML text of the lock.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let raw = RawLock {
             version: LOCK_VERSION,
             graph: self

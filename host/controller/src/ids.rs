@@ -50,12 +50,6 @@ pub fn graph_wake_attempt_id(wake_id: &str, index: u64) -> String {
     format!("graph_wake_attempt_{}", h(&[wake_id, &index.to_string()]))
 }
 
-/// `graph_intent_` + H(graph, work). The store-side formula; claims use
-/// [`scheduled_work_intent_id`] instead, as the original did.
-pub fn graph_intent_id(graph_id: &str, work_id: &str) -> String {
-    format!("graph_intent_{}", h(&[graph_id, work_id]))
-}
-
 /// `graph_operator_` + H(graph, work).
 pub fn graph_operator_id(graph_id: &str, work_id: &str) -> String {
     format!("graph_operator_{}", h(&[graph_id, work_id]))
@@ -84,7 +78,7 @@ pub fn graph_edge_id(graph_id: &str, from_operator_id: &str, to_operator_id: &st
 /// named `required` or `enum` sorted by the canonical text of their members,
 /// no whitespace. JSON has no `undefined`, functions, symbols, bigints or
 /// dates, so the original's markers for those never arise.
-pub fn canonical_json(value: &Value) -> String {
+pub(crate) fn canonical_json(value: &Value) -> String {
     let canonical = canonicalize(value, None);
     serde_json::to_string(&canonical).expect("a JSON value always serializes")
 }
@@ -183,7 +177,7 @@ pub fn graph_record_id(
 /// Orders two strings by their UTF-16 code units, as JavaScript compares
 /// strings (this differs from Rust's byte order only between characters
 /// above U+FFFF and those in U+E000..=U+FFFF).
-pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
+pub(crate) fn cmp_utf16(a: &str, b: &str) -> Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
 }
 
@@ -240,9 +234,11 @@ mod tests {
             scheduled_work_intent_id("g", "w"),
             format!("graph_intent_{expected}")
         );
+        // Not the original's store-side formula, H(graph, work): claims
+        // hash the JSON object above, as the original's claims did.
         assert_ne!(
             scheduled_work_intent_id("g", "w"),
-            graph_intent_id("g", "w")
+            format!("graph_intent_{}", h(&["g", "w"]))
         );
         assert_eq!(
             graph_wake_attempt_id("w", 2),

@@ -206,7 +206,7 @@ impl Projection {
 
     /// This projection with the graph's operators (their edges give
     /// [`Self::routes_count`]); [`Projection::fold`] starts with none.
-    pub fn with_provisions(mut self, provisions: Vec<Provision>) -> Self {
+    pub(crate) fn with_provisions(mut self, provisions: Vec<Provision>) -> Self {
         self.provisions = provisions;
         self
     }
@@ -254,7 +254,7 @@ impl Projection {
     }
 
     /// The last stop of each stopped target, by revision then target id.
-    pub fn stopped_targets(&self) -> &[StoppedTarget] {
+    pub(crate) fn stopped_targets(&self) -> &[StoppedTarget] {
         &self.stopped_targets
     }
 
@@ -288,7 +288,7 @@ impl Projection {
     /// The routes of the records along the operators' edges: for every
     /// record, one per distinct edge (by edge id) leaving its operator
     /// (the seed's "records × outgoing edges").
-    pub fn routes_count(&self) -> u64 {
+    pub(crate) fn routes_count(&self) -> u64 {
         let mut outgoing: HashMap<&str, HashSet<&str>> = HashMap::new();
         for edge in self.provisions.iter().flat_map(|p| &p.edges) {
             outgoing

@@ -25,7 +25,7 @@ pub const MAX_DOCKER_CONFIG_BYTES: usize = 1024 * 1024;
 
 /// The docker config file to read: `$DOCKER_CONFIG/config.json`, else
 /// `$HOME/.docker/config.json`; `None` without either variable.
-pub fn docker_config_path() -> Option<PathBuf> {
+pub(crate) fn docker_config_path() -> Option<PathBuf> {
     let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     if let Some(dir) = env("DOCKER_CONFIG") {
         return Some(PathBuf::from(dir).join("config.json"));
@@ -55,7 +55,7 @@ impl Credentials {
     }
 
     /// Whether any credentials are presented.
-    pub fn is_anonymous(&self) -> bool {
+    pub(crate) fn is_anonymous(&self) -> bool {
         matches!(self.auth, RegistryAuth::Anonymous)
     }
 }
@@ -110,7 +110,7 @@ fn normalize(key: &str) -> String {
 
 /// The credentials for `registry` (`host[:port]`) from the docker config at
 /// `path` (or the default one); a missing file is anonymous.
-pub fn credentials_for(registry: &str, path: Option<&Path>) -> Result<Credentials, Error> {
+pub(crate) fn credentials_for(registry: &str, path: Option<&Path>) -> Result<Credentials, Error> {
     let Some(path) = path.map(Path::to_path_buf).or_else(docker_config_path) else {
         return Ok(Credentials::anonymous());
     };

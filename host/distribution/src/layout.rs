@@ -64,13 +64,13 @@ pub const MAX_INTERFACE_NAMES: usize = 256;
 pub const MAX_INTERFACE_NAME_BYTES: usize = 256;
 
 /// `sha256:<hex>` of `bytes`, the OCI digest form.
-pub fn sha256_digest(bytes: &[u8]) -> String {
+pub(crate) fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// Checks that `digest` is `sha256:` and 64 lowercase hex digits, the only
 /// algorithm this client computes and so the only one it can verify.
-pub fn check_digest(digest: &str, what: &str) -> Result<(), Error> {
+pub(crate) fn check_digest(digest: &str, what: &str) -> Result<(), Error> {
     let ok = digest.strip_prefix("sha256:").is_some_and(|h| {
         h.len() == 64
             && h.bytes()
@@ -288,7 +288,7 @@ const NOT_OURS: &str = "it is not a wasm component artifact (the CNCF wasm OCI l
 
 /// Checks that `bytes` is a manifest in this layout and returns the parts
 /// to fetch; every refusal names what was wrong.
-pub fn check_manifest(bytes: &[u8], reference: &str) -> Result<Checked, Error> {
+pub(crate) fn check_manifest(bytes: &[u8], reference: &str) -> Result<Checked, Error> {
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
         Error::Layout(format!(
             "the manifest of {reference} is not JSON ({e}): {NOT_OURS}"
@@ -386,7 +386,7 @@ fn decode_signature(text: &str, reference: &str) -> Result<Vec<u8>, Error> {
 
 /// Checks the config blob against the manifest: the wasm component fields
 /// and `layerDigests` naming the layer.
-pub fn check_config(
+pub(crate) fn check_config(
     bytes: &[u8],
     layer: &Descriptor,
     reference: &str,

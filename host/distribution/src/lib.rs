@@ -30,7 +30,7 @@ pub mod auth;
 pub mod layout;
 mod remote;
 
-pub use auth::{Credentials, docker_config_path};
+pub use auth::Credentials;
 pub use layout::{
     Artifact, ComponentInfo, MAX_COMPONENT_BYTES, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES,
     MAX_SIGNATURE_BYTES, WasmConfig,

@@ -66,7 +66,7 @@ use crate::principal::Principal;
 use serde_json::Value;
 
 /// Called with the graph id after every committed (not replayed) update.
-pub type UpdateHook = Arc<dyn Fn(&str) + Send + Sync>;
+type UpdateHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Sessions (callers and graph roots) whose tools and turn counters are
 /// kept; past it the least recently used is dropped (its counter restarts
@@ -166,12 +166,6 @@ impl ControllerOptions {
     /// update, before the result is returned.
     pub fn on_update(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.on_update = Some(Arc::new(f));
-        self
-    }
-
-    /// [`ControllerOptions::on_update`] with a shared hook, or none.
-    pub fn with_update_hook(mut self, hook: Option<UpdateHook>) -> Self {
-        self.on_update = hook;
         self
     }
 

@@ -60,7 +60,7 @@ mod server;
 mod stdio;
 mod ui;
 
-pub use agent_graph::{ControllerOptions, OwnedAgentGraph, UpdateHook};
+pub use agent_graph::{ControllerOptions, OwnedAgentGraph};
 pub use conn::{
     ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };

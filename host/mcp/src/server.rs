@@ -413,7 +413,7 @@ impl McpServer {
 
     /// Starts a shutdown: calls from now on are refused with `[busy]`;
     /// running calls go on.
-    pub fn begin_shutdown(&self) {
+    pub(crate) fn begin_shutdown(&self) {
         self.shared.closing.store(true, Ordering::Release);
     }
 
@@ -424,7 +424,7 @@ impl McpServer {
     }
 
     /// Waits until no call is running, at most `timeout`; `true` when none is.
-    pub async fn wait_idle(&self, timeout: Duration) -> bool {
+    pub(crate) async fn wait_idle(&self, timeout: Duration) -> bool {
         let mut rx = self.shared.in_flight.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0))
             .await

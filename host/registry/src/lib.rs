@@ -59,5 +59,5 @@ pub use registry::{
     RegistryOptions, Scope,
 };
 pub use subrun::StoreCapabilityLog;
-pub use tool::{CallOptions, GraphTool, ToolOutput, ToolSource, synthesize_description};
+pub use tool::{CallOptions, GraphTool, ToolOutput, ToolSource};
 pub use watch::{DEBOUNCE, WatchHandle};

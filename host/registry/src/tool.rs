@@ -706,7 +706,7 @@ fn key_list(spec: &GraphSpec, mark: bool) -> String {
 
 /// The description of a graph that has none, from its structure:
 /// `Graph "x" with nodes a, b; state keys: topic, log (accumulated).`
-pub fn synthesize_description(spec: &GraphSpec) -> String {
+pub(crate) fn synthesize_description(spec: &GraphSpec) -> String {
     let nodes: Vec<&str> = spec.nodes.iter().map(|n| n.name.as_str()).collect();
     let nodes = match nodes.len() {
         0 => "no nodes".to_owned(),

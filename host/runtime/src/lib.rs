@@ -22,7 +22,6 @@ pub use host_api::{GuestLogLevel, LogSink};
 pub use limits::{Limits, MAX_TIMEOUT, RuntimeConfig};
 pub use loader::{Graph, HOST_WORLD_VERSION};
 pub use runtime::{Compiled, RunOptions, Runtime};
-pub use sandbox::RunControl;
 pub use sandgraph_core::{
     Checkpoint, Checkpointer, ErrorCode, GraphSpec, Interrupt, RunError, RunOutcome, Start,
     StepEvent, ThreadState,

@@ -163,7 +163,8 @@ impl JsonError {
 
     /// Whether the text was not JSON at all, rather than JSON breaking a
     /// lossless rule (or too large).
-    pub fn is_syntax(&self) -> bool {
+    #[cfg(test)]
+    fn is_syntax(&self) -> bool {
         self.syntax
     }
 
@@ -325,7 +326,7 @@ const MAX_BARE_WORD_LEN: usize = 64;
 /// For text that reads as a bare word or phrase (`yes`, `ship it`) rather
 /// than JSON, how to write it as a JSON string, in a shell too: `(a json
 /// string needs double quotes: "yes", in a shell '"yes"')`.
-pub fn bare_word_hint(text: &str) -> Option<String> {
+pub(crate) fn bare_word_hint(text: &str) -> Option<String> {
     let word = text.trim();
     let starts_like_a_word = word.chars().next().is_some_and(char::is_alphabetic);
     let plain = word

@@ -22,7 +22,7 @@ pub const MAX_SUGGEST_CANDIDATES: usize = 512;
 /// name that was meant: the same name in another case, or at most one edit
 /// per four characters, rounded up (`minItems` is three edits from `items`
 /// but not a typo of it). Ties go to the first candidate.
-pub fn did_you_mean<'a, I>(unknown: &str, candidates: I) -> Option<&'a str>
+pub(crate) fn did_you_mean<'a, I>(unknown: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {

@@ -39,7 +39,7 @@ pub struct LoadFailure {
 impl LoadFailure {
     /// `message` cut to [`MAX_LOAD_FAILURE_MESSAGE_BYTES`] at a character
     /// boundary, with ` [cut]` appended when it was.
-    pub fn bounded_message(message: &str) -> String {
+    pub(crate) fn bounded_message(message: &str) -> String {
         const MARK: &str = " [cut]";
         if message.len() <= MAX_LOAD_FAILURE_MESSAGE_BYTES {
             return message.to_owned();

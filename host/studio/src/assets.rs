@@ -67,7 +67,7 @@ fn etags() -> &'static [HeaderValue; 4] {
 
 /// The routes of the static shell: `GET /` and `GET /assets/{file}`. They
 /// need no authentication: the files carry no data.
-pub fn asset_routes() -> Router {
+pub(crate) fn asset_routes() -> Router {
     Router::new()
         .route("/", get(index))
         .route("/assets/{file}", get(asset))
@@ -89,7 +89,7 @@ async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
 }
 
 /// The headers every studio response carries.
-pub fn security_headers(headers: &mut HeaderMap) {
+pub(crate) fn security_headers(headers: &mut HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),

@@ -25,7 +25,7 @@ mod threads;
 use sandgraph_mcp::{McpServer, UiRoutes};
 use sandgraph_store::Journal;
 
-pub use assets::asset_routes;
+use assets::asset_routes;
 
 /// What the studio shows besides the server's graphs, threads and agent
 /// graphs.

@@ -19,5 +19,4 @@ pub use coordinator::{
 };
 pub use supervisor::{
     Event, StoreFailure, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions,
-    first_message, wake_message,
 };

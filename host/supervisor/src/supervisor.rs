@@ -237,17 +237,8 @@ fn one_line(text: &str, max: usize) -> String {
     s
 }
 
-/// The first supervisor message of a graph: the goal and the workers.
-pub fn first_message(
-    graph_id: &str,
-    goal: &str,
-    registry: &Registry,
-    agents: &AgentConfig,
-) -> String {
-    first_brief(graph_id, goal, registry, agents).text()
-}
-
-/// [`first_message`] in parts: its list is the workers.
+/// The first supervisor message of a graph, in parts: the goal, and its
+/// list is the workers.
 fn first_brief(graph_id: &str, goal: &str, registry: &Registry, agents: &AgentConfig) -> Brief {
     let mut presets: Vec<_> = registry.graph_tools();
     presets.sort_by(|a, b| a.name().cmp(b.name()));
@@ -282,12 +273,8 @@ fn first_brief(graph_id: &str, goal: &str, registry: &Registry, agents: &AgentCo
     }
 }
 
-/// The message of a wake: the records written since the wake was claimed.
-pub fn wake_message(graph_id: &str, records: &[GraphRecord], pending: usize) -> String {
-    wake_brief(graph_id, records, pending).text()
-}
-
-/// [`wake_message`] in parts: its list is the records.
+/// The message of a wake, in parts: its list is the records written since
+/// the wake was claimed.
 fn wake_brief(graph_id: &str, records: &[GraphRecord], pending: usize) -> Brief {
     let items = records
         .iter()

@@ -357,7 +357,8 @@ impl HttpGrant {
     ///
     /// A cap above the host's ([`MAX_REQUEST_BODY_BYTES`],
     /// [`MAX_RESPONSE_BODY_BYTES`]): a grant cannot raise them.
-    pub fn with_body_limits(
+    #[cfg(test)]
+    pub(crate) fn with_body_limits(
         mut self,
         request: Option<u64>,
         response: Option<u64>,
@@ -520,7 +521,7 @@ fn check_name(name: &str) -> Result<(), String> {
 /// `private = true`), or `None` for a global unicast address. IPv4-mapped
 /// and IPv4-embedding IPv6 forms (NAT64, 6to4) are checked as the IPv4
 /// address they carry.
-pub fn is_restricted(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn is_restricted(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => restricted_v4(v4),
         IpAddr::V6(v6) => restricted_v6(v6),

@@ -51,10 +51,7 @@ mod tools;
 mod update;
 mod view;
 
-pub use error::{
-    AGENT_GRAPH_UNAVAILABLE, CONFIGURATION, GRAPH_CLOSED, INVALID_INPUT, NOT_ROOT_SESSION,
-    NOTHING_TO_YIELD, ToolFailure, UNKNOWN_GRAPH,
-};
+pub use error::{ToolCode, ToolFailure};
 pub use projection::{FinishEntry, Projection, StoppedTarget, WorkEntry, WorkStatus};
 pub use prompt::{
     GRAPH_MODE_PROMPT, PROMPT_SECTION_NAME, PROMPT_SECTION_ORDER, PromptSection, prompt_section,

@@ -10,10 +10,7 @@ use serde_json::{Value, json};
 use crate::state::{AgentGraphStore, AttemptStatus, SupervisorWake, UpdateSource, WakeStatus};
 use sandgraph_schema::ParameterSchema;
 
-use crate::error::{
-    AGENT_GRAPH_UNAVAILABLE, GRAPH_CLOSED, INVALID_INPUT, NOT_ROOT_SESSION, NOTHING_TO_YIELD,
-    ToolFailure,
-};
+use crate::error::{ToolCode, ToolFailure};
 use crate::ids::{graph_wake_attempt_id, graph_wake_id, stable_hash};
 use crate::projection::{Projection, WorkStatus};
 use crate::update::{UpdateInput, compile_update, decode, validate_against_projection};
@@ -274,7 +271,7 @@ impl AgentGraphTools {
     fn controller(&self) -> Result<&Controller, ToolFailure> {
         self.controller
             .as_ref()
-            .ok_or_else(|| ToolFailure::coded(AGENT_GRAPH_UNAVAILABLE, UNAVAILABLE_MESSAGE))
+            .ok_or_else(|| ToolFailure::coded(ToolCode::AgentGraphUnavailable, UNAVAILABLE_MESSAGE))
     }
 
     /// Runs one tool call: the availability check, argument validation
@@ -297,7 +294,7 @@ impl AgentGraphTools {
             YIELD_TOOL => &DEFS.yield_,
             other => {
                 return Err(ToolFailure::coded(
-                    INVALID_INPUT,
+                    ToolCode::InvalidInput,
                     format!("unknown agent graph tool {other}"),
                 ));
             }
@@ -442,7 +439,7 @@ impl Controller {
         // The root's id is never named: it is another client's session,
         // and a session id must not be handed to whoever asks.
         Err(ToolFailure::coded(
-            NOT_ROOT_SESSION,
+            ToolCode::NotRootSession,
             format!(
                 "agent graph {graph_id}: only its root session may call this tool (caller {})",
                 call.session_id
@@ -480,7 +477,7 @@ impl Controller {
             if !replay {
                 if projection.closed() {
                     return Err(ToolFailure::coded(
-                        GRAPH_CLOSED,
+                        ToolCode::GraphClosed,
                         format!(
                             "agent graph {graph_id} is already finished; updates are no longer accepted"
                         ),
@@ -523,13 +520,13 @@ impl Controller {
         let projection = self.load(g)?;
         if projection.closed() {
             return Err(ToolFailure::coded(
-                GRAPH_CLOSED,
+                ToolCode::GraphClosed,
                 format!("agent graph {g} is already finished; yield is no longer valid"),
             ));
         }
         if projection.requested().next().is_none() && projection.live_claims().next().is_none() {
             return Err(ToolFailure::coded(
-                NOTHING_TO_YIELD,
+                ToolCode::NothingToYield,
                 format!(
                     "agent graph {g}: nothing to yield for \u{2014} no requested work, no live intent claims, and no readiness intents"
                 ),

@@ -21,7 +21,7 @@ use rmcp::service::{
     SubscriptionSink,
 };
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use sandgraph_controller::{ToolDef, ToolFailure, ToolResult};
+use sandgraph_controller::{ToolCode, ToolDef, ToolFailure, ToolResult};
 use sandgraph_core::text::{guest_name, guest_text};
 use sandgraph_core::{ErrorCode, RunError, StepEvent};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
@@ -769,7 +769,7 @@ impl McpServer {
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let code = match &outcome {
             Ok(_) => "ok",
-            Err(f) => f.code.as_deref().unwrap_or("error"),
+            Err(f) => f.code.map_or("error", ToolCode::as_str),
         };
         tracing::info!(tool = name, outcome = code, elapsed_ms, "tool call ended");
         agent_graph_result(outcome)

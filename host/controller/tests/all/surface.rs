@@ -106,14 +106,20 @@ fn unavailable_fails_every_call_before_argument_validation() {
     for tool in [VIEW_TOOL, UPDATE_TOOL, YIELD_TOOL, "no_such_tool"] {
         // Arguments that would fail validation: the unavailable check wins.
         let e = tools.call(tool, json!({"graphId": 7}), &call).unwrap_err();
-        assert_eq!(e.code.as_deref(), Some("agent-graph-unavailable"));
+        assert_eq!(
+            e.code.map(sandgraph_controller::ToolCode::as_str),
+            Some("agent-graph-unavailable")
+        );
         assert_eq!(
             e.to_string(),
             "[agent-graph-unavailable] the agent graph controller is not configured \u{2014} start sandgraph with a controller (sandgraph supervise, or serve --controller)"
         );
     }
     let e = tools.snapshot(GRAPH).unwrap_err();
-    assert_eq!(e.code.as_deref(), Some("agent-graph-unavailable"));
+    assert_eq!(
+        e.code.map(sandgraph_controller::ToolCode::as_str),
+        Some("agent-graph-unavailable")
+    );
 }
 
 #[test]
@@ -233,7 +239,11 @@ fn root_guard_runs_first_for_every_tool_and_writes_nothing() {
 #[test]
 fn failures_display_with_and_without_a_code() {
     assert_eq!(
-        ToolFailure::coded("graph_closed", "agent graph g is already finished").to_string(),
+        ToolFailure::coded(
+            sandgraph_controller::ToolCode::GraphClosed,
+            "agent graph g is already finished"
+        )
+        .to_string(),
         "[graph_closed] agent graph g is already finished"
     );
     assert_eq!(ToolFailure::plain("boom").to_string(), "boom");

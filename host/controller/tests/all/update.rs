@@ -510,7 +510,10 @@ fn fix_updates_on_a_finished_graph_are_refused_before_commit() {
     let e = f
         .update(json!({"graphId": GRAPH, "finish": {"resultIds": ["rec-1"], "reason": "again"}}))
         .unwrap_err();
-    assert_eq!(e.code.as_deref(), Some("graph_closed"));
+    assert_eq!(
+        e.code.map(sandgraph_controller::ToolCode::as_str),
+        Some("graph_closed")
+    );
     assert_eq!(rows(&f), 1);
     // The graph is not bricked: it still views.
     let v = f.view(json!({"graphId": GRAPH})).unwrap();
@@ -856,7 +859,10 @@ fn replaying_the_same_call_reuses_the_row() {
         .tools
         .call("update_agent_graph", args, &later)
         .unwrap_err();
-    assert_eq!(e.code.as_deref(), Some("invalid_input"));
+    assert_eq!(
+        e.code.map(sandgraph_controller::ToolCode::as_str),
+        Some("invalid_input")
+    );
 }
 
 #[test]

@@ -130,7 +130,10 @@ fn fix_a_claim_of_ended_work_is_not_live() {
     assert_eq!(p.claims().len(), 1);
     assert_eq!(p.live_claims().count(), 0);
     let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
-    assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
+    assert_eq!(
+        e.code.map(sandgraph_controller::ToolCode::as_str),
+        Some("nothing_to_yield")
+    );
 }
 
 #[test]
@@ -153,7 +156,10 @@ fn a_claim_still_running_on_stopped_or_superseded_work_is_live() {
     // Its late record ends it: nothing is live any more.
     f.record("r1", Some("w-1"), "late", Some(RecordOutcome::Completed), 1);
     let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
-    assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
+    assert_eq!(
+        e.code.map(sandgraph_controller::ToolCode::as_str),
+        Some("nothing_to_yield")
+    );
 
     // Likewise for replaced work (its replacement stopped): the claim is
     // live until it is cancelled.
@@ -171,7 +177,10 @@ fn a_claim_still_running_on_stopped_or_superseded_work_is_live() {
         .cancel_intent_execution(GRAPH, &scheduled_work_intent_id(GRAPH, "w-2"), "replaced")
         .unwrap();
     let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
-    assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
+    assert_eq!(
+        e.code.map(sandgraph_controller::ToolCode::as_str),
+        Some("nothing_to_yield")
+    );
 }
 
 #[test]
@@ -193,7 +202,10 @@ fn a_stop_cancels_the_claim_of_running_work_so_it_is_not_live() {
     );
     assert_eq!(p.live_claims().count(), 0);
     let e = f.yield_(json!({"graphId": GRAPH})).unwrap_err();
-    assert_eq!(e.code.as_deref(), Some("nothing_to_yield"));
+    assert_eq!(
+        e.code.map(sandgraph_controller::ToolCode::as_str),
+        Some("nothing_to_yield")
+    );
 }
 
 #[test]

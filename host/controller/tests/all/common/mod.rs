@@ -132,10 +132,10 @@ impl Fixture {
     }
 }
 
-/// The failure's code and message.
+/// The failure's code, as the model reads it, and message.
 pub fn err(r: Result<ToolResult, ToolFailure>) -> (Option<String>, String) {
     let e = r.expect_err("the call should fail");
-    (e.code.clone(), e.message.clone())
+    (e.code.map(|c| c.as_str().to_owned()), e.message.clone())
 }
 
 /// Asserts an `invalid_input` failure with exactly `message`.

@@ -28,17 +28,6 @@ pub enum ToolCode {
 }
 
 impl ToolCode {
-    /// Every code, in declaration order.
-    pub const ALL: [ToolCode; 7] = [
-        ToolCode::InvalidInput,
-        ToolCode::UnknownGraph,
-        ToolCode::NothingToYield,
-        ToolCode::GraphClosed,
-        ToolCode::NotRootSession,
-        ToolCode::Configuration,
-        ToolCode::AgentGraphUnavailable,
-    ];
-
     /// The code as the model reads it: the seed's snake_case, and
     /// `agent-graph-unavailable` as the original host spelled it.
     pub fn as_str(self) -> &'static str {
@@ -118,11 +107,20 @@ mod tests {
 
     #[test]
     fn codes_are_distinct_and_snake_case_but_the_unavailable_one() {
-        let spelled: Vec<&str> = ToolCode::ALL.iter().map(|c| c.as_str()).collect();
+        const ALL: [ToolCode; 7] = [
+            ToolCode::InvalidInput,
+            ToolCode::UnknownGraph,
+            ToolCode::NothingToYield,
+            ToolCode::GraphClosed,
+            ToolCode::NotRootSession,
+            ToolCode::Configuration,
+            ToolCode::AgentGraphUnavailable,
+        ];
+        let spelled: Vec<&str> = ALL.iter().map(|c| c.as_str()).collect();
         for (i, code) in spelled.iter().enumerate() {
             assert!(!spelled[..i].contains(code), "{code} twice");
             let snake = code.chars().all(|c| c.is_ascii_lowercase() || c == '_');
-            let seed_spelling = ToolCode::ALL[i] == ToolCode::AgentGraphUnavailable;
+            let seed_spelling = ALL[i] == ToolCode::AgentGraphUnavailable;
             assert_eq!(snake, !seed_spelling, "{code}");
         }
         assert_eq!(

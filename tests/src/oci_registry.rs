@@ -279,10 +279,9 @@ impl TokenService {
         let cert_path = dir.join("token-cert.pem");
         std::fs::write(&cert_path, cert.pem())
             .map_err(|e| format!("cannot write {}: {e}", cert_path.display()))?;
-        let signer = ring::signature::EcdsaKeyPair::from_pkcs8(
-            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        let signer = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
+            &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
             &key.serialize_der(),
-            &ring::rand::SystemRandom::new(),
         )
         .map_err(|e| format!("cannot load the signing key: {e}"))?;
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -342,7 +341,7 @@ impl TokenService {
 struct Issuer {
     basic: String,
     x5c: String,
-    signer: ring::signature::EcdsaKeyPair,
+    signer: aws_lc_rs::signature::EcdsaKeyPair,
     user: String,
 }
 
@@ -427,7 +426,10 @@ impl Issuer {
         );
         let signature = self
             .signer
-            .sign(&ring::rand::SystemRandom::new(), signing_input.as_bytes())
+            .sign(
+                &aws_lc_rs::rand::SystemRandom::new(),
+                signing_input.as_bytes(),
+            )
             .map(|s| b64.encode(s.as_ref()))
             .unwrap_or_default();
         format!("{signing_input}.{signature}")

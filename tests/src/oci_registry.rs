@@ -8,9 +8,10 @@
 //! bearer token service of its own that checks the user's basic credentials
 //! and signs ES256 JWTs the registry verifies against a fresh self-signed
 //! certificate), waits until `GET /v2/` answers, and kills the process on
-//! drop. Where the binary is missing or cannot start, the error
-//! says why; [`start_or_skip`] prints it as `skipping: ...` for the one skip
-//! these tests allow (`.ci/run` installs the package, so CI never skips).
+//! drop. Where the binary is missing or the registry does not start, the
+//! test fails saying why (the install command when the package is missing,
+//! as the PostgreSQL fixture does): a registry test never passes without
+//! a registry. `.ci/run` installs the package.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -49,18 +50,6 @@ pub enum Auth<'a> {
     Token(&'a str, &'a str),
 }
 
-/// Starts a registry that admits `auth`, or prints why it cannot
-/// and returns `None`: the caller returns, the test passes as skipped.
-pub fn start_or_skip(test: &str, auth: Auth<'_>) -> Option<OciRegistry> {
-    match OciRegistry::start_inner(auth) {
-        Ok(r) => Some(r),
-        Err(why) => {
-            eprintln!("skipping: {test}: no OCI registry to test against: {why}");
-            None
-        }
-    }
-}
-
 fn binary() -> PathBuf {
     std::env::var_os("SANDGRAPH_DOCKER_REGISTRY")
         .filter(|v| !v.is_empty())
@@ -69,26 +58,16 @@ fn binary() -> PathBuf {
 }
 
 impl OciRegistry {
-    /// An open registry: anyone may push and pull.
-    pub fn start() -> Result<Self, String> {
-        Self::start_inner(Auth::Open)
+    /// A registry that admits `auth`. Panics, saying why, when it cannot
+    /// run: the binary is missing (naming the package to install), it does
+    /// not start, or it does not answer.
+    pub fn start(auth: Auth<'_>) -> Self {
+        Self::start_inner(auth)
+            .unwrap_or_else(|why| panic!("no OCI registry to test against: {why}"))
     }
 
-    /// A registry that wants HTTP basic credentials: `user`/`password`,
-    /// checked against a bcrypt htpasswd file.
-    pub fn start_with_basic_auth(user: &str, password: &str) -> Result<Self, String> {
-        Self::start_inner(Auth::Basic(user, password))
-    }
-
-    /// A registry that wants bearer tokens, and the token service that
-    /// issues them to `user`/`password` (its realm, a loopback URL, is in
-    /// the registry's `WWW-Authenticate` challenge).
-    pub fn start_with_token_auth(user: &str, password: &str) -> Result<Self, String> {
-        Self::start_inner(Auth::Token(user, password))
-    }
-
-    /// `Err` only when the registry cannot run (missing binary, no start,
-    /// no answer): that is the skip. The fixture's own setup (a temp dir,
+    /// `Err` when the registry cannot run (missing binary, no start, no
+    /// answer). The fixture's own setup (a temp dir,
     /// the htpasswd, the token service's key) failing is a bug and panics.
     fn start_inner(auth: Auth<'_>) -> Result<Self, String> {
         let bin = binary();

@@ -11,7 +11,7 @@ use std::process::Stdio;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ContentBlock};
 use rmcp::transport::TokioChildProcess;
-use sandgraph_tests::oci_registry::{self, Auth};
+use sandgraph_tests::oci_registry::{Auth, OciRegistry};
 use serde_json::{Value, json};
 
 use super::folder;
@@ -104,27 +104,15 @@ async fn a_new_graph_goes_from_new_to_a_signed_locked_served_tool() {
     // Ship through a real registry into a fresh folder.
     std::fs::create_dir(env.path("fresh")).unwrap();
     let fresh = env.path("fresh");
-    match oci_registry::start_or_skip("acceptance push/pull", Auth::Open) {
-        Some(registry) => {
-            let reference = format!("{}/graphs/ticket-triage:1.0", registry.addr());
-            let o = env.run(&["push", wasm, &reference]);
-            assert_ok("push", &o);
-            assert!(stdout(&o).contains("@sha256:"), "{}", stdout(&o));
-            assert_ok(
-                "pull",
-                &env.run(&["pull", &reference, "--out", fresh.to_str().unwrap()]),
-            );
-        }
-        None => {
-            // No registry here: the rest of the path still holds on a copy.
-            std::fs::copy(&dist_wasm, fresh.join("ticket-triage.wasm")).unwrap();
-            std::fs::copy(
-                env.path("dist/ticket-triage.wasm.sig"),
-                fresh.join("ticket-triage.wasm.sig"),
-            )
-            .unwrap();
-        }
-    }
+    let registry = OciRegistry::start(Auth::Open);
+    let reference = format!("{}/graphs/ticket-triage:1.0", registry.addr());
+    let o = env.run(&["push", wasm, &reference]);
+    assert_ok("push", &o);
+    assert!(stdout(&o).contains("@sha256:"), "{}", stdout(&o));
+    assert_ok(
+        "pull",
+        &env.run(&["pull", &reference, "--out", fresh.to_str().unwrap()]),
+    );
     let pulled = fresh.join("ticket-triage.wasm");
     assert_eq!(
         std::fs::read(&pulled).unwrap(),

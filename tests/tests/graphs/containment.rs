@@ -64,10 +64,12 @@ async fn a_small_host_byte_budget_refuses_a_state_that_outgrows_it() {
 
 #[tokio::test]
 async fn run_bytes_count_against_the_host_wide_budget() {
-    // The host budget (16 MiB) is below one run's byte budget (64 MiB):
-    // the output is refused by the host budget, not the run's.
+    // The instance cap (20 MiB) lets the guest build its ~14 MB output,
+    // and one run's byte budget (64 MiB) would take it; the host budget
+    // (24 MiB), which the instance's memory also draws on, does not: the
+    // output's bytes are refused by the host budget.
     let config = RuntimeConfig {
-        memory_budget: 16 << 20,
+        memory_budget: 24 << 20,
         max_instances: 8,
         ..RuntimeConfig::default()
     };
@@ -77,7 +79,7 @@ async fn run_bytes_count_against_the_host_wide_budget() {
         .await
         .unwrap();
     let limits = Limits {
-        memory: 8 << 20,
+        memory: 20 << 20,
         instances: 1,
         ..Limits::default()
     };
@@ -87,6 +89,13 @@ async fn run_bytes_count_against_the_host_wide_budget() {
     };
     let err = failed(rt.run(&graph, json!({}), opts).await);
     assert_eq!(err.code, ErrorCode::MemoryLimit, "{}", err.message);
+    assert!(
+        err.message
+            .contains("node \"bloat\" returned 14000013 bytes of JSON")
+            && err.message.contains("the host-wide memory budget is spent"),
+        "{}",
+        err.message
+    );
 }
 
 #[tokio::test]

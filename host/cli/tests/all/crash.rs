@@ -103,10 +103,18 @@ fn killed_runs_resume_from_the_last_superstep_without_rerunning_saved_tasks() {
     let run_ms = started.elapsed().as_millis() as u64;
     assert_eq!(reference.code, Some(0), "{}", reference.stderr);
     let expected: Value = serde_json::from_str(&reference.stdout).unwrap();
-    let (_, ran) = saved_and_ran(&reference.stderr);
+    let (saved, ran) = saved_and_ran(&reference.stderr);
     assert_eq!(
         ran,
         ["start", "fast", "slow", "merge", "finish"],
+        "{}",
+        reference.stderr
+    );
+    // Every task's record is logged as saved: the check below, that no
+    // saved task runs again, reads these lines.
+    assert_eq!(
+        saved,
+        ran.iter().cloned().collect::<HashSet<_>>(),
         "{}",
         reference.stderr
     );

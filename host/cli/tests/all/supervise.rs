@@ -192,7 +192,13 @@ async fn a_killed_supervise_resumes_without_losing_or_repeating_work() {
         .into_iter()
         .enumerate()
         .map(|(n, (requests, extra_ms))| kill_and_resume(n, requests, extra_ms));
-    futures::future::join_all(runs).await;
+    let finished = futures::future::join_all(runs).await;
+    // The check that finished work never runs again needs some: the kills
+    // in the wake turn come after the wave's records.
+    assert!(
+        finished.iter().any(|&n| n > 0),
+        "no kill point had finished work: {finished:?}"
+    );
 }
 
 /// The `supervise` command starting `graph` afresh.
@@ -212,8 +218,9 @@ fn start_args(server: &ScriptedLlm, graph: &str) -> Vec<String> {
 /// Starts `supervise`, kills it with SIGKILL once the model has received
 /// `requests` requests and `extra_ms` more have passed, resumes it, and
 /// checks that nothing committed was lost and no finished work ran again
-/// (`n` names the kill point in failures).
-async fn kill_and_resume(n: usize, requests: usize, extra_ms: u64) {
+/// (`n` names the kill point in failures). Returns how many pieces of work
+/// had finished at the kill.
+async fn kill_and_resume(n: usize, requests: usize, extra_ms: u64) -> usize {
     let env = folder();
     let server = ScriptedLlm::start(
         (0..40)
@@ -275,6 +282,7 @@ async fn kill_and_resume(n: usize, requests: usize, extra_ms: u64) {
             "kill point {n}: finished work {i:?} ran again"
         );
     }
+    finished.len()
 }
 
 /// The instructions of the work of `graph` that has a record in `db`: they

@@ -246,7 +246,9 @@ fn run_stream_stderr_stays_json_while_another_process_holds_the_cache() {
         r#"{"topic": "x"}"#,
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    for line in stderr(&o).lines() {
+    let err = stderr(&o);
+    assert!(!err.is_empty(), "--stream printed no step");
+    for line in err.lines() {
         serde_json::from_str::<Value>(line)
             .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
     }

@@ -67,8 +67,8 @@ impl OciRegistry {
     }
 
     /// `Err` when the registry cannot run (missing binary, no start, no
-    /// answer). The fixture's own setup (a temp dir,
-    /// the htpasswd, the token service's key) failing is a bug and panics.
+    /// answer). The fixture's own setup (a temp dir, the htpasswd, the
+    /// token service's key) failing is a bug and panics.
     fn start_inner(auth: Auth<'_>) -> Result<Self, String> {
         let bin = binary();
         if !bin.is_file() {

@@ -10,6 +10,7 @@
 
 mod bindings;
 pub mod caps;
+mod fuel;
 mod host_api;
 mod limits;
 mod loader;

@@ -200,8 +200,7 @@ impl Runtime {
             .map_err(host_err)?;
         bindings::llm::add_to_linker::<StoreState, HasCaps>(&mut linker, |s| &mut s.caps)
             .map_err(host_err)?;
-        bindings::tools::add_to_linker::<StoreState, HasCaps>(&mut linker, |s| &mut s.caps)
-            .map_err(host_err)?;
+        crate::caps::tools::add_to_linker(&mut linker).map_err(host_err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let turns = Turns::new(config.long_call_turns);
         spawn_ticker(

@@ -22,6 +22,7 @@ use crate::bindings::{self, GraphComponentPre};
 use crate::caps::llm::LlmUsage;
 use crate::caps::tools::{SubRun, ToolsUsage};
 use crate::caps::{Capabilities, CapsCtx};
+use crate::fuel::{FUEL_SLICE, FuelHold, FuelPool, Take};
 use crate::host_api::HostApi;
 use crate::limits::{CapHit, Limits, MIB, StoreLimiter};
 use crate::loader::Graph;
@@ -41,13 +42,6 @@ const BACKTRACE_FRAMES: usize = 6;
 /// the guest is running wasm, and the wall clock only fires for a call stuck
 /// in the host.
 const WALL_CLOCK_SLACK: Duration = Duration::from_millis(250);
-/// Fuel a call takes from its run's budget at a time, topped up on every
-/// epoch tick while the call runs. Parallel tasks of one run share one
-/// budget this way: none is handed the whole remainder. 1e9 is about 50 ms
-/// of pure compute on the reference machine, 50 epoch ticks: far more than
-/// a call burns between two top-ups, so a call never runs dry while its
-/// run still has fuel.
-const FUEL_SLICE: u64 = 1_000_000_000;
 /// Fuel wasmtime injects into running code at a time; the rest of a call's
 /// fuel waits in the store's reserve. Compiled code keeps its fuel counter
 /// in a register and writes it back over the store's, so a top-up made
@@ -66,9 +60,9 @@ pub struct RunControl {
     /// Fuel spent by calls that ended (and by running calls, up to their
     /// last top-up).
     fuel_used: AtomicU64,
-    /// Fuel not yet handed to a call: the run's own, or for a sub-run (a
-    /// `tools` call) its caller's pool itself.
-    fuel_pool: Arc<AtomicU64>,
+    /// The run's fuel (for a sub-run, a `tools` call, its caller's pool
+    /// itself).
+    fuel: Arc<FuelPool>,
     /// The run's own instance slots ([`Limits::instances`]): its tasks
     /// queue here before they queue for the host's pool.
     slots: Arc<Semaphore>,
@@ -144,18 +138,18 @@ impl RunControl {
         let started = Instant::now();
         let own_deadline = started + limits.timeout;
         let caller_steps = caller.as_ref().map(|c| c.0.sub_steps.clone());
-        let (soft_deadline, cancel, fuel_pool, host, mut chain) = match caller {
+        let (soft_deadline, cancel, fuel, host, mut chain) = match caller {
             None => (
                 own_deadline,
                 cancel,
-                Arc::new(AtomicU64::new(limits.fuel)),
+                FuelPool::new(limits.fuel),
                 host,
                 Vec::new(),
             ),
             Some(SubRun(c)) => (
                 own_deadline.min(c.soft_deadline),
                 c.cancel.child_token(),
-                c.fuel_pool.clone(),
+                c.fuel.clone(),
                 Some(Arc::new(CallerBytes(c.clone())) as Arc<dyn HostMemory>),
                 c.chain.clone(),
             ),
@@ -172,7 +166,7 @@ impl RunControl {
             sub_steps,
             sub_steps_rx: std::sync::Mutex::new(sub_steps_rx),
             soft_deadline,
-            fuel_pool,
+            fuel,
             chain,
             tools_usage: ToolsUsage::default(),
             llm_usage: LlmUsage::default(),
@@ -233,28 +227,28 @@ impl RunControl {
         now >= self.hard_deadline()
     }
 
-    /// Fuel no call holds yet.
-    fn fuel_remaining(&self) -> u64 {
-        self.fuel_pool.load(Ordering::Acquire)
+    /// A slice of the run's fuel for a call, waiting while other calls
+    /// hold all that is left: a fuel error once the budget is spent, a
+    /// stop error at the run's deadline or cancellation.
+    async fn take_fuel(&self) -> Result<FuelHold, RunError> {
+        match self.fuel.take() {
+            Take::Got(hold) => return Ok(hold),
+            Take::Spent => return Err(self.fuel_error()),
+            Take::Wait => {}
+        }
+        let deadline = tokio::time::Instant::from_std(self.hard_deadline());
+        tokio::select! {
+            biased;
+            hold = self.fuel.take_or_wait() => hold.ok_or_else(|| self.fuel_error()),
+            () = tokio::time::sleep_until(deadline) => Err(self.stop_error()),
+            () = self.cancel.cancelled() => Err(self.stop_error()),
+        }
     }
 
-    /// Takes up to [`FUEL_SLICE`] from the pool for a call; 0 when spent.
-    fn reserve_fuel(&self) -> u64 {
-        let mut got = 0;
-        let _ = self
-            .fuel_pool
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pool| {
-                got = pool.min(FUEL_SLICE);
-                Some(pool - got)
-            });
-        got
-    }
-
-    /// A call ended having been handed `given` fuel with `left` unspent.
-    fn settle_fuel(&self, given: u64, left: u64) {
-        let left = left.min(given);
-        self.fuel_used.fetch_add(given - left, Ordering::AcqRel);
-        self.fuel_pool.fetch_add(left, Ordering::AcqRel);
+    /// A call's hold ended with `left` unspent.
+    fn settle_fuel(&self, hold: FuelHold, left: u64) {
+        let spent = hold.end(left);
+        self.fuel_used.fetch_add(spent, Ordering::AcqRel);
     }
 
     fn stop_error(&self) -> RunError {
@@ -274,7 +268,7 @@ impl RunControl {
     fn fuel_error(&self) -> RunError {
         RunError::new(
             ErrorCode::OutOfFuel,
-            format!("run used up its fuel budget of {}", self.limits.fuel),
+            format!("run used up its fuel budget of {}", self.fuel.budget()),
         )
     }
 
@@ -297,8 +291,8 @@ pub(crate) struct StoreState {
     http_hooks: crate::caps::http::HttpHooks,
     stdout: GuestOutput,
     stderr: GuestOutput,
-    /// Fuel handed to the call in progress (its slice plus top-ups).
-    fuel_given: u64,
+    /// The fuel of the call in progress (its slice plus top-ups).
+    fuel: Option<FuelHold>,
     /// When the call in progress started.
     call_started: Instant,
     /// Its turn on the cores once it became long.
@@ -365,7 +359,7 @@ impl Sandbox {
             http_hooks: crate::caps::http::HttpHooks::new(control.clone()),
             stdout,
             stderr,
-            fuel_given: 0,
+            fuel: None,
             call_started: Instant::now(),
             lease: None,
         };
@@ -381,7 +375,7 @@ impl Sandbox {
             if ctl.hard_stop_reached(now) {
                 return Err(Trap::Interrupt.into());
             }
-            top_up_fuel(&mut cx, &ctl)?;
+            top_up_fuel(&mut cx)?;
             // A long call waits, parked, for its next turn on the cores.
             if now.duration_since(cx.data().call_started) > LONG_CALL {
                 let lease = cx
@@ -401,7 +395,7 @@ impl Sandbox {
                 Box::pin(tokio::task::yield_now()),
             ))
         });
-        arm(&mut store, control)?;
+        arm(&mut store, control).await?;
         let call = pre.instantiate_async(&mut store);
         let out = with_wall_clock(control, call).await;
         disarm(&mut store, control);
@@ -419,15 +413,13 @@ impl Sandbox {
     }
 }
 
-/// Hands a call a slice of its run's fuel and a fresh epoch deadline.
-fn arm(store: &mut Store<StoreState>, control: &RunControl) -> Result<(), RunError> {
-    let given = control.reserve_fuel();
-    if given == 0 {
-        return Err(control.fuel_error());
-    }
-    store.data_mut().fuel_given = given;
+/// Hands a call a slice of its run's fuel (waiting while other calls hold
+/// all that is left) and a fresh epoch deadline.
+async fn arm(store: &mut Store<StoreState>, control: &RunControl) -> Result<(), RunError> {
+    let hold = control.take_fuel().await?;
+    store.set_fuel(hold.given()).map_err(host_bug)?;
+    store.data_mut().fuel = Some(hold);
     store.data_mut().call_started = Instant::now();
-    store.set_fuel(given).map_err(host_bug)?;
     store.set_epoch_deadline(1);
     Ok(())
 }
@@ -435,8 +427,9 @@ fn arm(store: &mut Store<StoreState>, control: &RunControl) -> Result<(), RunErr
 /// Gives the fuel a call did not spend back to its run.
 fn disarm(store: &mut Store<StoreState>, control: &RunControl) {
     let left = store.get_fuel().unwrap_or(0);
-    let given = std::mem::take(&mut store.data_mut().fuel_given);
-    control.settle_fuel(given, left);
+    if let Some(hold) = store.data_mut().fuel.take() {
+        control.settle_fuel(hold, left);
+    }
     if let Some(lease) = &store.data().lease {
         lease.release();
     }
@@ -445,20 +438,50 @@ fn disarm(store: &mut Store<StoreState>, control: &RunControl) {
 }
 
 /// On an epoch tick: a call that spent half its slice takes another from
-/// the run's pool (none left: it runs out and traps `out_of_fuel`).
-fn top_up_fuel(
-    cx: &mut wasmtime::StoreContextMut<'_, StoreState>,
-    control: &RunControl,
-) -> wasmtime::Result<()> {
+/// the run's pool (none left: it runs on with what it holds, and traps
+/// `out_of_fuel` if that runs out).
+fn top_up_fuel(cx: &mut wasmtime::StoreContextMut<'_, StoreState>) -> wasmtime::Result<()> {
     let left = cx.get_fuel()?;
     if left >= FUEL_SLICE / 2 {
         return Ok(());
     }
-    let more = control.reserve_fuel();
+    let more = cx.data_mut().fuel.as_mut().map_or(0, FuelHold::top_up);
     if more > 0 {
         cx.set_fuel(left.saturating_add(more))?;
-        cx.data_mut().fuel_given += more;
     }
+    Ok(())
+}
+
+/// Before a host call that waits on other guest code of the run (a `tools`
+/// sub-run, which draws on the same pool): the calling call gives back the
+/// fuel it holds, so the sub-run can use it. Inside a host call the store's
+/// fuel counter is exact (compiled code saves it before every call).
+pub(crate) fn release_fuel(
+    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
+) -> wasmtime::Result<()> {
+    let left = store.get_fuel()?;
+    store.set_fuel(0)?;
+    let control = store.data().caps.control.clone();
+    if let Some(hold) = store.data_mut().fuel.take() {
+        control.settle_fuel(hold, left);
+    }
+    Ok(())
+}
+
+/// After such a host call: a new slice for the calling call, taken as
+/// [`arm`] takes one. Traps `out_of_fuel` once the run's budget is spent,
+/// and is interrupted at its deadline or cancellation.
+pub(crate) async fn reclaim_fuel(
+    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
+) -> wasmtime::Result<()> {
+    let control = store.data().caps.control.clone();
+    let hold = match control.take_fuel().await {
+        Ok(hold) => hold,
+        Err(e) if e.code == ErrorCode::OutOfFuel => return Err(Trap::OutOfFuel.into()),
+        Err(_) => return Err(Trap::Interrupt.into()),
+    };
+    store.set_fuel(hold.given())?;
+    store.data_mut().fuel = Some(hold);
     Ok(())
 }
 
@@ -513,7 +536,7 @@ impl Backend for Sandbox {
         if self.control.soft_stop_reached() {
             return Err(self.control.stop_error());
         }
-        if self.control.fuel_remaining() == 0 {
+        if self.control.fuel.spent() {
             return Err(self.control.fuel_error());
         }
         Ok(())
@@ -805,7 +828,7 @@ impl Instance {
         f: impl AsyncFnOnce(&bindings::GraphComponent, &mut Store<StoreState>) -> wasmtime::Result<R>,
     ) -> Result<R, RunError> {
         let control = self.control.clone();
-        arm(&mut self.store, &control)?;
+        arm(&mut self.store, &control).await?;
         let out = with_wall_clock(&control, f(&self.bindings, &mut self.store)).await;
         disarm(&mut self.store, &control);
         match out? {
@@ -985,27 +1008,58 @@ impl Worker for Instance {
 mod tests {
     use super::*;
 
-    #[test]
-    fn parallel_calls_share_the_run_fuel_never_more() {
+    #[tokio::test]
+    async fn a_runs_fuel_is_spent_when_no_call_holds_any() {
         let limits = Limits {
             fuel: 2 * FUEL_SLICE + 7,
             ..Limits::default()
         };
         let control = RunControl::new(limits, CancellationToken::new());
-        // Three calls at once: two slices, then the rest, then nothing.
-        let given = [
-            control.reserve_fuel(),
-            control.reserve_fuel(),
-            control.reserve_fuel(),
+        let holds = [
+            control.take_fuel().await.unwrap(),
+            control.take_fuel().await.unwrap(),
+            control.take_fuel().await.unwrap(),
         ];
-        assert_eq!(given, [FUEL_SLICE, FUEL_SLICE, 7]);
-        assert_eq!(control.reserve_fuel(), 0);
-        // Unspent fuel goes back to the run, spent fuel is counted.
-        control.settle_fuel(FUEL_SLICE, FUEL_SLICE - 100);
-        assert_eq!(control.fuel_used(), 100);
-        assert_eq!(control.fuel_remaining(), FUEL_SLICE - 100);
-        // A call reporting more left than it was given cannot mint fuel.
-        control.settle_fuel(7, 1_000);
-        assert_eq!(control.fuel_remaining(), FUEL_SLICE - 100 + 7);
+        assert!(!control.fuel.spent(), "calls hold fuel");
+        // Spent fuel is counted, unspent fuel goes back.
+        let [a, b, c] = holds;
+        control.settle_fuel(a, FUEL_SLICE - 100);
+        control.settle_fuel(b, 0);
+        control.settle_fuel(c, 0);
+        assert_eq!(control.fuel_used(), 100 + FUEL_SLICE + 7);
+        let last = control.take_fuel().await.unwrap();
+        assert_eq!(last.given(), FUEL_SLICE - 100);
+        control.settle_fuel(last, 0);
+        let e = control.take_fuel().await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::OutOfFuel);
+        assert_eq!(
+            e.message,
+            format!("run used up its fuel budget of {}", 2 * FUEL_SLICE + 7)
+        );
+        assert!(control.fuel.spent());
+    }
+
+    #[test]
+    fn a_sub_run_draws_on_its_callers_fuel_and_names_its_budget() {
+        let caller = RunControl::new(
+            Limits {
+                fuel: 300_000_000,
+                ..Limits::default()
+            },
+            CancellationToken::new(),
+        );
+        let sub = RunControl::build(
+            Limits::default(),
+            CancellationToken::new(),
+            None,
+            Arc::default(),
+            Some(SubRun(caller.clone())),
+            Arc::from("tool"),
+        );
+        assert!(Arc::ptr_eq(&sub.fuel, &caller.fuel));
+        assert_eq!(
+            sub.fuel_error().message,
+            "run used up its fuel budget of 300000000"
+        );
     }
 }

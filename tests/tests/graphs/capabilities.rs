@@ -242,10 +242,31 @@ async fn a_tool_call_draws_on_its_callers_fuel() {
             // The node handled the sub-run's failure: out of fuel.
             let message = state["error"]["message"].as_str().unwrap_or_default();
             assert!(message.contains("[out_of_fuel]"), "{message}");
+            // The budget it ran out of is its caller's.
+            assert!(message.contains("fuel budget of 2000000000"), "{message}");
         }
         Err(e) => assert_eq!(e.code, ErrorCode::OutOfFuel, "{}", e.message),
         Ok(other) => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_tool_call_gets_the_fuel_its_caller_holds() {
+    // 3e8 is less than one slice: the calling node's call holds all of it
+    // while it waits on the tool, and gives it back for the sub-run (which
+    // failed out of fuel at once before, naming the default budget).
+    let backend = fake(&[("echo_graph", sandgraph_tests::ECHO)], Limits::default()).await;
+    let caps = granting(&backend, &["echo_graph"], None);
+    let limits = Limits {
+        fuel: 300_000_000,
+        ..Limits::default()
+    };
+    let state = call_tool(caps, "echo_graph", json!({"topic": "x"}), limits).await;
+    assert_eq!(
+        state["result"],
+        json!({"topic": "x", "log": ["seen:x"]}),
+        "{state}"
+    );
 }
 
 #[tokio::test]

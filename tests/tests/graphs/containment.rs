@@ -230,6 +230,29 @@ async fn parallel_tasks_share_one_fuel_budget() {
 }
 
 #[tokio::test]
+async fn a_fan_out_runs_on_a_budget_smaller_than_one_slice() {
+    // 64 parallel tasks on 5e8 fuel, less than the slice one call takes:
+    // the first call to start holds the whole pool, and the others wait
+    // for what it gives back instead of failing out of fuel (they did in
+    // most runs). Five runs, since which calls overlap is scheduling.
+    let items: Vec<i64> = (1..=64).collect();
+    for _ in 0..5 {
+        let limits = Limits {
+            fuel: 500_000_000,
+            ..Limits::default()
+        };
+        let out = run_with(
+            sandgraph_tests::MAP_REDUCE,
+            json!({ "items": items }),
+            limits,
+        )
+        .await;
+        let state = completed(out);
+        assert_eq!(state["total"], json!(89_440), "the sum of 1..=64 squared");
+    }
+}
+
+#[tokio::test]
 pub async fn hostile_describe_spin() {
     let start = Instant::now();
     let err = runtime()

@@ -22,7 +22,9 @@ use serde_json::Value;
 
 use crate::bindings::tools::{self as wit, ToolError, ToolInfo};
 use crate::caps::{Call, CapsCtx};
-use crate::sandbox::RunControl;
+use crate::sandbox::{RunControl, StoreState, reclaim_fuel, release_fuel};
+use wasmtime::StoreContextMut;
+use wasmtime::component::Linker;
 
 /// Deepest chain of runs `tools` calls may build, the outermost run
 /// included: each level holds an instance and its caller's slot while it
@@ -253,6 +255,33 @@ impl wit::Host for CapsCtx {
         });
         result
     }
+}
+
+/// Adds `sandgraph:graph/tools` to `linker`. Defined here rather than by
+/// bindgen because `call` needs the calling store: the calling call gives
+/// back the fuel it holds while the sub-run runs (the sub-run draws on the
+/// same pool, and would otherwise find it empty) and takes a new slice when
+/// the sub-run ends.
+pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    let mut tools = linker.instance("sandgraph:graph/tools@0.2.0")?;
+    tools.func_wrap(
+        "list",
+        |mut store: StoreContextMut<'_, StoreState>, (): ()| {
+            Ok((wit::Host::list(&mut store.data_mut().caps),))
+        },
+    )?;
+    tools.func_wrap_async(
+        "call",
+        |mut store: StoreContextMut<'_, StoreState>, (name, args): (String, String)| {
+            Box::new(async move {
+                release_fuel(&mut store)?;
+                let result = wit::Host::call(&mut store.data_mut().caps, name, args).await;
+                reclaim_fuel(&mut store).await?;
+                Ok((result,))
+            })
+        },
+    )?;
+    Ok(())
 }
 
 /// How a refused or failed call is journaled.

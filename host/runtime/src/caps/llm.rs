@@ -9,10 +9,10 @@
 //! the tool definitions' schemas (`malformed`), the run's quota of calls
 //! and tokens (`quota`), the run's byte budget (`malformed`), and only then
 //! the provider. Nothing leaves the host before every check passed. The
-//! wait for the answer is an async host call: it holds no CPU and no fuel,
-//! and ends at the run's soft deadline or at once when the run is
-//! cancelled (`timeout`), so the node still has the grace period to handle
-//! it.
+//! wait for the answer is an async host call: it burns no CPU and no fuel
+//! (the call keeps the fuel slice it holds), and ends at the run's soft
+//! deadline or at once when the run is cancelled (`timeout`), so the node
+//! still has the grace period to handle it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::bindings::{self, add_host_to_linker, add_host_v2_to_linker};
+use crate::bindings::{add_host_to_linker, add_host_v2_to_linker};
+use crate::caps::Capabilities;
 use crate::caps::tools::SubRun;
-use crate::caps::{Capabilities, CapsCtx};
 use crate::host_api::{HostApi, LogSink, TracingSink};
 use crate::limits::{
     Limits, MAX_MEMORIES_PER_STORE, MAX_MEMORY_CAP, MAX_TABLE_ELEMENTS, MAX_TABLES_PER_STORE,
@@ -198,8 +198,7 @@ impl Runtime {
             .map_err(host_err)?;
         add_host_v2_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
             .map_err(host_err)?;
-        bindings::llm::add_to_linker::<StoreState, HasCaps>(&mut linker, |s| &mut s.caps)
-            .map_err(host_err)?;
+        crate::caps::llm::add_to_linker(&mut linker).map_err(host_err)?;
         crate::caps::tools::add_to_linker(&mut linker).map_err(host_err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let turns = Turns::new(config.long_call_turns);
@@ -542,10 +541,4 @@ impl<'a> StepSink<'a> {
 struct HasHost;
 impl wasmtime::component::HasData for HasHost {
     type Data<'a> = &'a mut HostApi;
-}
-
-/// `HasData` marker for the brokered capabilities' per-store context.
-struct HasCaps;
-impl wasmtime::component::HasData for HasCaps {
-    type Data<'a> = &'a mut CapsCtx;
 }

@@ -452,29 +452,25 @@ fn top_up_fuel(cx: &mut wasmtime::StoreContextMut<'_, StoreState>) -> wasmtime::
     Ok(())
 }
 
-/// Before a host call that waits on other guest code of the run (a `tools`
-/// sub-run, which draws on the same pool): the calling call gives back the
-/// fuel it holds, so the sub-run can use it. Inside a host call the store's
-/// fuel counter is exact (compiled code saves it before every call).
-pub(crate) fn release_fuel(
+/// Runs `wait`, a host call that waits on something other than the
+/// calling call's own code (a model, a `tools` sub-run), with the call's
+/// fuel given back to its run meanwhile, so the run's other calls (and a
+/// sub-run, which draws on the same pool) can use it; then takes a new
+/// slice as [`arm`] does. Inside a host call the store's fuel counter is
+/// exact: compiled code saves it before every call. Traps `out_of_fuel`
+/// when the budget is spent by then, and is interrupted at the run's
+/// deadline or cancellation.
+pub(crate) async fn without_fuel<R>(
     store: &mut wasmtime::StoreContextMut<'_, StoreState>,
-) -> wasmtime::Result<()> {
+    wait: impl AsyncFnOnce(&mut CapsCtx) -> R,
+) -> wasmtime::Result<R> {
     let left = store.get_fuel()?;
     store.set_fuel(0)?;
     let control = store.data().caps.control.clone();
     if let Some(hold) = store.data_mut().fuel.take() {
         control.settle_fuel(hold, left);
     }
-    Ok(())
-}
-
-/// After such a host call: a new slice for the calling call, taken as
-/// [`arm`] takes one. Traps `out_of_fuel` once the run's budget is spent,
-/// and is interrupted at its deadline or cancellation.
-pub(crate) async fn reclaim_fuel(
-    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
-) -> wasmtime::Result<()> {
-    let control = store.data().caps.control.clone();
+    let out = wait(&mut store.data_mut().caps).await;
     let hold = match control.take_fuel().await {
         Ok(hold) => hold,
         Err(e) if e.code == ErrorCode::OutOfFuel => return Err(Trap::OutOfFuel.into()),
@@ -482,7 +478,7 @@ pub(crate) async fn reclaim_fuel(
     };
     store.set_fuel(hold.given())?;
     store.data_mut().fuel = Some(hold);
-    Ok(())
+    Ok(out)
 }
 
 /// A slot of the run (its tasks queue here first, so one run's fan-out

@@ -351,6 +351,26 @@ async fn tool_calls_are_journaled_allowed_or_refused() {
     );
 }
 
+/// A grant of the alias `fast`, served by `provider` as `model`.
+fn granting_fast(provider: Arc<dyn sandgraph_llm::Provider>, model: &str) -> Capabilities {
+    use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
+    Capabilities {
+        llm: Some(LlmAccess {
+            grant: LlmGrant {
+                models: vec!["fast".into()],
+                max_calls: None,
+                max_tokens: None,
+            },
+            backend: Some(LlmBackend {
+                provider,
+                models: [("fast".to_owned(), model.to_owned())].into(),
+                default_model: "m0".into(),
+            }),
+        }),
+        ..Capabilities::default()
+    }
+}
+
 /// A model that always answers "ok" with 3 + 2 tokens.
 struct Ok3;
 
@@ -374,23 +394,10 @@ impl sandgraph_llm::Provider for Ok3 {
 
 #[tokio::test]
 async fn llm_calls_are_journaled_allowed_or_refused() {
-    use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
     let log = Arc::new(Recorder::default());
     let caps = Capabilities {
-        llm: Some(LlmAccess {
-            grant: LlmGrant {
-                models: vec!["fast".into()],
-                max_calls: None,
-                max_tokens: None,
-            },
-            backend: Some(LlmBackend {
-                provider: Arc::new(Ok3),
-                models: [("fast".to_owned(), "m1".to_owned())].into(),
-                default_model: "m0".into(),
-            }),
-        }),
         log: Some(log.clone()),
-        ..Capabilities::default()
+        ..granting_fast(Arc::new(Ok3), "m1")
     };
     let graph = load(sandgraph_tests::GRAPH_LLM).await;
     for model in ["fast", "slow"] {
@@ -448,23 +455,8 @@ impl sandgraph_llm::Provider for Gated {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_runs_waiting_on_a_model_do_not_lock_out_others() {
-    use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let caps = Capabilities {
-        llm: Some(LlmAccess {
-            grant: LlmGrant {
-                models: vec!["fast".into()],
-                max_calls: None,
-                max_tokens: None,
-            },
-            backend: Some(LlmBackend {
-                provider: Arc::new(Gated(gate.clone())),
-                models: [("fast".to_owned(), "m".to_owned())].into(),
-                default_model: "m".into(),
-            }),
-        }),
-        ..Capabilities::default()
-    };
+    let caps = granting_fast(Arc::new(Gated(gate.clone())), "m");
     let graph = load(sandgraph_tests::GRAPH_LLM).await;
     let mut waiting = Vec::new();
     for _ in 0..200 {
@@ -501,4 +493,49 @@ async fn two_hundred_runs_waiting_on_a_model_do_not_lock_out_others() {
         let state = completed(w.await.unwrap());
         assert_eq!(state["answers"][0]["content"], "late", "{state}");
     }
+}
+
+/// A model that answers only once all its callers wait on it together.
+struct AllAtOnce(tokio::sync::Barrier);
+
+impl sandgraph_llm::Provider for AllAtOnce {
+    fn chat<'a>(
+        &'a self,
+        _: &'a sandgraph_llm::ChatRequest,
+    ) -> BoxFuture<'a, Result<sandgraph_llm::ChatResponse, sandgraph_llm::LlmError>> {
+        async move {
+            self.0.wait().await;
+            Ok(sandgraph_llm::ChatResponse {
+                content: Some("together".into()),
+                ..sandgraph_llm::ChatResponse::default()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// A call waiting on the model holds none of the run's fuel.
+#[tokio::test]
+pub async fn graph_llm_fanout() {
+    // Four tasks on 3e8 fuel (less than one slice) ask a model that
+    // answers only when all four wait on it: each call gives its fuel back
+    // while it waits, so the next task can start and ask too. (A waiting
+    // call that kept its slice held the whole pool, and the other tasks
+    // waited for it until the deadline.)
+    let graph = load(sandgraph_tests::GRAPH_LLM_FANOUT).await;
+    let opts = RunOptions {
+        capabilities: granting_fast(Arc::new(AllAtOnce(tokio::sync::Barrier::new(4))), "m"),
+        limits: Some(Limits {
+            timeout: Duration::from_secs(10),
+            fuel: 300_000_000,
+            ..Limits::default()
+        }),
+        ..RunOptions::default()
+    };
+    let state = completed(runtime().run(&graph, json!({"n": 4}), opts).await);
+    assert_eq!(
+        state["answers"],
+        json!(["together", "together", "together", "together"]),
+        "{state}"
+    );
 }

@@ -9,10 +9,10 @@
 //! the tool definitions' schemas (`malformed`), the run's quota of calls
 //! and tokens (`quota`), the run's byte budget (`malformed`), and only then
 //! the provider. Nothing leaves the host before every check passed. The
-//! wait for the answer is an async host call: it burns no CPU and no fuel
-//! (the call keeps the fuel slice it holds), and ends at the run's soft
-//! deadline or at once when the run is cancelled (`timeout`), so the node
-//! still has the grace period to handle it.
+//! wait for the answer is an async host call: it holds no CPU and no fuel
+//! (the calling call gives its slice back to the run meanwhile), and ends
+//! at the run's soft deadline or at once when the run is cancelled
+//! (`timeout`), so the node still has the grace period to handle it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +24,9 @@ use sandgraph_llm::{self as provider, Provider};
 
 use crate::bindings::llm::{self as wit, ChatRequest, ChatResponse, LlmError, Role};
 use crate::caps::{Call, CapsCtx};
-use crate::sandbox::{Charged, RunControl};
+use crate::sandbox::{Charged, RunControl, StoreState, without_fuel};
+use wasmtime::StoreContextMut;
+use wasmtime::component::Linker;
 
 /// Most bytes of one request the host takes from a guest (message texts,
 /// tool calls, tool definitions and their schemas, each item counted with
@@ -144,6 +146,24 @@ impl LlmUsage {
     fn spend(&self, tokens: u64) {
         self.tokens.fetch_add(tokens, Ordering::AcqRel);
     }
+}
+
+/// Adds `sandgraph:graph/llm` to `linker`. Defined here rather than by
+/// bindgen because `chat` needs the calling store: the calling call gives
+/// back the fuel it holds while it waits for the model, so the run's other
+/// calls can use it, and takes a new slice when the answer is in.
+pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    linker
+        .instance("sandgraph:graph/llm@0.2.0")?
+        .func_wrap_async(
+            "chat",
+            |mut store: StoreContextMut<'_, StoreState>, (request,): (ChatRequest,)| {
+                Box::new(async move {
+                    let chat = async |caps: &mut CapsCtx| wit::Host::chat(caps, request).await;
+                    Ok((without_fuel(&mut store, chat).await?,))
+                })
+            },
+        )
 }
 
 /// The per-store context of `llm`.

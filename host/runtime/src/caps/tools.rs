@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::bindings::tools::{self as wit, ToolError, ToolInfo};
 use crate::caps::{Call, CapsCtx};
-use crate::sandbox::{RunControl, StoreState, reclaim_fuel, release_fuel};
+use crate::sandbox::{RunControl, StoreState, without_fuel};
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
@@ -274,10 +274,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
         "call",
         |mut store: StoreContextMut<'_, StoreState>, (name, args): (String, String)| {
             Box::new(async move {
-                release_fuel(&mut store)?;
-                let result = wit::Host::call(&mut store.data_mut().caps, name, args).await;
-                reclaim_fuel(&mut store).await?;
-                Ok((result,))
+                let call = async |caps: &mut CapsCtx| wit::Host::call(caps, name, args).await;
+                Ok((without_fuel(&mut store, call).await?,))
             })
         },
     )?;

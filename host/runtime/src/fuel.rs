@@ -7,9 +7,9 @@
 //! [`Take::Wait`]) instead of failing: a call is refused for fuel only
 //! when nothing is left in the pool and no call holds any. (A running call
 //! never waits: one that spends all it holds while the pool is empty traps
-//! `out_of_fuel`.) A call waiting on a
-//! `tools` sub-run first gives back what it holds (the sub-run draws on the
-//! same pool) and takes a new slice when the sub-run ends.
+//! `out_of_fuel`.) A call waiting on a `tools` sub-run (which draws on the
+//! same pool) or on a model first gives back what it holds and takes a new
+//! slice when the wait ends (`sandbox::without_fuel`).
 //!
 //! Architecture Invariant: the fuel handed to calls never exceeds the
 //! budget: every slice comes out of `free`, and only a hold puts any back.

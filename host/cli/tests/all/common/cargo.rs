@@ -8,7 +8,9 @@
 //! crates in different folders sharing a target folder, rebuild all their
 //! dependencies on every build. Here each test's crates live at the same
 //! path on every run ([`CrateHome`]), with a target folder of their own,
-//! and the crates of this workspace share one ([`shared_target`]).
+//! the crates of this workspace share one ([`shared_target`]), and the
+//! tests' new crates take turns in one folder for their wasm builds
+//! ([`BuildSlot`]), so only the first builds the dependencies.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -43,20 +45,10 @@ pub(crate) struct CrateHome {
 impl CrateHome {
     /// The home of the test `test` (a name unique among the tests).
     pub(crate) fn new(test: &str) -> CrateHome {
-        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let checkout = super::sha256_hex(tmp.to_string_lossy().as_bytes());
-        let root = std::env::temp_dir().join(format!("sandgraph-tests-{}", &checkout[..12]));
-        std::fs::create_dir_all(&root).unwrap();
-        let lock = File::create(root.join(format!("{test}.lock"))).unwrap();
-        lock.lock().unwrap();
-        let dir = root.join(test);
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
-        std::fs::create_dir(&dir).unwrap();
+        let (dir, lock) = locked_empty_folder(test);
         CrateHome {
             dir,
-            targets: tmp.join("crate-targets").join(test),
+            targets: targets_root().join(test),
             _lock: lock,
         }
     }
@@ -75,5 +67,95 @@ impl CrateHome {
     /// crate folder: see the module's note).
     pub(crate) fn target(&self, name: &str) -> PathBuf {
         self.targets.join(name)
+    }
+}
+
+/// The new crates' turn at `sandgraph build` in one folder with one target
+/// folder: a crate built there reuses the wasm dependencies an earlier one
+/// built (the four tests that build a new crate took 102 CPU s cold each
+/// in a folder of its own, 58 here). It is the crate's folder while the
+/// slot is held, which the lock (across test processes too) makes one
+/// test at a time.
+pub(crate) struct BuildSlot {
+    dir: PathBuf,
+    target: PathBuf,
+    _lock: File,
+}
+
+impl BuildSlot {
+    /// Waits for the slot, then fills its folder with a copy of the crate
+    /// in `krate` (new files: cargo sees them as newer than what the last
+    /// crate left built).
+    pub(crate) fn take(krate: &Path) -> BuildSlot {
+        let (dir, lock) = locked_empty_folder("build-slot");
+        copy_dir(krate, &dir);
+        BuildSlot {
+            dir,
+            target: targets_root().join("build-slot"),
+            _lock: lock,
+        }
+    }
+
+    /// The crate's folder in the slot.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The slot's target folder.
+    pub(crate) fn target(&self) -> &Path {
+        &self.target
+    }
+}
+
+/// The folder the tests' crate folders live in: outside the workspace, at
+/// the same path on every run of this checkout's tests.
+fn crates_root() -> PathBuf {
+    let tmp = env!("CARGO_TARGET_TMPDIR");
+    let checkout = super::sha256_hex(tmp.as_bytes());
+    let root = std::env::temp_dir().join(format!("sandgraph-tests-{}", &checkout[..12]));
+    std::fs::create_dir_all(&root).unwrap();
+    root
+}
+
+/// The folder of the crates' target folders, under the build's temporary
+/// folder.
+fn targets_root() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("crate-targets")
+}
+
+/// The folder `name` in [`crates_root`], emptied once its lock is taken;
+/// returns it with the held lock.
+fn locked_empty_folder(name: &str) -> (PathBuf, File) {
+    let root = crates_root();
+    let lock = File::create(root.join(format!("{name}.lock"))).unwrap();
+    lock.lock().unwrap();
+    let dir = root.join(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    std::fs::create_dir(&dir).unwrap();
+    (dir, lock)
+}
+
+/// Every file under `dir`, recursively.
+pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Copies the files under `from` to the same places under `to`.
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    for file in walk(from) {
+        let dest = to.join(file.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&file, &dest).unwrap();
     }
 }

@@ -15,7 +15,7 @@ use sandgraph_tests::oci_registry::{Auth, OciRegistry};
 use serde_json::{Value, json};
 
 use super::folder;
-use super::new::{assert_ok, new_crate, run_in, sandgraph_in};
+use super::new::{assert_ok, build_in_slot, new_crate, run_in, sandgraph_in};
 use crate::common::cargo::{CrateHome, shared_target};
 use crate::common::{sha256_hex, stderr, stdout};
 
@@ -41,22 +41,19 @@ fn junit_counts(path: &Path) -> (u64, u64) {
 async fn a_new_graph_goes_from_new_to_a_signed_locked_served_tool() {
     let env = folder(&[]);
     let home = CrateHome::new("acceptance-crate");
-    let target = home.target("wasm");
+    let target = shared_target();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
 
     // Author: a crate that tests natively, builds, and passes its cases.
     let krate = new_crate(&env, &home, "ticket-triage", &[]);
     assert_ok(
         "cargo test",
-        &run_in(&krate, &shared_target(), &cargo, &["test", "-q"]),
+        &run_in(&krate, &target, &cargo, &["test", "-q"]),
     );
     std::fs::create_dir(env.path("dist")).unwrap();
     let dist_wasm = env.path("dist/ticket-triage.wasm");
     let wasm = dist_wasm.to_str().unwrap();
-    assert_ok(
-        "sandgraph build",
-        &sandgraph_in(&krate, &target, &["build", ".", "--out", wasm]),
-    );
+    assert_ok("sandgraph build", &build_in_slot(&krate, &dist_wasm));
     let cases = krate.join("tests");
     let junit = env.path("junit.xml");
     let o = sandgraph_in(

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::folder;
-use crate::common::cargo::{CrateHome, repo, shared_target};
+use crate::common::cargo::{BuildSlot, CrateHome, copy_dir, repo, shared_target, walk};
 use crate::common::{Env, sha256_hex, stderr, stdout};
 
 /// The SDK binds to its own copy of the WIT world (guest-sdk/wit), so the
@@ -128,18 +128,15 @@ pub(crate) fn assert_ok(what: &str, o: &Output) {
     );
 }
 
-/// A new crate in `home`'s folder `dir`: its native tests pass (`cargo
-/// test`), it builds (`sandgraph build`), its golden cases pass
-/// (`sandgraph test`) and it checks clean.
-fn builds_and_passes(home: &CrateHome, dir: &Path, name: &str) {
+/// A new crate in the folder `dir`: its native tests pass (`cargo test`),
+/// it builds (`sandgraph build`, in the [`BuildSlot`], to `dir/NAME.wasm`),
+/// its golden cases pass (`sandgraph test`) and it checks clean.
+fn builds_and_passes(dir: &Path, name: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    assert_ok(
-        "cargo test",
-        &run_in(dir, &shared_target(), &cargo, &["test", "-q"]),
-    );
-    let target = home.target("wasm");
+    let target = shared_target();
+    assert_ok("cargo test", &run_in(dir, &target, &cargo, &["test", "-q"]));
     let wasm = format!("{name}.wasm");
-    let o = sandgraph_in(dir, &target, &["build", ".", "--out", &wasm]);
+    let o = build_in_slot(dir, &dir.join(&wasm));
     assert_ok("sandgraph build", &o);
     let digest = printed_digest(&stderr(&o));
     let bytes = std::fs::read(dir.join(&wasm)).unwrap();
@@ -152,6 +149,14 @@ fn builds_and_passes(home: &CrateHome, dir: &Path, name: &str) {
         "sandgraph check",
         &sandgraph_in(dir, &target, &["check", &wasm]),
     );
+}
+
+/// `sandgraph build . --out OUT` of a copy of the crate in `krate`, in the
+/// [`BuildSlot`].
+pub(crate) fn build_in_slot(krate: &Path, out: &Path) -> Output {
+    let slot = BuildSlot::take(krate);
+    let out = out.to_str().unwrap();
+    sandgraph_in(slot.dir(), slot.target(), &["build", ".", "--out", out])
 }
 
 #[test]
@@ -212,7 +217,7 @@ fn the_basic_crate_tests_builds_and_passes_its_golden_case() {
     ] {
         assert!(workflow.contains(step), "no {step:?} in:\n{workflow}");
     }
-    builds_and_passes(&home, &dir, "word-count");
+    builds_and_passes(&dir, "word-count");
 }
 
 #[test]
@@ -223,26 +228,12 @@ fn the_agent_crate_answers_its_golden_case_from_the_cassette() {
     let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
     assert!(lib.contains("ctx.llm().chat("), "{lib}");
     assert!(dir.join("tests/basic.cassette.jsonl").is_file());
-    builds_and_passes(&home, &dir, "ask");
+    builds_and_passes(&dir, "ask");
     // Without the cassette the case has no model to ask: it fails, so the
     // pass above came from the replayed answer.
     std::fs::remove_file(dir.join("tests/basic.cassette.jsonl")).unwrap();
-    let o = sandgraph_in(&dir, &home.target("wasm"), &["test", "ask.wasm"]);
+    let o = sandgraph_in(&dir, &shared_target(), &["test", "ask.wasm"]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
-}
-
-/// Every file under `dir`, recursively.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[test]
@@ -356,42 +347,44 @@ fn the_same_source_builds_to_the_same_digest_anywhere() {
     );
     assert!(lib.contains("written_at()"), "the template changed: {lib}");
     std::fs::write(source.join("src/lib.rs"), lib).unwrap();
-    // Two folders, two target folders.
-    let mut digests = Vec::new();
-    for (copy, target) in [
-        ("one/repro", home.target("one")),
-        ("two/deeper/repro", home.target("two")),
-    ] {
-        let dir = home.path(copy);
-        copy_dir(&source, &dir);
-        let o = sandgraph_in(&dir, &target, &["build", ".", "--out", "repro.wasm"]);
-        assert_ok("sandgraph build", &o);
-        let bytes = std::fs::read(dir.join("repro.wasm")).unwrap();
-        assert_eq!(printed_digest(&stderr(&o)), sha256_hex(&bytes));
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            text.contains("/workspace/src/extra.rs"),
-            "the crate folder is remapped"
-        );
-        assert!(text.contains("/generated.rs"));
-        for folder in [&dir, &target] {
-            let folder = folder.to_string_lossy();
-            assert!(
-                !text.contains(folder.as_ref()),
-                "{folder} is in the component"
-            );
-        }
-        digests.push(sha256_hex(&bytes));
-    }
-    assert_eq!(digests[0], digests[1]);
+    // Two folders, two target folders: the build slot's, whose target
+    // folder may hold other crates' dependencies already, and one of its own.
+    let slot = BuildSlot::take(&source);
+    let o = sandgraph_in(
+        slot.dir(),
+        slot.target(),
+        &["build", ".", "--out", "repro.wasm"],
+    );
+    let first = remapped_digest(&o, slot.dir(), slot.target());
+    drop(slot);
+    let dir = home.path("two/deeper/repro");
+    copy_dir(&source, &dir);
+    let target = home.target("two");
+    let o = sandgraph_in(&dir, &target, &["build", ".", "--out", "repro.wasm"]);
+    assert_eq!(first, remapped_digest(&o, &dir, &target));
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    for file in walk(from) {
-        let dest = to.join(file.strip_prefix(from).unwrap());
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(&file, &dest).unwrap();
+/// The digest of `repro.wasm` built in `dir` with the target folder
+/// `target` (`o`: the build's output), checked to be the one the build
+/// printed and to name neither folder.
+fn remapped_digest(o: &Output, dir: &Path, target: &Path) -> String {
+    assert_ok("sandgraph build", o);
+    let bytes = std::fs::read(dir.join("repro.wasm")).unwrap();
+    assert_eq!(printed_digest(&stderr(o)), sha256_hex(&bytes));
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains("/workspace/src/extra.rs"),
+        "the crate folder is remapped"
+    );
+    assert!(text.contains("/generated.rs"));
+    for folder in [dir, target] {
+        let folder = folder.to_string_lossy();
+        assert!(
+            !text.contains(folder.as_ref()),
+            "{folder} is in the component"
+        );
     }
+    sha256_hex(&bytes)
 }
 
 /// The names of the custom sections of a component or core module, and of

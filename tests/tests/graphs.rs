@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 #[path = "graphs/capabilities.rs"]
 mod capabilities;
-use capabilities::{graph_llm_fanout, graph_tools};
+use capabilities::{graph_llm_fanout, graph_tools, hostile_refusal_loop};
 #[path = "graphs/http.rs"]
 mod http;
 use http::graph_http;

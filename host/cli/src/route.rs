@@ -149,8 +149,9 @@ fn print_outcome(out: &RouteOutcome) -> Result<ExitCode, Failure> {
 }
 
 /// One capability call as text, every field a graph could shape folded
-/// and escaped: `#seq graph capability target decision[: reason] (sizes,
-/// tokens, latency)`.
+/// and escaped: `#seq graph capability target decision[ xN][: reason]
+/// (sizes, tokens, latency)[ thread][ via chain]`, where `xN` counts the
+/// refusals of one kind a row stands for.
 fn capability_line(c: &sandgraph_core::audit::CapabilityCall) -> String {
     let reason = c
         .reason
@@ -166,13 +167,23 @@ fn capability_line(c: &sandgraph_core::audit::CapabilityCall) -> String {
         .as_deref()
         .map(|t| format!(" thread {}", show::folded(t, 60)))
         .unwrap_or_default();
+    let count = if c.count == 1 {
+        String::new()
+    } else {
+        format!(" x{}", c.count)
+    };
+    let chain = if c.chain.is_empty() {
+        String::new()
+    } else {
+        format!(" via {}", show::folded(&c.chain.join(" -> "), 200))
+    };
     format!(
-        "#{} {} {} {} {}{reason} [{} B out, {} B in{tokens}, {} ms]{thread}",
+        "#{} {} {} {} {}{count}{reason} [{} B out, {} B in{tokens}, {} ms]{thread}{chain}",
         c.seq,
         show::folded(&c.graph, 60),
         c.capability,
         show::folded(&c.target, 120),
-        c.decision,
+        show::folded(&c.decision, 40),
         c.request_bytes,
         c.response_bytes,
         c.latency_ms,

@@ -1,11 +1,14 @@
-//! Noisy neighbours (issue 11): the latency of one client's `echo_graph`
-//! calls over MCP Streamable HTTP on an idle server, then beside two
-//! hostile clients on the same server, in one run. Client A runs
+//! Noisy neighbours: the latency of one client's `echo_graph` calls over
+//! MCP Streamable HTTP on an idle server, then beside hostile clients on
+//! the same server, in one run. Phase "spinners": client A runs
 //! `hostile_fanout_spin`, whose one node sends 300 tasks that spin forever;
-//! client B runs 8 `hostile_infinite_loop` calls at once. Client C makes
-//! sequential echo calls; p50, p99 and max of both phases are printed with
-//! their ratios. The aim: p99 beside the neighbours no worse than 10x idle,
-//! max under 1 s. The server runs on a runtime with one worker per core,
+//! client B runs 8 `hostile_infinite_loop` calls at once. Phase "refusals":
+//! 4 `refusal_loop` calls at once, each looping on a `tools` call the host
+//! refuses (no grant), with the capability journal kept in a redb file.
+//! Client C makes sequential echo calls; p50, p99 and max of each phase are
+//! printed with their ratios to idle. The aims: p99 beside the spinners no
+//! worse than 10x idle, max under 1 s; beside the refusal loops, p99 under
+//! 2x idle. The server runs on a runtime with one worker per core,
 //! like `sandgraph serve`; the clients run on a thread of their own, as
 //! they would in another process, so what is measured is the server's
 //! share of the machine, not the clients' tasks queueing behind guests.
@@ -37,6 +40,8 @@ type Client = Arc<RunningService<RoleClient, ()>>;
 const FANOUT_TASKS: u64 = 300;
 /// B's concurrent spinning runs.
 const SPINNERS: usize = 8;
+/// Concurrent refusal loops of the "refusals" phase.
+const REFUSERS: usize = 4;
 /// Deadline of every neighbour run: longer than the measured calls need on
 /// a fair server, short enough that an unfair one ends the row.
 const NEIGHBOUR_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,7 +56,8 @@ fn config() -> String {
     let ms = NEIGHBOUR_TIMEOUT.as_millis();
     format!(
         "[graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
-         [graphs.hostile_fanout_spin]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n"
+         [graphs.hostile_fanout_spin]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
+         [graphs.refusal_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n"
     )
 }
 
@@ -61,15 +67,21 @@ async fn registry() -> (Registry, tempfile::TempDir) {
         ("echo.wasm", sandgraph_tests::ECHO),
         ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
         ("fanout.wasm", sandgraph_tests::HOSTILE_FANOUT_SPIN),
+        ("refusals.wasm", sandgraph_tests::HOSTILE_REFUSAL_LOOP),
     ] {
         std::fs::copy(component, dir.path().join(name)).expect("copy a graph");
     }
     let config = OperatorConfig::parse(&config(), Path::new("neighbours.toml"))
         .expect("the bench config is valid");
+    let store = sandgraph_store::Store::open(&dir.path().join("data.redb"))
+        .expect("the journal's database opens");
     let options = RegistryOptions {
         dirs: vec![dir.path().to_path_buf()],
         strict: true,
         config,
+        capability_log: Some(Arc::new(sandgraph_registry::StoreCapabilityLog::new(
+            store.capability_journal(),
+        ))),
         ..RegistryOptions::default()
     };
     let (registry, _) = Registry::open(sandgraph_tests::runtime().clone(), options)
@@ -182,18 +194,43 @@ async fn measure(url: String, server: McpServer, calls: usize) {
     idle.print("idle");
 
     let (a, b) = (client(&url).await, client(&url).await);
-    let mut neighbours = Vec::new();
-    neighbours.push(tokio::spawn(async move {
+    let mut spinners = Vec::new();
+    spinners.push(tokio::spawn(async move {
         call(&a, "hostile_fanout_spin", json!({"n": FANOUT_TASKS})).await
     }));
     for _ in 0..SPINNERS {
         let b = b.clone();
-        neighbours.push(tokio::spawn(async move {
+        spinners.push(tokio::spawn(async move {
             call(&b, "hostile_infinite_loop", json!({"input": {}})).await
         }));
     }
+    let spin = beside(&c, &server, spinners, calls, "spinners").await;
+    aims(&spin, &idle, 10.0, Some(Duration::from_secs(1)));
+
+    let r = client(&url).await;
+    let mut refusers = Vec::new();
+    for _ in 0..REFUSERS {
+        let r = r.clone();
+        refusers.push(tokio::spawn(async move {
+            call(&r, "refusal_loop", json!({"input": {"times": 1_000_000_000u64}})).await
+        }));
+    }
+    let refusals = beside(&c, &server, refusers, calls, "refusals").await;
+    aims(&refusals, &idle, 2.0, None);
+}
+
+/// Echo latencies while `neighbours` are in flight: waits until they all
+/// are, measures, then cancels them.
+async fn beside(
+    c: &Client,
+    server: &McpServer,
+    neighbours: Vec<tokio::task::JoinHandle<CallToolResult>>,
+    calls: usize,
+    what: &str,
+) -> Row {
     let started = Instant::now();
-    while server.stats().in_flight < 1 + SPINNERS {
+    let expected = neighbours.len();
+    while server.stats().in_flight < expected {
         assert!(
             started.elapsed() < NEIGHBOUR_TIMEOUT,
             "the neighbours never all started"
@@ -209,50 +246,48 @@ async fn measure(url: String, server: McpServer, calls: usize) {
             cut_short = true;
             break;
         }
-        let latency = echo(&c, i).await;
+        let latency = echo(c, i).await;
         if i >= WARMUP_CALLS {
             noisy.push(latency);
         }
     }
     let noisy = Row::new(noisy);
-    noisy.print("noisy");
+    noisy.print(what);
     if cut_short {
         println!(
-            "  (the neighbours reached their {} s deadline first)",
+            "  (the neighbours ended first: {} s deadline or the call cap)",
             NEIGHBOUR_TIMEOUT.as_secs()
         );
     }
-    let ratio = |n: Duration, i: Duration| n.as_secs_f64() / i.as_secs_f64();
-    println!(
-        "noisy/idle  p50 {:>7.1}x     p99 {:>7.1}x     max {:>7.1}x",
-        ratio(noisy.p50, idle.p50),
-        ratio(noisy.p99, idle.p99),
-        ratio(noisy.max, idle.max)
-    );
-    println!(
-        "aim: p99 <= 10x idle: {}; max < 1 s: {}",
-        if noisy.p99.as_secs_f64() <= 10.0 * idle.p99.as_secs_f64() {
-            "met"
-        } else {
-            "MISSED"
-        },
-        if noisy.max < Duration::from_secs(1) {
-            "met"
-        } else {
-            "MISSED"
-        }
-    );
-
     // The neighbours end at their deadline, not sooner; cancelling them
     // here keeps the run short.
     server.cancel_all();
     for n in neighbours {
-        let r = n.await.expect("a neighbour task");
-        assert_eq!(
-            r.is_error,
-            Some(true),
-            "a neighbour ended without error: {r:?}"
-        );
+        n.await.expect("a neighbour task");
+    }
+    while server.stats().in_flight > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    noisy
+}
+
+/// Prints the phase's ratios to idle and whether its aims were met.
+fn aims(noisy: &Row, idle: &Row, p99_aim: f64, max_aim: Option<Duration>) {
+    let ratio = |n: Duration, i: Duration| n.as_secs_f64() / i.as_secs_f64();
+    println!(
+        "  /idle     p50 {:>7.1}x     p99 {:>7.1}x     max {:>7.1}x",
+        ratio(noisy.p50, idle.p50),
+        ratio(noisy.p99, idle.p99),
+        ratio(noisy.max, idle.max)
+    );
+    let met = |ok: bool| if ok { "met" } else { "MISSED" };
+    print!(
+        "  aim: p99 <= {p99_aim}x idle: {}",
+        met(noisy.p99.as_secs_f64() <= p99_aim * idle.p99.as_secs_f64())
+    );
+    match max_aim {
+        Some(max) => println!("; max < {max:?}: {}", met(noisy.max < max)),
+        None => println!(),
     }
 }
 

@@ -12,7 +12,7 @@
 use std::sync::{Arc, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sandgraph_core::audit::{CapabilityCall, CapabilityLog};
+use sandgraph_core::audit::{CapabilityCall, CapabilityLog, Written};
 use sandgraph_runtime::caps::http::HttpCassette;
 use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::caps::tools::{SubRun, ToolCallError, ToolDescription, ToolsBackend};
@@ -93,66 +93,148 @@ pub(crate) struct Tagged {
 }
 
 impl CapabilityLog for Tagged {
-    fn record(&self, mut call: CapabilityCall) {
+    fn record(
+        &self,
+        mut call: CapabilityCall,
+        written: Written,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         if call.graph_digest.is_none() {
             call.graph_digest.clone_from(&self.digest);
         }
         if call.thread_id.is_none() {
             call.thread_id.clone_from(&self.thread);
         }
-        self.log.record(call);
+        self.log.record(call, written)
     }
 }
 
-/// The capability journal of a store as a [`CapabilityLog`]: each row is
-/// stamped with the time and written on a blocking thread (a write
-/// fsyncs), so the capability call itself never waits for the disk. A
-/// failed write is logged, never the call's failure.
+/// Rows a journal writer holds queued at most, for all the runs that
+/// write to it: about 2 KiB each at most (targets and reasons are capped
+/// by the runtime), so a few MiB. A run that finds the queue full waits,
+/// within its deadline, for the writer.
+const MAX_QUEUED_ROWS: usize = 2048;
+
+/// Rows written in one transaction at most: one commit (one fsync) serves
+/// a batch, so the writer keeps up with many runs at once.
+const MAX_BATCH_ROWS: usize = 256;
+
+/// The capability journal of a store as a [`CapabilityLog`]: rows are
+/// stamped with the time and queued (at most [`MAX_QUEUED_ROWS`]) for a
+/// writer thread of the log's own, which appends what is queued in batches
+/// of one transaction each, so neither the capability call nor tokio's
+/// blocking pool ever waits for the disk. A failed write is logged, never
+/// the call's failure. Dropping the last handle writes what is queued
+/// before it returns.
 pub struct StoreCapabilityLog {
-    target: Arc<Target>,
+    writer: Arc<Writer>,
+}
+
+type Queued = (CapabilityCall, Written);
+
+/// The queue and the thread that drains it.
+struct Writer {
+    queue: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<Queued>>>,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread once it has written the rest.
+        drop(lock(&self.queue).take());
+        if let Some(thread) = lock(&self.thread).take()
+            && thread.join().is_err()
+        {
+            tracing::warn!("the capability journal writer panicked");
+        }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 enum Target {
     /// A store this process holds open.
     Open(CapabilityJournal),
-    /// A database opened for each row, so a process that makes no
+    /// A database opened for each batch, so a process that makes no
     /// capability call never opens it (and never holds its lock).
-    Path(std::sync::Mutex<std::path::PathBuf>),
+    Path(std::path::PathBuf),
 }
 
 impl StoreCapabilityLog {
     /// Writes to `journal`.
     pub fn new(journal: CapabilityJournal) -> Self {
-        StoreCapabilityLog {
-            target: Arc::new(Target::Open(journal)),
-        }
+        Self::start(Target::Open(journal))
     }
 
-    /// Writes to the database at `path`, opened for each row (one at a
-    /// time).
+    /// Writes to the database at `path`, opened for each batch.
     pub fn at_path(path: std::path::PathBuf) -> Self {
+        Self::start(Target::Path(path))
+    }
+
+    fn start(target: Target) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(MAX_QUEUED_ROWS);
+        let thread = std::thread::Builder::new()
+            .name("sandgraph-journal".into())
+            .spawn(move || drain(&target, rx));
+        let (queue, thread) = match thread {
+            Ok(thread) => (Some(tx), Some(thread)),
+            Err(e) => {
+                tracing::warn!("cannot start the capability journal writer: {e}");
+                (None, None)
+            }
+        };
         StoreCapabilityLog {
-            target: Arc::new(Target::Path(std::sync::Mutex::new(path))),
+            writer: Arc::new(Writer {
+                queue: std::sync::Mutex::new(queue),
+                thread: std::sync::Mutex::new(thread),
+            }),
         }
     }
 }
 
+/// The writer thread: waits for a row, takes what else is queued (up to a
+/// batch), writes the batch in one transaction, and lets go of the rows'
+/// holds; until the queue is closed and empty.
+fn drain(target: &Target, mut rx: tokio::sync::mpsc::Receiver<Queued>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut rows = vec![first.0];
+        let mut holds = vec![first.1];
+        while rows.len() < MAX_BATCH_ROWS {
+            match rx.try_recv() {
+                Ok((row, hold)) => {
+                    rows.push(row);
+                    holds.push(hold);
+                }
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = target.append_all(&rows) {
+            tracing::warn!(
+                rows = rows.len(),
+                "cannot journal capability calls: {e}"
+            );
+        }
+        drop(holds);
+    }
+}
+
 impl Target {
-    fn append(&self, call: &CapabilityCall) -> Result<(), String> {
+    fn append_all(&self, calls: &[CapabilityCall]) -> Result<(), String> {
         match self {
-            Target::Open(journal) => journal.append(call).map(drop).map_err(|e| e.to_string()),
+            Target::Open(journal) => journal
+                .append_all(calls)
+                .map(drop)
+                .map_err(|e| e.to_string()),
             Target::Path(path) => {
-                let path = path
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let store = match path.to_str() {
                     Some(location) => sandgraph_store::Store::open_location(location),
-                    None => sandgraph_store::Store::open(&path),
+                    None => sandgraph_store::Store::open(path),
                 }
                 .map_err(|e| format!("{}: {e}", path.display()))?;
                 store
                     .capability_journal()
-                    .append(call)
+                    .append_all(calls)
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
@@ -161,21 +243,21 @@ impl Target {
 }
 
 impl CapabilityLog for StoreCapabilityLog {
-    fn record(&self, mut call: CapabilityCall) {
+    fn record(
+        &self,
+        mut call: CapabilityCall,
+        written: Written,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         call.at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let target = self.target.clone();
-        let write = move || {
-            if let Err(e) = target.append(&call) {
-                tracing::warn!("cannot journal a capability call: {e}");
+        let queue = lock(&self.writer.queue).clone();
+        Box::pin(async move {
+            if let Some(queue) = queue {
+                // Waits while the queue is full; fails only once the
+                // writer is gone.
+                let _ = queue.send((call, written)).await;
             }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                rt.spawn_blocking(write);
-            }
-            Err(_) => write(),
-        }
+        })
     }
 }

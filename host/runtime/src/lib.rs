@@ -20,7 +20,7 @@ mod turns;
 mod wasi;
 
 pub use host_api::{GuestLogLevel, LogSink};
-pub use limits::{Limits, MAX_TIMEOUT, RuntimeConfig};
+pub use limits::{Limits, MAX_CAPABILITY_CALLS_PER_RUN, MAX_TIMEOUT, RuntimeConfig};
 pub use loader::{Graph, HOST_WORLD_VERSION};
 pub use runtime::{Compiled, RunOptions, Runtime};
 pub use sandgraph_core::{

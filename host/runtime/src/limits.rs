@@ -53,6 +53,26 @@ pub(crate) const MAX_LOG_LINES_PER_INSTANCE: usize = 256;
 /// They go to the host log, never to the host's stdout.
 pub(crate) const MAX_GUEST_OUTPUT_BYTES: usize = 64 * 1024;
 
+/// Capability calls (`llm`, `tools`, `http`) one outermost run may make,
+/// of any decision, its sub-runs included. Each call costs host work and a
+/// journal row or count even when it is refused, so a graph looping on a
+/// call must run out of calls long before it runs out of time: real agent
+/// runs make tens to hundreds of calls. Past it every call is refused at
+/// once (`quota`).
+pub const MAX_CAPABILITY_CALLS_PER_RUN: u64 = 10_000;
+
+/// Kinds (graph, capability, decision) of refused calls one run counts for
+/// the journal; refusals of further kinds are only logged. A run's chain
+/// has at most a few graphs and each capability a handful of refusal
+/// decisions, so this is far above what a run can honestly produce.
+pub(crate) const MAX_REFUSAL_KINDS: usize = 256;
+
+/// Bytes of journal rows one outermost run may have queued and not yet
+/// written (a row is at most about 2 KiB: its target and reason are
+/// capped). A run whose rows outpace the journal's disk waits, within its
+/// deadline, rather than growing the queue.
+pub(crate) const MAX_QUEUED_JOURNAL_BYTES: usize = 256 * 1024;
+
 /// Per-run limits. Everything a caller can set on one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {

@@ -399,6 +399,7 @@ impl Runtime {
         })
         .await;
         sink.drain();
+        backend.control.finish().await;
         tracing::debug!(
             graph = graph.name(),
             elapsed_us = backend.control.elapsed().as_micros() as u64,
@@ -435,6 +436,7 @@ impl Runtime {
         )
         .await;
         sink.drain();
+        backend.control.finish().await;
         outcome
     }
 
@@ -478,7 +480,9 @@ impl Runtime {
         let control = self.control(graph, limits, &opts);
         let mut instance =
             Sandbox::instantiate(&self.shared, &graph.pre, graph.name.clone(), &control).await?;
-        instance.validate(input, &opts.context).await
+        let out = instance.validate(input, &opts.context).await;
+        control.finish().await;
+        out
     }
 }
 

@@ -19,8 +19,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{self, GraphComponentPre};
-use crate::caps::llm::LlmUsage;
-use crate::caps::tools::{SubRun, ToolsUsage};
+use crate::caps::account::{Account, GraphUsage};
+use crate::caps::tools::SubRun;
 use crate::caps::{Capabilities, CapsCtx};
 use crate::fuel::{FUEL_SLICE, FuelHold, FuelPool, Take};
 use crate::host_api::HostApi;
@@ -63,9 +63,11 @@ pub struct RunControl {
     /// The run's fuel (for a sub-run, a `tools` call, its caller's pool
     /// itself).
     fuel: Arc<FuelPool>,
-    /// The run's own instance slots ([`Limits::instances`]): its tasks
-    /// queue here before they queue for the host's pool.
-    slots: Arc<Semaphore>,
+    /// The instance slots of the outermost run ([`Limits::instances`],
+    /// shared by its sub-runs): its tasks queue here before they queue for
+    /// the host's pool. A task waiting on a `tools` call lends its slot to
+    /// the sub-run meanwhile.
+    pub(crate) slots: Arc<Semaphore>,
     /// What the host keeps for the run outside wasm memory.
     bytes: ByteBudget,
     /// The brokered capabilities the run was granted.
@@ -73,10 +75,12 @@ pub struct RunControl {
     /// The graphs of the call chain, from the outermost caller to this run
     /// (`tools` calls nest runs).
     pub(crate) chain: Vec<Arc<str>>,
-    /// The run's `tools` calls so far.
-    pub(crate) tools_usage: ToolsUsage,
-    /// The run's `llm` calls and tokens so far.
-    pub(crate) llm_usage: LlmUsage,
+    /// The outermost run's capability account, shared by its sub-runs:
+    /// the call cap, every graph's quotas, the counted refusals.
+    pub(crate) account: Arc<Account>,
+    /// What this run's graph used of its quotas in the whole chain (its
+    /// entry in `account`).
+    pub(crate) usage: Arc<GraphUsage>,
     /// Where the steps of sub-runs go: the outermost run's channel, which
     /// it drains before reporting each of its own steps.
     pub(crate) sub_steps: mpsc::UnboundedSender<StepEvent>,
@@ -138,13 +142,15 @@ impl RunControl {
         let started = Instant::now();
         let own_deadline = started + limits.timeout;
         let caller_steps = caller.as_ref().map(|c| c.0.sub_steps.clone());
-        let (soft_deadline, cancel, fuel, host, mut chain) = match caller {
+        let (soft_deadline, cancel, fuel, host, mut chain, account, slots) = match caller {
             None => (
                 own_deadline,
                 cancel,
                 FuelPool::new(limits.fuel),
                 host,
                 Vec::new(),
+                Arc::default(),
+                Arc::new(Semaphore::new(limits.instances.max(1) as usize)),
             ),
             Some(SubRun(c)) => (
                 own_deadline.min(c.soft_deadline),
@@ -152,8 +158,11 @@ impl RunControl {
                 c.fuel.clone(),
                 Some(Arc::new(CallerBytes(c.clone())) as Arc<dyn HostMemory>),
                 c.chain.clone(),
+                c.account.clone(),
+                c.slots.clone(),
             ),
         };
+        let usage = account.usage_of(&graph);
         chain.push(graph);
         let (sub_steps, sub_steps_rx) = match &caller_steps {
             Some(tx) => (tx.clone(), None),
@@ -168,9 +177,9 @@ impl RunControl {
             soft_deadline,
             fuel,
             chain,
-            tools_usage: ToolsUsage::default(),
-            llm_usage: LlmUsage::default(),
-            slots: Arc::new(Semaphore::new(limits.instances.max(1) as usize)),
+            account,
+            usage,
+            slots,
             bytes: ByteBudget::new(limits.host_bytes, host),
             limits,
             started,
@@ -179,6 +188,19 @@ impl RunControl {
             fuel_used: AtomicU64::new(0),
             caps,
         })
+    }
+
+    /// True for the outermost run of a chain (not a `tools` sub-run).
+    pub(crate) fn is_outermost(&self) -> bool {
+        self.chain.len() == 1
+    }
+
+    /// The run ended: the outermost run writes the refusals its chain
+    /// counted, one journal row per kind.
+    pub(crate) async fn finish(&self) {
+        if self.is_outermost() {
+            crate::caps::write_refusals(self).await;
+        }
     }
 
     /// The run's host byte budget.
@@ -213,7 +235,7 @@ impl RunControl {
     }
 
     /// The instant after which guest code is stopped by force.
-    fn hard_deadline(&self) -> Instant {
+    pub(crate) fn hard_deadline(&self) -> Instant {
         let by_time = self.soft_deadline + self.limits.grace;
         if self.cancel.is_cancelled() {
             let at = *self.cancelled_at.get_or_init(Instant::now);
@@ -297,6 +319,8 @@ pub(crate) struct StoreState {
     call_started: Instant,
     /// Its turn on the cores once it became long.
     lease: Option<Arc<Lease>>,
+    /// The instance's slot of its run (`None` while lent to a sub-run).
+    run_slot: Option<OwnedSemaphorePermit>,
 }
 
 impl WasiView for StoreState {
@@ -346,7 +370,7 @@ impl Sandbox {
         graph_name: Arc<str>,
         control: &Arc<RunControl>,
     ) -> Result<Instance, RunError> {
-        let permits = acquire_slot(shared, control).await?;
+        let (run_slot, host_slot) = acquire_slot(shared, control).await?;
         let stdout = GuestOutput::default();
         let stderr = GuestOutput::default();
         let state = StoreState {
@@ -362,6 +386,7 @@ impl Sandbox {
             fuel: None,
             call_started: Instant::now(),
             lease: None,
+            run_slot: Some(run_slot),
         };
         let mut store = Store::new(&shared.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -408,7 +433,7 @@ impl Sandbox {
             store,
             bindings,
             control: control.clone(),
-            _permits: permits,
+            _host_slot: host_slot,
         })
     }
 }
@@ -464,13 +489,31 @@ pub(crate) async fn without_fuel<R>(
     store: &mut wasmtime::StoreContextMut<'_, StoreState>,
     wait: impl AsyncFnOnce(&mut CapsCtx) -> R,
 ) -> wasmtime::Result<R> {
+    let control = give_back_fuel(store)?;
+    let out = wait(&mut store.data_mut().caps).await;
+    rearm_fuel(store, &control).await?;
+    Ok(out)
+}
+
+/// Gives the fuel the call in progress holds back to the run's pool (its
+/// counter is exact inside a host call); the run's control.
+fn give_back_fuel(
+    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
+) -> wasmtime::Result<Arc<RunControl>> {
     let left = store.get_fuel()?;
     store.set_fuel(0)?;
     let control = store.data().caps.control.clone();
     if let Some(hold) = store.data_mut().fuel.take() {
         control.settle_fuel(hold, left);
     }
-    let out = wait(&mut store.data_mut().caps).await;
+    Ok(control)
+}
+
+/// A new slice of fuel for a call coming back from a host wait.
+async fn rearm_fuel(
+    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
+    control: &RunControl,
+) -> wasmtime::Result<()> {
     let hold = match control.take_fuel().await {
         Ok(hold) => hold,
         Err(e) if e.code == ErrorCode::OutOfFuel => return Err(Trap::OutOfFuel.into()),
@@ -478,7 +521,7 @@ pub(crate) async fn without_fuel<R>(
     };
     store.set_fuel(hold.given())?;
     store.data_mut().fuel = Some(hold);
-    Ok(out)
+    Ok(())
 }
 
 /// A slot of the run (its tasks queue here first, so one run's fan-out
@@ -488,10 +531,31 @@ pub(crate) async fn without_fuel<R>(
 async fn acquire_slot(
     shared: &Arc<Shared>,
     control: &Arc<RunControl>,
-) -> Result<[OwnedSemaphorePermit; 2], RunError> {
+) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), RunError> {
     let run = wait_for_slot(control, control.slots.clone()).await?;
     let host = wait_for_slot(control, shared.slots.clone()).await?;
-    Ok([run, host])
+    Ok((run, host))
+}
+
+/// [`without_fuel`] for a wait on a sub-run (a `tools` call): the calling
+/// instance also lends its slot of the run to the sub-run, whose tasks
+/// draw on the same slots (a chain of runs holds the outermost run's
+/// [`Limits::instances`] running instances, not a fresh allotment per
+/// level), and takes one back before its guest runs again. Interrupted at
+/// the run's deadline or cancellation.
+pub(crate) async fn lending_slot<R>(
+    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
+    wait: impl AsyncFnOnce(&mut CapsCtx) -> R,
+) -> wasmtime::Result<R> {
+    let control = give_back_fuel(store)?;
+    drop(store.data_mut().run_slot.take());
+    let out = wait(&mut store.data_mut().caps).await;
+    let slot = wait_for_slot(&control, control.slots.clone())
+        .await
+        .map_err(|_| Trap::Interrupt)?;
+    store.data_mut().run_slot = Some(slot);
+    rearm_fuel(store, &control).await?;
+    Ok(out)
 }
 
 async fn wait_for_slot(
@@ -548,9 +612,9 @@ pub(crate) struct Instance {
     store: Store<StoreState>,
     bindings: bindings::GraphComponent,
     control: Arc<RunControl>,
-    /// The run's slot and the host pool's slot, held while the instance
-    /// lives.
-    _permits: [OwnedSemaphorePermit; 2],
+    /// The host pool's slot, held while the instance lives (the run's
+    /// slot is in the store: a `tools` call lends it).
+    _host_slot: OwnedSemaphorePermit,
 }
 
 /// Runs `fut` under the run's hard deadline plus slack, and ends it a grace

@@ -18,6 +18,8 @@ use crate::schema::CAPABILITY_CALLS;
 /// returns them in that order.
 pub(crate) trait CapabilityJournalBackend: Send + Sync {
     fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError>;
+    /// Appends `calls` in order in one transaction; the last number.
+    fn append_all(&self, calls: &[CapabilityCall]) -> Result<Option<u64>, StoreError>;
     fn entries(
         &self,
         graph: Option<&str>,
@@ -35,6 +37,15 @@ impl CapabilityJournalBackend for RedbCapabilityJournal {
         log_table::append(&self.db, CAPABILITY_CALLS, TABLE, |seq| CapabilityCall {
             seq,
             ..call.clone()
+        })
+    }
+
+    fn append_all(&self, calls: &[CapabilityCall]) -> Result<Option<u64>, StoreError> {
+        log_table::append_all(&self.db, CAPABILITY_CALLS, TABLE, calls, |seq, call| {
+            CapabilityCall {
+                seq,
+                ..call.clone()
+            }
         })
     }
 
@@ -81,6 +92,17 @@ impl CapabilityJournal {
     /// Database errors.
     pub fn append(&self, call: &CapabilityCall) -> Result<u64, StoreError> {
         self.backend.append(call)
+    }
+
+    /// Appends `calls` in order, durably, in one transaction (one commit
+    /// for the batch), and returns the last one's sequence number (`None`
+    /// when `calls` is empty).
+    ///
+    /// # Errors
+    ///
+    /// Database errors; then none of the batch is written.
+    pub fn append_all(&self, calls: &[CapabilityCall]) -> Result<Option<u64>, StoreError> {
+        self.backend.append_all(calls)
     }
 
     /// The last `limit` calls (all without one), oldest first, optionally
@@ -136,5 +158,43 @@ mod tests {
         let a = j.entries(Some("a"), Some(1)).unwrap();
         assert_eq!(a.len(), 1);
         assert_eq!(a[0].decision, "quota");
+    }
+
+    #[test]
+    fn a_batch_is_numbered_after_the_rows_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("data.redb")).unwrap();
+        let j = store.capability_journal();
+        let row = |target: &str, count: u64| CapabilityCall {
+            graph: "a".into(),
+            capability: "tools".into(),
+            target: target.into(),
+            decision: "denied".into(),
+            count,
+            ..CapabilityCall::default()
+        };
+        assert_eq!(j.append(&row("first", 1)).unwrap(), 1);
+        assert_eq!(j.append_all(&[]).unwrap(), None);
+        let last = j
+            .append_all(&[row("x", 1), row("y", 1000), row("z", 1)])
+            .unwrap();
+        assert_eq!(last, Some(4));
+        let all = j.entries(None, None).unwrap();
+        assert_eq!(
+            all.iter()
+                .map(|c| (c.seq, c.target.as_str(), c.count))
+                .collect::<Vec<_>>(),
+            [(1, "first", 1), (2, "x", 1), (3, "y", 1000), (4, "z", 1)]
+        );
+    }
+
+    #[test]
+    fn rows_written_before_counts_read_as_one_call() {
+        let old = r#"{"seq":7,"graph":"a","capability":"llm","target":"fast","decision":"allowed","request_bytes":3,"response_bytes":4,"latency_ms":5}"#;
+        let call: CapabilityCall = serde_json::from_str(old).unwrap();
+        assert_eq!((call.seq, call.count, call.chain.len()), (7, 1, 0));
+        // A row of one call is written as before: no count, no chain.
+        let text = serde_json::to_string(&call).unwrap();
+        assert!(!text.contains("count") && !text.contains("chain"), "{text}");
     }
 }

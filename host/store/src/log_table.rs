@@ -34,6 +34,35 @@ pub(crate) fn append<T: Serialize>(
     Ok(seq)
 }
 
+/// Appends `rows` in order under the next sequence numbers, in one durable
+/// transaction (one commit for the batch), each row made by `make(seq, row)`;
+/// returns the last number (`None` for no rows).
+pub(crate) fn append_all<R, T: Serialize>(
+    db: &Database,
+    log: Log,
+    table: &'static str,
+    rows: &[R],
+    make: impl Fn(u64, &R) -> T,
+) -> Result<Option<u64>, StoreError> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let tx = db.begin_write()?;
+    let last = {
+        let mut table_rows = tx.open_table(log)?;
+        let mut seq = table_rows.last()?.map_or(0, |(k, _)| k.value());
+        for row in rows {
+            seq += 1;
+            let text = serde_json::to_string(&make(seq, row))
+                .map_err(|e| corrupt(table, format!("cannot encode row {seq}: {e}")))?;
+            table_rows.insert(seq, text.as_str())?;
+        }
+        seq
+    };
+    tx.commit()?;
+    Ok(Some(last))
+}
+
 /// The rows `keep` accepts, oldest first, only the last `limit` when one
 /// is given.
 pub(crate) fn rows<T: DeserializeOwned>(

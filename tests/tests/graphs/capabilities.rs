@@ -301,8 +301,13 @@ async fn a_sub_runs_steps_arrive_before_the_step_that_called_it() {
 pub(crate) struct Recorder(pub(crate) std::sync::Mutex<Vec<sandgraph_core::audit::CapabilityCall>>);
 
 impl sandgraph_core::audit::CapabilityLog for Recorder {
-    fn record(&self, call: sandgraph_core::audit::CapabilityCall) {
+    fn record(
+        &self,
+        call: sandgraph_core::audit::CapabilityCall,
+        _: sandgraph_core::audit::Written,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         self.0.lock().unwrap().push(call);
+        Box::pin(async {})
     }
 }
 
@@ -538,4 +543,71 @@ pub async fn graph_llm_fanout() {
         json!(["together", "together", "together", "together"]),
         "{state}"
     );
+}
+
+/// A graph with no grant loops on a refused `tools` call: past the run's
+/// cap every call is refused at once with `quota`, and the journal gets
+/// one row per kind of refusal, with its count, not a row per call.
+#[tokio::test]
+pub async fn hostile_refusal_loop() {
+    use sandgraph_runtime::MAX_CAPABILITY_CALLS_PER_RUN as CAP;
+    let graph = load(sandgraph_tests::HOSTILE_REFUSAL_LOOP).await;
+    let log = Arc::new(Recorder::default());
+    let opts = RunOptions {
+        capabilities: Capabilities {
+            log: Some(log.clone()),
+            ..Capabilities::default()
+        },
+        ..RunOptions::default()
+    };
+    let times = CAP + 5_000;
+    let started = Instant::now();
+    let out = completed(
+        runtime()
+            .run(&graph, json!({"times": times}), opts)
+            .await,
+    );
+    assert!(started.elapsed() < SOON);
+    assert_eq!(out["made"], json!(times));
+    assert_eq!(out["ok"], json!(0));
+    assert_eq!(out["last_error"]["kind"], json!("quota"), "{out}");
+    assert_eq!(
+        out["last_error"]["message"],
+        json!(format!("the run made all of its {CAP} capability calls")),
+    );
+    let rows = log.0.lock().unwrap().clone();
+    let summary: Vec<(&str, &str, &str, u64)> = rows
+        .iter()
+        .map(|c| {
+            (
+                c.graph.as_str(),
+                c.target.as_str(),
+                c.decision.as_str(),
+                c.count,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("refusal_loop", "no_such_graph", "denied", CAP),
+            ("refusal_loop", "no_such_graph", "quota", 5_000),
+        ]
+    );
+    assert!(
+        rows[0].reason.as_deref().unwrap().contains("no tools grant"),
+        "the first refusal's reason is kept: {rows:?}"
+    );
+    // The next run is served, with a fresh account of its own.
+    let log = Arc::new(Recorder::default());
+    let opts = RunOptions {
+        capabilities: Capabilities {
+            log: Some(log.clone()),
+            ..Capabilities::default()
+        },
+        ..RunOptions::default()
+    };
+    let out = completed(runtime().run(&graph, json!({"times": 3}), opts).await);
+    assert_eq!(out["last_error"]["kind"], json!("denied"), "{out}");
+    assert_eq!(log.0.lock().unwrap()[0].count, 3);
 }

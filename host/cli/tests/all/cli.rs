@@ -406,12 +406,18 @@ fn run_takes_the_host_memory_and_instance_limits() {
 /// as the kernel recorded it for the child (`wait4`'s `ru_maxrss`).
 // The child is reaped by `wait4` below, which std's `wait` cannot do
 // while also reporting the child's resource usage.
-#[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&str]) -> (Output, u64) {
+    let mut cmd = sandgraph_cmd();
+    cmd.args(args).env("SANDGRAPH_LOG", "off");
+    measured(cmd)
+}
+
+/// Runs `cmd` and returns its output and its peak resident set in KiB
+/// ([`run_measured`]).
+#[allow(clippy::zombie_processes)]
+pub(crate) fn measured(mut cmd: Command) -> (Output, u64) {
     use std::os::unix::process::ExitStatusExt;
-    let child = sandgraph_cmd()
-        .args(args)
-        .env("SANDGRAPH_LOG", "off")
+    let child = cmd
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -450,6 +456,74 @@ fn run_measured(args: &[&str]) -> (Output, u64) {
 /// host byte budget, and its 8 instances' guest memory and lifted output
 /// texts. Before the byte budget, the bloat graph drove it past 6 GiB.
 const MAX_HOSTILE_RSS_KIB: u64 = 768 * 1024;
+
+/// Peak RSS of a `sandgraph call` whose graph loops on refused capability
+/// calls: the engine and the component, nothing per call.
+const MAX_REFUSAL_LOOP_RSS_KIB: u64 = 100 * 1024;
+
+/// The deadline the refusal loop runs to, and how long after it the
+/// process may take to end: the grace period and the journal's last
+/// batch, with room for a busy machine (before the call cap, the process
+/// went on writing a row per refusal for minutes).
+const REFUSAL_LOOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+const REFUSAL_LOOP_AFTER: std::time::Duration = std::time::Duration::from_secs(8);
+
+#[test]
+fn a_graph_looping_on_refused_calls_ends_at_its_deadline_with_a_few_journal_rows() {
+    let env = crate::common::Env::new(&[("loop.wasm", sandgraph_tests::HOSTILE_REFUSAL_LOOP)])
+        .with_db("data.redb");
+    let timeout_ms = REFUSAL_LOOP_TIMEOUT.as_millis().to_string();
+    let cmd = env.command(&[
+        "call",
+        "refusal_loop",
+        "--graphs",
+        "graphs",
+        "--timeout-ms",
+        &timeout_ms,
+        "--args",
+        r#"{"input": {"times": 1000000000}}"#,
+    ]);
+    let started = std::time::Instant::now();
+    let (o, rss_kib) = measured(cmd);
+    let took = started.elapsed();
+    assert_error(&o, "timeout", 4, "timeout");
+    assert!(
+        took < REFUSAL_LOOP_TIMEOUT + REFUSAL_LOOP_AFTER,
+        "the process ended {took:?} after it started"
+    );
+    assert!(
+        rss_kib < MAX_REFUSAL_LOOP_RSS_KIB,
+        "peak RSS {rss_kib} KiB, over {MAX_REFUSAL_LOOP_RSS_KIB} KiB"
+    );
+    // One row for the refusals before the cap, one for those after it.
+    let o = env.run(&["journal", "--capabilities", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(
+        (&rows[0]["decision"], &rows[0]["count"]),
+        (
+            &json!("denied"),
+            &json!(sandgraph_runtime::MAX_CAPABILITY_CALLS_PER_RUN)
+        ),
+        "{rows:#?}"
+    );
+    assert_eq!(rows[1]["decision"], "quota", "{rows:#?}");
+    assert!(rows[1]["count"].as_u64().unwrap() > 0, "{rows:#?}");
+    // The next call is served.
+    let o = env.run(&[
+        "call",
+        "refusal_loop",
+        "--graphs",
+        "graphs",
+        "--args",
+        r#"{"input": {"times": 2}}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
 
 #[test]
 fn hostile_outputs_stay_within_a_stated_rss_and_get_their_typed_error() {

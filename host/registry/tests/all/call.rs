@@ -552,3 +552,123 @@ fn a_bad_http_grant_is_an_error_naming_the_entry() {
     assert!(e.contains("[graphs.g.grants]: http:"), "{e}");
     assert!(e.contains("api.github.com"), "{e}");
 }
+
+/// A provider that counts the requests it answers.
+#[derive(Default)]
+struct CountingModel(std::sync::atomic::AtomicUsize);
+
+impl sandgraph_llm::Provider for CountingModel {
+    fn chat<'a>(
+        &'a self,
+        _: &'a sandgraph_llm::ChatRequest,
+    ) -> futures::future::BoxFuture<'a, Result<sandgraph_llm::ChatResponse, sandgraph_llm::LlmError>>
+    {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            Ok(sandgraph_llm::ChatResponse {
+                content: Some("ok".into()),
+                finish_reason: Some("stop".into()),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// The rows of `journal` once it has at least `n`.
+async fn journal_rows(
+    journal: &sandgraph_store::CapabilityJournal,
+    n: usize,
+) -> Vec<sandgraph_core::audit::CapabilityCall> {
+    let mut rows = Vec::new();
+    for _ in 0..500 {
+        rows = journal.entries(None, None).unwrap();
+        if rows.len() >= n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    rows
+}
+
+#[tokio::test]
+async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called() {
+    let dir = folder(&[
+        ("loop.wasm", sandgraph_tests::HOSTILE_REFUSAL_LOOP),
+        ("llm.wasm", sandgraph_tests::GRAPH_LLM),
+    ]);
+    let toml = "[llm.models]\nfast = \"deepseek-chat\"\n\
+                [graphs.refusal_loop.grants]\ntools = { allow = [\"graph_llm\"] }\n\
+                [graphs.graph_llm.grants]\nllm = { models = [\"fast\"], max_calls = 1 }\n";
+    let path = dir.path().join("sandgraph.toml");
+    std::fs::write(&path, toml).unwrap();
+    let config = sandgraph_registry::OperatorConfig::load(&path).unwrap();
+    let model = std::sync::Arc::new(CountingModel::default());
+    let store = sandgraph_store::Store::open(&dir.path().join("data.redb")).unwrap();
+    let options = sandgraph_registry::RegistryOptions {
+        llm: Some(sandgraph_runtime::caps::llm::LlmBackend {
+            provider: model.clone(),
+            models: config.llm_models.clone(),
+            default_model: "default-model".into(),
+        }),
+        config,
+        capability_log: Some(std::sync::Arc::new(
+            sandgraph_registry::StoreCapabilityLog::new(store.capability_journal()),
+        )),
+        ..common::cached_options(&[dir.path()])
+    };
+    let (registry, _) = Registry::open(common::runtime(), options).await.unwrap();
+    let input = json!({"input": {
+        "tool": "graph_llm",
+        "times": 20,
+        "args": {"input": {"calls": 1}},
+    }});
+    let out = registry
+        .get("refusal_loop")
+        .unwrap()
+        .call(input.clone(), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value["ok"], json!(20), "{}", out.value);
+    // graph_llm may make one model call per outermost run, not one per
+    // sub-run.
+    assert_eq!(model.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // 20 tool calls, graph_llm's one allowed model call, and its 19
+    // refusals in one row; graph_llm's rows name the chain.
+    let rows = journal_rows(&store.capability_journal(), 22).await;
+    let summary: Vec<(&str, &str, &str, u64)> = rows
+        .iter()
+        .map(|c| {
+            (
+                c.graph.as_str(),
+                c.capability.as_str(),
+                c.decision.as_str(),
+                c.count,
+            )
+        })
+        .filter(|r| r.0 == "graph_llm")
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("graph_llm", "llm", "allowed", 1),
+            ("graph_llm", "llm", "quota", 19)
+        ]
+    );
+    let tool_calls = rows
+        .iter()
+        .filter(|c| (c.graph.as_str(), c.decision.as_str()) == ("refusal_loop", "allowed"))
+        .count();
+    assert_eq!(tool_calls, 20);
+    assert_eq!(rows.len(), 22, "{rows:#?}");
+    for row in rows.iter().filter(|c| c.graph == "graph_llm") {
+        assert_eq!(row.chain, ["refusal_loop", "graph_llm"], "{row:?}");
+    }
+    // The next outermost run has its own account.
+    registry
+        .get("refusal_loop")
+        .unwrap()
+        .call(input, CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(model.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

@@ -615,14 +615,20 @@ impl WasiHttpHooks for HttpHooks {
         Box::new(async move {
             let stop = control.clone();
             let refused = Refusal::default();
-            let out = tokio::select! {
-                r = send(control.clone(), request, options, &refused) => r,
-                () = stop.soft_stopped() => Err(Error::HttpResponseTimeout),
+            let over_cap = control.account.enter().err();
+            let out = match &over_cap {
+                // Past the run's cap on capability calls: refused at once.
+                Some(_) => Err(Error::HttpRequestDenied),
+                None => tokio::select! {
+                    r = send(control.clone(), request, options, &refused) => r,
+                    () = stop.soft_stopped() => Err(Error::HttpResponseTimeout),
+                },
             };
             let refusal = refused
                 .into_inner()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let (decision, reason) = match (&out, refusal) {
+                (Err(_), _) if over_cap.is_some() => ("quota", over_cap),
                 (Ok(_), _) => ("allowed", None),
                 (Err(_), Some(why)) => ("denied", Some(why)),
                 (Err(Error::HttpResponseTimeout | Error::ConnectionTimeout), None) => {
@@ -646,7 +652,8 @@ impl WasiHttpHooks for HttpHooks {
                         tokens: None,
                         started,
                     },
-                );
+                )
+                .await;
             }
             out
         })

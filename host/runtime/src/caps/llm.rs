@@ -110,7 +110,9 @@ pub struct LlmAccess {
     pub backend: Option<LlmBackend>,
 }
 
-/// What one run used of its `llm` grant, counted across all its instances.
+/// What a graph used of its `llm` grant in a chain of runs, counted
+/// across all their instances
+/// ([`GraphUsage`](crate::caps::account::GraphUsage)).
 #[derive(Debug, Default)]
 pub(crate) struct LlmUsage {
     calls: AtomicU32,
@@ -118,33 +120,95 @@ pub(crate) struct LlmUsage {
 }
 
 impl LlmUsage {
-    /// Counts one call against `grant`, or says why the run may not make
-    /// it; on success, the tokens the grant has left (`None`: no limit).
-    fn admit(&self, grant: &LlmGrant) -> Result<Option<u64>, String> {
-        let left = match grant.max_tokens {
-            Some(max) => {
-                let used = self.tokens.load(Ordering::Acquire);
-                if used >= max {
+    /// Counts one call against `grant` and, under a token quota, reserves
+    /// what it may spend: `prompt` (an upper bound of the prompt's tokens)
+    /// plus its completion, capped to what is left (and to `wanted`, the
+    /// request's own `max_tokens`). Parallel calls reserve in turn, so
+    /// together they never pass the quota. Or says why the run may not
+    /// make the call (nothing counted then).
+    fn admit(
+        &self,
+        grant: &LlmGrant,
+        prompt: u64,
+        wanted: Option<u32>,
+    ) -> Result<Reserved<'_>, String> {
+        let mut reserved = Reserved {
+            usage: self,
+            tokens: 0,
+            max_tokens: wanted,
+        };
+        if let Some(max) = grant.max_tokens {
+            let completion = |used: u64| {
+                let room = max.saturating_sub(used).checked_sub(prompt)?;
+                let completion = wanted.map_or(room, |w| room.min(u64::from(w)));
+                (completion > 0).then_some(completion)
+            };
+            match self
+                .tokens
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                    completion(used).map(|c| used + prompt + c)
+                }) {
+                Ok(used) => {
+                    let c = completion(used).unwrap_or(0);
+                    reserved.tokens = prompt + c;
+                    reserved.max_tokens = Some(u32::try_from(c).unwrap_or(u32::MAX));
+                }
+                Err(used) if used >= max => {
                     return Err(format!(
                         "the run used {used} of its {max} granted llm tokens"
                     ));
                 }
-                Some(max - used)
+                Err(used) => {
+                    return Err(format!(
+                        "the run has {} of its {max} granted llm tokens left, not enough for \
+                         this request's prompt of up to {prompt} tokens and an answer",
+                        max - used
+                    ));
+                }
             }
-            None => None,
-        };
+        }
         let max_calls = grant.max_calls.unwrap_or(u32::MAX);
         self.calls
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max_calls).then_some(n + 1)
             })
             .map_err(|_| format!("the run made all of its {max_calls} granted llm calls"))?;
-        Ok(left)
+        Ok(reserved)
     }
+}
 
-    /// Adds the tokens a call used, as the provider reported them.
-    fn spend(&self, tokens: u64) {
-        self.tokens.fetch_add(tokens, Ordering::AcqRel);
+/// Tokens reserved for a call in flight ([`LlmUsage::admit`]); given back
+/// if the call ends without an answer.
+#[derive(Debug)]
+struct Reserved<'a> {
+    usage: &'a LlmUsage,
+    tokens: u64,
+    /// The request's `max_tokens`, capped to the reservation.
+    max_tokens: Option<u32>,
+}
+
+impl Reserved<'_> {
+    /// The call was answered: it spent `reported` tokens (`None`: the
+    /// provider did not say, and the whole reservation counts as spent).
+    fn spend(mut self, reported: Option<u64>) {
+        let spent = reported.unwrap_or(self.tokens);
+        if spent > self.tokens && self.tokens > 0 {
+            tracing::warn!(
+                target: "sandgraph::llm",
+                spent,
+                reserved = self.tokens,
+                "the provider reported more tokens than were reserved for the call"
+            );
+        }
+        let reserved = std::mem::take(&mut self.tokens);
+        self.usage.tokens.fetch_add(spent, Ordering::AcqRel);
+        self.usage.tokens.fetch_sub(reserved, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.usage.tokens.fetch_sub(self.tokens, Ordering::AcqRel);
     }
 }
 
@@ -178,7 +242,10 @@ impl wit::Host for LlmCtx {
             .clone()
             .unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
         let request_bytes = request_size(&request).map_or(0, |n| n as u64);
-        let result = chat(self, &control, request).await;
+        let result = match self.enter() {
+            Ok(()) => chat(self, &control, request).await,
+            Err(why) => Err(LlmError::Quota(why)),
+        };
         if let Err(e) = &result {
             tracing::debug!(target: "sandgraph::llm", error = %error_text(e), "llm call refused or failed");
         }
@@ -204,7 +271,8 @@ impl wit::Host for LlmCtx {
                 .ok()
                 .map(|r| u64::from(r.usage.prompt_tokens) + u64::from(r.usage.completion_tokens)),
             started,
-        });
+        })
+        .await;
         result
     }
 }
@@ -249,14 +317,14 @@ async fn chat(
         return Err(stopped(control));
     }
     let mut converted = convert(request, model)?;
-    let left = control
-        .llm_usage
-        .admit(&access.grant)
+    // A prompt has at most a token per byte of its text; `size` counts
+    // every item's overhead on top.
+    let reserved = control
+        .usage
+        .llm
+        .admit(&access.grant, size as u64, converted.max_tokens)
         .map_err(LlmError::Quota)?;
-    if let Some(left) = left {
-        let left = u32::try_from(left).unwrap_or(u32::MAX);
-        converted.max_tokens = Some(converted.max_tokens.map_or(left, |m| m.min(left)));
-    }
+    converted.max_tokens = reserved.max_tokens;
     let _held = Charged::new(control.bytes(), size, &|| {
         format!("an llm request of {size} bytes")
     })
@@ -266,10 +334,11 @@ async fn chat(
         () = control.soft_stopped() => return Err(stopped(control)),
     };
     let answer = answer.map_err(provider_error)?;
-    let usage = answer.usage.unwrap_or_default();
-    control
-        .llm_usage
-        .spend(usage.prompt_tokens.saturating_add(usage.completion_tokens));
+    reserved.spend(
+        answer
+            .usage
+            .map(|u| u.prompt_tokens.saturating_add(u.completion_tokens)),
+    );
     let response = response(answer)?;
     tracing::debug!(
         target: "sandgraph::llm",
@@ -605,18 +674,54 @@ mod tests {
             max_calls: Some(2),
             max_tokens: Some(100),
         };
-        assert_eq!(usage.admit(&grant), Ok(Some(100)));
-        usage.spend(60);
-        assert_eq!(usage.admit(&grant), Ok(Some(40)));
-        let e = usage.admit(&grant).unwrap_err();
+        let first = usage.admit(&grant, 10, None).unwrap();
+        assert_eq!((first.tokens, first.max_tokens), (100, Some(90)));
+        first.spend(Some(60));
+        let second = usage.admit(&grant, 10, Some(5)).unwrap();
+        assert_eq!((second.tokens, second.max_tokens), (15, Some(5)));
+        drop(second);
+        assert_eq!(usage.tokens.load(Ordering::Acquire), 60);
+        let e = usage.admit(&grant, 10, None).unwrap_err();
         assert_eq!(e, "the run made all of its 2 granted llm calls");
+        assert_eq!(usage.tokens.load(Ordering::Acquire), 60);
         let usage = LlmUsage::default();
-        usage.spend(100);
-        let e = usage.admit(&grant).unwrap_err();
+        usage.admit(&grant, 1, None).unwrap().spend(Some(100));
+        let e = usage.admit(&grant, 1, None).unwrap_err();
         assert_eq!(e, "the run used 100 of its 100 granted llm tokens");
         // Refused before counting: the refused call is not a call.
-        assert_eq!(usage.calls.load(Ordering::Acquire), 0);
-        assert_eq!(LlmUsage::default().admit(&LlmGrant::default()), Ok(None));
+        assert_eq!(usage.calls.load(Ordering::Acquire), 1);
+        let free = LlmUsage::default();
+        let r = free.admit(&LlmGrant::default(), 10, None).unwrap();
+        assert_eq!((r.tokens, r.max_tokens), (0, None));
+    }
+
+    #[test]
+    fn parallel_calls_never_pass_the_token_quota() {
+        let usage = LlmUsage::default();
+        let grant = LlmGrant {
+            models: vec!["fast".into()],
+            max_calls: None,
+            max_tokens: Some(100),
+        };
+        // Two calls in flight at once: the second gets what the first
+        // did not reserve, then nothing is left for a third.
+        let a = usage.admit(&grant, 20, Some(50)).unwrap();
+        let b = usage.admit(&grant, 20, None).unwrap();
+        assert_eq!((b.tokens, b.max_tokens), (30, Some(10)));
+        let e = usage.admit(&grant, 20, None).unwrap_err();
+        assert_eq!(e, "the run used 100 of its 100 granted llm tokens");
+        // Each spends at most what it reserved; a provider that reports no
+        // usage spends its whole reservation.
+        a.spend(Some(70));
+        b.spend(None);
+        assert_eq!(usage.tokens.load(Ordering::Acquire), 100);
+        let usage = LlmUsage::default();
+        let e = usage.admit(&grant, 100, None).unwrap_err();
+        assert_eq!(
+            e,
+            "the run has 100 of its 100 granted llm tokens left, not enough for this \
+             request's prompt of up to 100 tokens and an answer"
+        );
     }
 
     #[test]

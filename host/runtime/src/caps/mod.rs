@@ -15,6 +15,7 @@ use sandgraph_core::text::guest_text;
 
 use crate::sandbox::RunControl;
 
+pub(crate) mod account;
 pub mod http;
 pub mod llm;
 pub mod tools;
@@ -63,22 +64,40 @@ impl CapsCtx {
     /// Reports one call to the run's capability log, if it has one. The
     /// graph is the run's own; `reason` is escaped and bounded here, since
     /// it may quote the graph.
-    pub(crate) fn record(&self, call: Call<'_>) {
-        record(&self.control, call);
+    pub(crate) async fn record(&self, call: Call<'_>) {
+        record(&self.control, call).await;
+    }
+
+    /// Counts a capability call against the run's cap
+    /// ([`MAX_CAPABILITY_CALLS_PER_RUN`](crate::limits::MAX_CAPABILITY_CALLS_PER_RUN));
+    /// past it, the `quota` refusal's text.
+    pub(crate) fn enter(&self) -> Result<(), String> {
+        self.control.account.enter()
     }
 }
 
-/// [`CapsCtx::record`] for a run's control.
-pub(crate) fn record(control: &RunControl, call: Call<'_>) {
+/// [`CapsCtx::record`] for a run's control. A refusal is counted in the
+/// run's account (one row per kind when the outermost run ends); any other
+/// row is queued for the log at once, its bytes charged to the run's byte
+/// budget until it is written. While the log's queue is full the call
+/// waits, up to the run's hard deadline; a row that still finds no room
+/// then is given up, with a warning.
+pub(crate) async fn record(control: &Arc<RunControl>, call: Call<'_>) {
     let Some(log) = &control.caps.log else {
         return;
     };
-    log.record(CapabilityCall {
+    let chain = if control.chain.len() > 1 {
+        control.chain.iter().map(|g| g.to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    let row = CapabilityCall {
         graph: control
             .chain
             .last()
             .map(|g| g.to_string())
             .unwrap_or_default(),
+        chain,
         capability: call.capability.to_owned(),
         target: guest_text(call.target, MAX_RECORDED_TARGET_BYTES),
         decision: call.decision.to_owned(),
@@ -90,7 +109,47 @@ pub(crate) fn record(control: &RunControl, call: Call<'_>) {
         tokens: call.tokens,
         latency_ms: u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         ..CapabilityCall::default()
-    });
+    };
+    if account::is_refusal(call.decision) {
+        control.account.tally(row, log);
+        return;
+    }
+    queue(control, log, row).await;
+}
+
+/// Host bytes a queued row is charged for besides its strings.
+const ROW_OVERHEAD_BYTES: usize = 256;
+
+/// Queues `row` for `log`, its bytes held in the run's journal allowance
+/// until it is written.
+async fn queue(control: &Arc<RunControl>, log: &Arc<dyn CapabilityLog>, row: CapabilityCall) {
+    let cost = ROW_OVERHEAD_BYTES
+        + row.graph.len()
+        + row.chain.iter().map(String::len).sum::<usize>()
+        + row.target.len()
+        + row.reason.as_ref().map_or(0, String::len);
+    let deadline = tokio::time::Instant::from_std(control.hard_deadline());
+    let queued = async {
+        let held = control.account.hold_row_bytes(cost).await;
+        log.record(row, Box::new(held)).await;
+    };
+    tokio::select! {
+        () = queued => {}
+        () = tokio::time::sleep_until(deadline) => {
+            tracing::warn!(
+                graph = control.chain.last().map_or("", |g| &**g),
+                "the capability journal could not take a row before the run's deadline: row dropped"
+            );
+        }
+    }
+}
+
+/// Writes the refusals the outermost run of `control` counted, one row per
+/// kind: called when that run ends.
+pub(crate) async fn write_refusals(control: &RunControl) {
+    for (row, log) in control.account.take_refusals() {
+        log.record(row, Box::new(())).await;
+    }
 }
 
 /// Longest target kept in a journal row (a URL can be long; the scheme,

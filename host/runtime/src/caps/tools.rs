@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::bindings::tools::{self as wit, ToolError, ToolInfo};
 use crate::caps::{Call, CapsCtx};
-use crate::sandbox::{RunControl, StoreState, without_fuel};
+use crate::sandbox::{RunControl, StoreState, lending_slot};
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
@@ -124,7 +124,8 @@ impl std::fmt::Debug for ToolsAccess {
     }
 }
 
-/// Per-run counters of `tools` calls, shared by the run's instances.
+/// Counters of a graph's `tools` calls in a chain of runs
+/// ([`GraphUsage`](crate::caps::account::GraphUsage)).
 #[derive(Debug, Default)]
 pub(crate) struct ToolsUsage {
     calls: AtomicU32,
@@ -188,7 +189,7 @@ impl CapsCtx {
             ));
         }
         if let Some(max) = access.grant.max_calls {
-            let usage = &self.control.tools_usage;
+            let usage = &self.control.usage.tools;
             let taken = usage
                 .calls
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -196,7 +197,7 @@ impl CapsCtx {
                 });
             if taken.is_err() {
                 return Err(ToolError::Quota(format!(
-                    "this run used its {max} granted tool calls"
+                    "this graph used its {max} granted tool calls in this run"
                 )));
             }
         }
@@ -238,7 +239,10 @@ impl wit::Host for CapsCtx {
 
     async fn call(&mut self, name: String, args: String) -> Result<String, ToolError> {
         let started = Instant::now();
-        let result = self.call_tool(&name, &args).await;
+        let result = match self.enter() {
+            Ok(()) => self.call_tool(&name, &args).await,
+            Err(why) => Err(ToolError::Quota(why)),
+        };
         let (decision, reason) = match &result {
             Ok(_) => ("allowed", None),
             Err(e) => journal_decision(e),
@@ -252,16 +256,17 @@ impl wit::Host for CapsCtx {
             response_bytes: result.as_ref().map_or(0, |v| v.len() as u64),
             tokens: None,
             started,
-        });
+        })
+        .await;
         result
     }
 }
 
 /// Adds `sandgraph:graph/tools` to `linker`. Defined here rather than by
 /// bindgen because `call` needs the calling store: the calling call gives
-/// back the fuel it holds while the sub-run runs (the sub-run draws on the
-/// same pool, and would otherwise find it empty) and takes a new slice when
-/// the sub-run ends.
+/// back the fuel it holds and lends its instance slot while the sub-run
+/// runs (the sub-run draws on the same pool and slots, and would otherwise
+/// find them taken) and takes both back when the sub-run ends.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     let mut tools = linker.instance("sandgraph:graph/tools@0.2.0")?;
     tools.func_wrap(
@@ -275,7 +280,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
         |mut store: StoreContextMut<'_, StoreState>, (name, args): (String, String)| {
             Box::new(async move {
                 let call = async |caps: &mut CapsCtx| wit::Host::call(caps, name, args).await;
-                Ok((without_fuel(&mut store, call).await?,))
+                Ok((lending_slot(&mut store, call).await?,))
             })
         },
     )?;

@@ -71,6 +71,51 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PgLog<T> {
         })
     }
 
+    /// Appends the rows `make(seq, i)` for `i` in `0..n`, in order, under
+    /// the next sequence numbers, in one transaction; the last number.
+    fn append_n(
+        &self,
+        n: usize,
+        make: impl Fn(u64, usize) -> T + Send + Sync + 'static,
+    ) -> Result<Option<u64>, StoreError> {
+        if n == 0 {
+            return Ok(None);
+        }
+        let make = Arc::new(make);
+        let (table, name) = (self.table, self.name);
+        let what = format!("cannot append to {name}");
+        self.pg.transaction_blocking(&what, true, move |tx| {
+            let make = make.clone();
+            async move {
+                tx.batch_execute(&format!("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))
+                    .await?;
+                let first: i64 = tx
+                    .query_one(
+                        &format!("SELECT coalesce(max(seq), 0) + 1 FROM {table}"),
+                        &[],
+                    )
+                    .await?
+                    .get(0);
+                let insert = tx
+                    .prepare(&format!("INSERT INTO {table} (seq, entry) VALUES ($1, $2)"))
+                    .await?;
+                let mut seq = first;
+                for i in 0..n {
+                    let seq_u = u64::try_from(seq).unwrap_or(0);
+                    let text =
+                        serde_json::to_string(&make(seq_u, i)).map_err(|e| StoreError::Corrupt {
+                            table: name,
+                            message: format!("cannot encode row {seq}: {e}"),
+                        })?;
+                    tx.execute(&insert, &[&seq, &text]).await?;
+                    seq += 1;
+                }
+                Ok::<_, PgTxError>(Some(u64::try_from(seq - 1).unwrap_or(0)))
+            }
+            .boxed()
+        })
+    }
+
     /// The rows whose `field` equals `filter` (all without one), oldest
     /// first, only the last `limit` when one is given.
     fn rows(&self, filter: Option<&str>, limit: Option<usize>) -> Result<Vec<T>, StoreError> {
@@ -151,6 +196,14 @@ impl CapabilityJournalBackend for PgLog<CapabilityCall> {
         PgLog::append(self, move |seq| CapabilityCall {
             seq,
             ..call.clone()
+        })
+    }
+
+    fn append_all(&self, calls: &[CapabilityCall]) -> Result<Option<u64>, StoreError> {
+        let calls = calls.to_vec();
+        PgLog::append_n(self, calls.len(), move |seq, i| CapabilityCall {
+            seq,
+            ..calls[i].clone()
         })
     }
 

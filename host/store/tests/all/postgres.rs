@@ -176,6 +176,21 @@ fn capability_conformance(b: &Backend) {
     assert_eq!(j.entries(Some("a"), None).unwrap().len(), 2);
     assert_eq!(j.entries(Some(""), None).unwrap().len(), 1);
     assert_eq!(j.entries(None, Some(2)).unwrap().len(), 2);
+    // A batch follows the rows before it, in order, counts kept.
+    assert_eq!(j.append_all(&[]).unwrap(), None);
+    let counted = CapabilityCall {
+        count: 1000,
+        chain: vec!["a".into(), "b".into()],
+        ..call("b", "denied")
+    };
+    let last = j
+        .append_all(&[call("c", "allowed"), counted.clone()])
+        .unwrap();
+    assert_eq!(last, Some(6));
+    let all = j.entries(None, None).unwrap();
+    assert_eq!(all.len(), 6);
+    assert_eq!(all[4], CapabilityCall { seq: 5, ..call("c", "allowed") });
+    assert_eq!(all[5], CapabilityCall { seq: 6, ..counted });
 }
 
 fn supervisor_conformance(b: &Backend) {

@@ -14,7 +14,7 @@ mod capabilities;
 use capabilities::{graph_llm_fanout, graph_tools, hostile_refusal_loop};
 #[path = "graphs/http.rs"]
 mod http;
-use http::graph_http;
+use http::{graph_http, hostile_http_flood};
 #[path = "graphs/examples.rs"]
 mod examples;
 use examples::{fetch_summarize, research};

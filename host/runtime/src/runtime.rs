@@ -37,6 +37,9 @@ pub(crate) struct Shared {
     /// Turns on the cores for long calls.
     pub(crate) turns: Arc<Turns>,
     pub(crate) sink: Arc<dyn LogSink>,
+    /// The host-wide caps of the `http` capability (requests in flight,
+    /// resolutions).
+    pub(crate) http: Arc<crate::caps::http::HostHttp>,
     pub(crate) config: RuntimeConfig,
     /// Components compiled by this runtime (not loaded from an artifact).
     pub(crate) compiles: AtomicU64,
@@ -215,6 +218,7 @@ impl Runtime {
             engine,
             linker,
             sink,
+            http: crate::caps::http::HostHttp::new(),
             config,
             compiles: AtomicU64::new(0),
             ticker_stop: stop,
@@ -377,7 +381,11 @@ impl Runtime {
             limits,
             opts.cancel.clone(),
             self.shared.budget.clone(),
-            Arc::new(opts.capabilities.clone()),
+            Arc::new(crate::caps::http::bind_run(
+                &opts.capabilities,
+                &self.shared.http,
+                opts.sub_run_of.as_ref(),
+            )),
             opts.sub_run_of.clone(),
             graph.name.clone(),
         )

@@ -329,3 +329,240 @@ async fn http_exchanges_record_once_and_replay_offline() {
     assert_eq!(error_kind(&other), "denied", "{other}");
     assert_eq!(server.connections(), 1);
 }
+
+/// A loopback server that accepts connections and never answers, holding
+/// each open until the client closes it, and counts how many are open at
+/// once.
+struct HoldServer {
+    port: u16,
+    accepted: AtomicUsize,
+    open: AtomicUsize,
+    max_open: AtomicUsize,
+}
+
+impl HoldServer {
+    async fn start() -> Arc<HoldServer> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = Arc::new(HoldServer {
+            port: listener.local_addr().unwrap().port(),
+            accepted: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            max_open: AtomicUsize::new(0),
+        });
+        let s = server.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    // Out of descriptors, say: keep accepting.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
+                };
+                s.accepted.fetch_add(1, Ordering::SeqCst);
+                let now = s.open.fetch_add(1, Ordering::SeqCst) + 1;
+                s.max_open.fetch_max(now, Ordering::SeqCst);
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 512];
+                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                    s.open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        server
+    }
+}
+
+/// Set in the process [`hostile_http_flood`] starts for the flood.
+const FLOOD_CHILD: &str = "SANDGRAPH_TEST_HTTP_FLOOD_CHILD";
+
+/// Most the flood may grow the resident set of its process, in KiB. What
+/// the host may keep for it: 16 requests in flight (a 16 KiB body and a
+/// connection's buffers each), 256 waiting (their heads and the body chunk
+/// wasi:http buffers), 10,000 refused requests' task and table entries
+/// until the guest reads them, and the guest's instance: a few tens of
+/// MiB. Unbounded, 10,000 connections with their bodies take hundreds.
+const MAX_FLOOD_GROWTH_KIB: u64 = 96 * 1024;
+
+/// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+pub async fn hostile_http_flood() {
+    // The flood runs in a process of its own (this test binary, running
+    // only `http_flood_in_this_process`), so the peak resident set it
+    // reports is the flood's, not that of the tests running beside it.
+    let exe = std::env::current_exe().unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(exe)
+            .args(["--exact", "http::http_flood_in_this_process"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(FLOOD_CHILD, "1")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let figure = |name: &str| -> u64 {
+        let at = stderr
+            .find(&format!("{name} "))
+            .unwrap_or_else(|| panic!("no {name} in {stdout}\n{stderr}"));
+        let rest = &stderr[at + name.len() + 1..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (before, peak) = (figure("rss_before_kib"), figure("rss_peak_kib"));
+    let growth = peak.saturating_sub(before);
+    eprintln!("http flood: resident set {before} KiB before, peak {peak} KiB");
+    assert!(
+        growth < MAX_FLOOD_GROWTH_KIB,
+        "the flood grew the process by {growth} KiB (at most {MAX_FLOOD_GROWTH_KIB})"
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+/// The flood itself, run by [`hostile_http_flood`] in a process of its
+/// own; a no-op in a test run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_flood_in_this_process() {
+    use sandgraph_runtime::caps::http::{MAX_HTTP_REQUESTS_PER_RUN, MAX_HTTP_WAITING_PER_RUN};
+    if std::env::var_os(FLOOD_CHILD).is_none() {
+        return;
+    }
+    let hold = HoldServer::start().await;
+    let ok = Server::start().await;
+    let origin = |port: u16| format!("http://127.0.0.1:{port}");
+    let flood_graph = load(sandgraph_tests::HOSTILE_HTTP_FLOOD).await;
+    // Warm: the runtime, its pool and an http exchange, before measuring.
+    let caps = grant(&[&origin(ok.port)], &[], false);
+    let state = fetch(caps.clone(), json!({"url": ok.url("/hello")})).await;
+    assert_eq!(state["status"], 200, "{state}");
+    let rss_before = status_kib("VmRSS");
+
+    let limits = Limits {
+        timeout: Duration::from_secs(2),
+        grace: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let opts = RunOptions {
+        limits: Some(limits.clone()),
+        capabilities: grant(&[&origin(hold.port)], &["GET", "POST"], false),
+        ..RunOptions::default()
+    };
+    let url = format!("{}/hold", origin(hold.port));
+    let input = json!({"url": url, "count": 10_000, "body_size": 16 * 1024});
+    let started = Instant::now();
+    let out = runtime().run(&flood_graph, input, opts).await;
+    let took = started.elapsed();
+    let state = completed(out);
+    let rss_peak = status_kib("VmHWM");
+    eprintln!("rss_before_kib {rss_before} rss_peak_kib {rss_peak}");
+    eprintln!(
+        "http flood: ended after {took:?}; {} connections accepted, at most {} open at once; \
+         outcomes {}",
+        hold.accepted.load(Ordering::SeqCst),
+        hold.max_open.load(Ordering::SeqCst),
+        state["outcomes"]
+    );
+
+    // Within its deadline plus the grace period (and a little slack for a
+    // loaded machine).
+    assert!(
+        took < limits.timeout + limits.grace + Duration::from_secs(1),
+        "took {took:?}"
+    );
+    // Never more connections than the run's cap, and the cap was reached.
+    let max_open = hold.max_open.load(Ordering::SeqCst);
+    assert!(
+        max_open <= MAX_HTTP_REQUESTS_PER_RUN,
+        "{max_open} open at once"
+    );
+    assert!(hold.accepted.load(Ordering::SeqCst) >= MAX_HTTP_REQUESTS_PER_RUN);
+    // Each request got its typed error: the ones in flight or waiting
+    // timed out at the deadline, the rest were refused at once.
+    let outcomes = state["outcomes"].as_object().unwrap();
+    let count = |k: &str| outcomes.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let (denied, timeout) = (count("HttpRequestDenied"), count("HttpResponseTimeout"));
+    assert_eq!(denied + timeout, 10_000, "{outcomes:?}");
+    assert!(
+        timeout <= (MAX_HTTP_REQUESTS_PER_RUN + MAX_HTTP_WAITING_PER_RUN) as u64,
+        "{outcomes:?}"
+    );
+    // The connections close with the run.
+    let closing = Instant::now();
+    while hold.open.load(Ordering::SeqCst) > 0 {
+        assert!(
+            closing.elapsed() < Duration::from_secs(5),
+            "connections left open"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // The next call is served: an http exchange and a plain run.
+    let state = fetch(caps, json!({"url": ok.url("/hello")})).await;
+    assert_eq!(state["body"], "hello from the test server", "{state}");
+    let state = completed(
+        runtime()
+            .run(
+                &load(sandgraph_tests::ECHO).await,
+                json!({"topic": "after"}),
+                RunOptions::default(),
+            )
+            .await,
+    );
+    assert_eq!(state["log"], json!(["seen:after"]));
+}
+
+#[tokio::test]
+async fn http_requests_are_charged_to_the_run_byte_budget() {
+    use sandgraph_runtime::caps::http::MAX_HTTP_REQUESTS_PER_RUN;
+    // 64 requests with 16 KiB bodies at a server that holds them open,
+    // under the smallest host byte budget (1 MiB): each request in flight
+    // costs its head, its body and its connection's buffers (about 150
+    // KiB), so fewer than the run's 16 slots fit, and the rest are refused
+    // naming the budget.
+    let hold = HoldServer::start().await;
+    let graph = load(sandgraph_tests::HOSTILE_HTTP_FLOOD).await;
+    let log = Arc::new(super::capabilities::Recorder::default());
+    let origin = format!("http://127.0.0.1:{}", hold.port);
+    let mut caps = grant(&[&origin], &["POST"], false);
+    caps.log = Some(log.clone());
+    let opts = RunOptions {
+        limits: Some(Limits {
+            timeout: Duration::from_secs(1),
+            host_bytes: 1 << 20,
+            ..Limits::default()
+        }),
+        capabilities: caps,
+        ..RunOptions::default()
+    };
+    let input = json!({"url": format!("{origin}/hold"), "count": 64, "body_size": 16 * 1024});
+    let state = completed(runtime().run(&graph, input, opts).await);
+    let max_open = hold.max_open.load(Ordering::SeqCst);
+    eprintln!(
+        "1 MiB budget: at most {max_open} open at once; outcomes {}",
+        state["outcomes"]
+    );
+    assert!(max_open >= 1, "{state}");
+    assert!(
+        max_open < MAX_HTTP_REQUESTS_PER_RUN,
+        "{max_open} open at once"
+    );
+    let calls = log.0.lock().unwrap().clone();
+    assert_eq!(calls.len(), 64);
+    let over = calls
+        .iter()
+        .filter(|c| c.decision == "denied")
+        .filter_map(|c| c.reason.as_deref())
+        .find(|r| r.contains("host byte budget of 1.0 MiB"));
+    assert!(over.is_some(), "{calls:?}");
+    eprintln!("refused: {}", over.unwrap());
+}

@@ -25,6 +25,21 @@
 //! further byte) has a timeout the guest's own `request-options` can only
 //! lower, and all of them end at the run's soft deadline or at once when
 //! the run is cancelled: the wait is async and holds no CPU or fuel.
+//!
+//! What a request holds is bounded (`inflight`): once its grant, URI and
+//! method are checked it takes a slot of its run's and of the host's
+//! ([`MAX_HTTP_REQUESTS_PER_RUN`], [`MAX_HTTP_REQUESTS_PER_HOST`]; one
+//! connection per request, so these cap the open sockets too), waiting for
+//! one within the run's deadline, or is refused at once when
+//! [`MAX_HTTP_WAITING_PER_RUN`] requests of the run already wait. It keeps
+//! the slot until its connection is closed and its response body dropped.
+//! Resolutions take a slot of the run's and the host's too
+//! ([`MAX_HTTP_RESOLUTIONS_PER_RUN`], [`MAX_HTTP_RESOLUTIONS_PER_HOST`]),
+//! held by the resolver thread until it returns. The bytes the host keeps
+//! for a request (its head while it waits, its body, its connection's
+//! buffers, the response frame the guest has not read yet) are charged to
+//! the run's host byte budget while they are kept; a request that does not
+//! fit is refused (`http-request-denied`, or the body size error).
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -46,7 +61,18 @@ use std::collections::{HashMap, VecDeque};
 use sandgraph_llm::cassette::{CassetteError, CassetteWriter, read_kind};
 
 use crate::caps::Call;
+use crate::caps::Capabilities;
+use crate::caps::tools::SubRun;
 use crate::sandbox::RunControl;
+
+mod inflight;
+
+pub use crate::limits::{
+    MAX_HTTP_REQUESTS_PER_HOST, MAX_HTTP_REQUESTS_PER_RUN, MAX_HTTP_RESOLUTIONS_PER_HOST,
+    MAX_HTTP_RESOLUTIONS_PER_RUN, MAX_HTTP_WAITING_PER_RUN,
+};
+pub(crate) use inflight::HostHttp;
+use inflight::{Accounts, Charge, Slot};
 
 /// Largest request body a guest may send, in bytes: API calls send small
 /// JSON documents; the body is held by the host before it is sent (so an
@@ -77,6 +103,19 @@ pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_ADDRESSES: usize = 8;
 /// Most entries in one grant (operator input; a longer list is a mistake).
 const MAX_ALLOW_ENTRIES: usize = 1024;
+/// Largest write into a request body's stream, in bytes, and so what the
+/// host buffers for a body before a request is sent (wasi:http keeps two
+/// such chunks per body; its default is 1 MiB each). Guests write in
+/// chunks of what `check-write` allows, so this costs them nothing.
+pub const MAX_BODY_CHUNK_BYTES: usize = 64 * 1024;
+/// What a request costs the run's host byte budget while it waits or is
+/// in flight, besides its header and URI bytes and its body: its task, its
+/// parsed head and its journal row (an estimate).
+const REQUEST_BYTES: usize = 2 * 1024;
+/// What an open connection costs the run's host byte budget: hyper's read
+/// buffer (bounded by the larger of the header cap and 8 KiB) and write
+/// buffer, and the TLS state (an estimate).
+const CONNECTION_BYTES: usize = 2 * MAX_HEADER_BYTES;
 
 /// What the operator grants a graph: `[graphs.<name>.grants] http =
 /// { allow = [...], methods = [...], private = false }`; see
@@ -91,6 +130,29 @@ pub struct HttpGrant {
     max_response_bytes: u64,
     /// Record or replay of the exchanges (`--record` / `--replay`).
     cassette: Option<HttpCassette>,
+    /// The in-flight accounts of the run the grant is bound to (`None`
+    /// until a run is started with it, [`bind_run`]).
+    accounts: Option<Accounts>,
+}
+
+/// `caps` for one run: its `http` grant bound to the host's in-flight
+/// accounts and the run's own. A sub-run (a `tools` call) draws on its
+/// caller's run accounts when the caller has an `http` grant, so a chain
+/// of calls does not open fresh slots.
+pub(crate) fn bind_run(
+    caps: &Capabilities,
+    host: &Arc<HostHttp>,
+    caller: Option<&SubRun>,
+) -> Capabilities {
+    let mut caps = caps.clone();
+    let callers = caller.and_then(|SubRun(c)| {
+        let accounts = c.caps.http.as_ref()?.accounts.as_ref()?;
+        Some(accounts.run().clone())
+    });
+    if let Some(grant) = &mut caps.http {
+        grant.accounts = Some(Accounts::new(host.clone(), callers));
+    }
+    caps
 }
 
 /// Where a run's http exchanges are recorded, or answered from: the same
@@ -341,6 +403,7 @@ impl HttpGrant {
             max_request_bytes: MAX_REQUEST_BODY_BYTES,
             max_response_bytes: MAX_RESPONSE_BODY_BYTES,
             cassette: None,
+            accounts: None,
         })
     }
 
@@ -597,6 +660,10 @@ impl HttpHooks {
 type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
 
 impl WasiHttpHooks for HttpHooks {
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        MAX_BODY_CHUNK_BYTES
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -619,9 +686,11 @@ impl WasiHttpHooks for HttpHooks {
             let out = match &over_cap {
                 // Past the run's cap on capability calls: refused at once.
                 Some(_) => Err(Error::HttpRequestDenied),
+                // The stop first: a request made or woken after it sends nothing.
                 None => tokio::select! {
-                    r = send(control.clone(), request, options, &refused) => r,
+                    biased;
                     () = stop.soft_stopped() => Err(Error::HttpResponseTimeout),
+                    r = send(control.clone(), request, options, &refused) => r,
                 },
             };
             let refusal = refused
@@ -691,7 +760,8 @@ struct Checked {
     target: String,
     /// An allow entry names this very IP literal.
     named_ip: bool,
-    /// The body, read whole under the grant's cap.
+    /// The body, read whole under the grant's cap (empty until
+    /// [`read_charged`] has read it).
     body: Bytes,
     /// `METHOD url`: the request as a cassette keys it.
     key: String,
@@ -704,10 +774,26 @@ async fn send(
     options: Option<RequestOptions>,
     refused: &Refusal,
 ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
-    let checked = check(&control, request, refused).await?;
+    let (mut checked, body) = check(&control, request, refused)?;
+    // A slot of the run's and the host's (waiting for one), then the body,
+    // charged to the run's bytes as it is read.
+    let mut held = admit(&control, refused, &checked).await?;
+    checked.body = read_charged(&control, refused, &checked, body, &mut held.charge).await?;
     if let Some(HttpCassette::Replay(replay)) = &checked.grant.cassette {
         // Checked like a live request up to here; nothing is sent.
         return replayed(&control, refused, replay, &checked.key);
+    }
+    let target = &checked.target;
+    if let Err(e) = held
+        .charge
+        .add(CONNECTION_BYTES, &|| format!("a connection to {target}"))
+    {
+        return Err(refuse(
+            &control,
+            refused,
+            Error::HttpRequestDenied,
+            e.message,
+        ));
     }
     // Resolution and the address check, before any connection.
     let connect_within = timeout(options.and_then(|o| o.connect_timeout), CONNECT_TIMEOUT);
@@ -715,16 +801,69 @@ async fn send(
     let addrs = resolve(&control, refused, &checked, connect_by).await?;
     // Connect to a checked address, never to the name.
     let (sender, conn) = open(&checked, &addrs, connect_by).await?;
-    exchange(&control, refused, checked, options, sender, conn).await
+    exchange(&control, refused, checked, options, (sender, conn), held).await
 }
 
-/// The checks of a request before any network: grant, URI, allow-list,
-/// method, body size (the body is read into the host under its cap).
-async fn check(
+/// What a request in flight holds until its connection is closed and its
+/// response body dropped: its slots and the bytes charged for it.
+struct Held {
+    _slot: Slot,
+    charge: Charge,
+}
+
+/// The request's slots, waited for (the caller races the run's deadline),
+/// and the bytes of its head charged to the run meanwhile; refused at once
+/// when the run's queue is full or its byte budget cannot take the head.
+async fn admit(control: &Arc<RunControl>, refused: &Refusal, c: &Checked) -> Result<Held, Error> {
+    let denied = |why: String| refuse(control, refused, Error::HttpRequestDenied, why);
+    let Some(accounts) = &c.grant.accounts else {
+        tracing::error!(target: "sandgraph::http", "an http grant was used without a run's accounts");
+        return Err(denied("the http grant is not bound to this run".to_owned()));
+    };
+    let head = REQUEST_BYTES
+        + c.key.len()
+        + c.parts
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len())
+            .sum::<usize>();
+    let mut charge = Charge::new(control.clone());
+    let target = &c.target;
+    charge
+        .add(head, &|| format!("an http request to {target}"))
+        .map_err(|e| denied(e.message))?;
+    let slot = accounts
+        .slot()
+        .await
+        .map_err(|full| denied(format!("request to {target} refused: {full}")))?;
+    Ok(Held {
+        _slot: slot,
+        charge,
+    })
+}
+
+/// Reads the request body into the host under the grant's cap, charging
+/// it to the run's bytes as it arrives.
+async fn read_charged(
+    control: &RunControl,
+    refused: &Refusal,
+    c: &Checked,
+    body: WasiBody,
+    charge: &mut Charge,
+) -> Result<Bytes, Error> {
+    read_body(body, c.grant.max_request_bytes, charge, &c.target)
+        .await
+        .map_err(|(e, why)| refuse(control, refused, e, why))
+}
+
+/// The checks of a request before any network and before it waits for a
+/// slot: grant, URI, allow-list, method, declared body size. The body is
+/// handed back unread.
+fn check(
     control: &Arc<RunControl>,
     request: http::Request<WasiBody>,
     refused: &Refusal,
-) -> Result<Checked, Error> {
+) -> Result<(Checked, WasiBody), Error> {
     let control = control.clone();
     let denied = |why: String| refuse(&control, refused, Error::HttpRequestDenied, why);
     let Some(grant) = control.caps.http.clone() else {
@@ -769,29 +908,19 @@ async fn check(
             format!("request body of {len} bytes to {target} is over the cap of {cap}"),
         ));
     }
-    let body = match read_body(body, cap).await {
-        Ok(b) => b,
-        Err(e) => {
-            return Err(refuse(
-                &control,
-                refused,
-                e,
-                format!("request body to {target} failed or is over the cap of {cap} bytes"),
-            ));
-        }
-    };
     let key = format!("{} {uri}", parts.method);
-    Ok(Checked {
+    let checked = Checked {
         grant,
         https,
         host,
         port,
         target,
         named_ip,
-        body,
+        body: Bytes::new(),
         key,
         parts,
-    })
+    };
+    Ok((checked, body))
 }
 
 /// The scheme, host, port and `scheme://host:port` of a request's URI,
@@ -911,24 +1040,7 @@ async fn resolve(
     let (host, port, grant, named_ip, target) = (&c.host, c.port, &c.grant, c.named_ip, &c.target);
     let candidates: Vec<SocketAddr> = match host {
         Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
-        Host::Name(name) => {
-            match tokio::time::timeout_at(
-                connect_by,
-                tokio::net::lookup_host((name.as_str(), port)),
-            )
-            .await
-            {
-                Err(_) => return Err(Error::DnsTimeout),
-                Ok(Err(e)) => {
-                    tracing::debug!(target: "sandgraph::http", "cannot resolve {name}: {e}");
-                    return Err(Error::DnsError {
-                        rcode: Some("cannot resolve the host".to_owned()),
-                        info_code: None,
-                    });
-                }
-                Ok(Ok(addrs)) => addrs.take(64).collect(),
-            }
-        }
+        Host::Name(name) => lookup(c, name, port, connect_by).await?,
     };
     let mut restricted = Vec::new();
     let addrs: Vec<SocketAddr> = candidates
@@ -958,6 +1070,43 @@ async fn resolve(
         ));
     }
     Ok(addrs)
+}
+
+/// Resolves `name` by `by`, in a resolution slot of the run's and the
+/// host's; the resolver thread keeps the slots until it returns, even
+/// after the request gave up on it.
+async fn lookup(
+    c: &Checked,
+    name: &str,
+    port: u16,
+    by: tokio::time::Instant,
+) -> Result<Vec<SocketAddr>, Error> {
+    use std::net::ToSocketAddrs;
+    let Some(accounts) = &c.grant.accounts else {
+        return Err(Error::DnsTimeout);
+    };
+    let permits = tokio::time::timeout_at(by, accounts.resolution())
+        .await
+        .map_err(|_| Error::DnsTimeout)?;
+    let owned = name.to_owned();
+    let job = tokio::task::spawn_blocking(move || {
+        let _permits = permits;
+        (owned.as_str(), port)
+            .to_socket_addrs()
+            .map(|addrs| addrs.take(64).collect::<Vec<_>>())
+    });
+    match tokio::time::timeout_at(by, job).await {
+        Err(_) => Err(Error::DnsTimeout),
+        Ok(Ok(Ok(addrs))) => Ok(addrs),
+        Ok(Ok(Err(e))) => {
+            tracing::debug!(target: "sandgraph::http", "cannot resolve {name}: {e}");
+            Err(Error::DnsError {
+                rcode: Some("cannot resolve the host".to_owned()),
+                info_code: None,
+            })
+        }
+        Ok(Err(e)) => Err(Error::InternalError(Some(format!("resolver task: {e}")))),
+    }
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
@@ -1000,15 +1149,15 @@ async fn open(
 }
 
 /// Sends the request on `sender` and hands back the response with its
-/// body capped and timed (read whole and recorded, with a recording
-/// cassette).
+/// body capped, timed and charged (read whole and recorded, with a
+/// recording cassette), keeping what the request holds.
 async fn exchange(
     control: &Arc<RunControl>,
     refused: &Refusal,
     c: Checked,
     options: Option<RequestOptions>,
-    mut sender: Sender,
-    mut conn: Connection,
+    (mut sender, mut conn): (Sender, Connection),
+    mut held: Held,
 ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
     let Checked {
         grant,
@@ -1051,14 +1200,67 @@ async fn exchange(
             idle: Box::pin(tokio::time::sleep(between)),
             stop: Some(Box::pin(async move { stop.soft_stopped().await })),
             failed: false,
+            unread: Charge::new(control.clone()),
         }
         .boxed_unsync()
     });
-    if let Some(HttpCassette::Record(writer)) = &grant.cassette {
-        return record(writer, &key, response, conn).await;
+    let response = match &grant.cassette {
+        Some(HttpCassette::Record(writer)) => {
+            record(writer, &key, response, &mut conn, &mut held.charge).await?
+        }
+        _ => response,
+    };
+    Ok(keep(control, response, conn, held))
+}
+
+/// The response for the guest and the future that drives its connection,
+/// both keeping what the request holds (its slots and charged bytes are
+/// given back when both are gone). The connection ends at the run's soft
+/// stop at the latest, as the response body's reads do.
+fn keep(
+    control: &Arc<RunControl>,
+    response: http::Response<WasiBody>,
+    conn: Connection,
+    held: Held,
+) -> (http::Response<WasiBody>, IoFuture) {
+    let held = Arc::new(held);
+    let kept = held.clone();
+    let response = response.map(|body| Kept { body, _held: kept }.boxed_unsync());
+    let stop = control.clone();
+    let io: IoFuture = Box::new(async move {
+        let _held = held;
+        tokio::select! {
+            r = conn => r.map_err(Error::from),
+            () = stop.soft_stopped() => Ok(()),
+        }
+    });
+    (response, io)
+}
+
+/// A response body that keeps what its request holds until it is dropped.
+struct Kept {
+    body: WasiBody,
+    _held: Arc<Held>,
+}
+
+impl Body for Kept {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
     }
-    let io: IoFuture = Box::new(async move { conn.await.map_err(Error::from) });
-    Ok((response, io))
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The request to send for the guest's: the request line carries the path
@@ -1091,27 +1293,39 @@ async fn driving<T>(conn: &mut Connection, work: impl Future<Output = T>) -> Res
     }
 }
 
-/// Reads the response body whole (under the cap, as the guest would),
-/// keeps it in the cassette under `key`, and hands it to the guest from
-/// memory.
+/// Reads the response body whole (under the cap, as the guest would,
+/// charged to `charge` as it arrives), keeps it in the cassette under
+/// `key`, and hands it to the guest from memory.
 async fn record(
     writer: &CassetteWriter,
     key: &str,
     response: http::Response<WasiBody>,
-    mut conn: Connection,
-) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
-    let (head, body) = response.into_parts();
-    let collected = driving(&mut conn, body.collect()).await??.to_bytes();
+    conn: &mut Connection,
+    charge: &mut Charge,
+) -> Result<http::Response<WasiBody>, Error> {
+    let (head, mut body) = response.into_parts();
+    let collect = async {
+        let mut buf = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                if let Err(e) = charge.add(data.len(), &|| format!("the response to {key}")) {
+                    tracing::info!(target: "sandgraph::http", "http response refused: {}", e.message);
+                    return Err(Error::HttpResponseBodySize(None));
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf.freeze())
+    };
+    let collected = driving(conn, collect).await??;
     let (method, url) = key.split_once(' ').unwrap_or((key, ""));
     writer.append(&cassette_line(method, url, &head, &collected));
-    let response = http::Response::from_parts(
+    Ok(http::Response::from_parts(
         head,
         Full::new(collected)
             .map_err(|never| match never {})
             .boxed_unsync(),
-    );
-    let io: IoFuture = Box::new(async move { conn.await.map_err(Error::from) });
-    Ok((response, io))
+    ))
 }
 
 /// The declared `content-length`, when there is exactly one valid one.
@@ -1124,15 +1338,28 @@ fn wasmtime_wasi_http_content_length(headers: &http::HeaderMap) -> Option<u64> {
     v.to_str().ok()?.parse().ok()
 }
 
-/// Reads a request body into the host, refusing it past `cap` bytes.
+/// Reads a request body to `target` into the host, refusing it past `cap`
+/// bytes or when `charge` cannot take the next part; the error and why.
 /// Trailers are dropped (HTTP/1.1 sends them only chunked).
-async fn read_body(mut body: WasiBody, cap: u64) -> Result<Bytes, Error> {
+async fn read_body(
+    mut body: WasiBody,
+    cap: u64,
+    charge: &mut Charge,
+    target: &str,
+) -> Result<Bytes, (Error, String)> {
     let mut buf = BytesMut::new();
     while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
+        let frame = frame.map_err(|e| (e, format!("request body to {target} failed")))?;
+        if let Ok(data) = frame.into_data() {
             if (buf.len() + data.len()) as u64 > cap {
-                return Err(Error::HttpRequestBodySize(None));
+                return Err((
+                    Error::HttpRequestBodySize(None),
+                    format!("request body to {target} is over the cap of {cap} bytes"),
+                ));
             }
+            charge
+                .add(data.len(), &|| format!("the request body to {target}"))
+                .map_err(|e| (Error::HttpRequestBodySize(None), e.message))?;
             buf.extend_from_slice(&data);
         }
     }
@@ -1182,7 +1409,9 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, Error> {
 }
 
 /// A response body capped at `left` bytes, failing after `between` without
-/// data, and at the run's soft stop.
+/// data, and at the run's soft stop. The frame handed out last is charged
+/// to the run's bytes (`unread`) until the next is asked for: wasi:http
+/// asks for it once the guest has read the last.
 struct CappedBody {
     incoming: hyper::body::Incoming,
     left: u64,
@@ -1190,6 +1419,7 @@ struct CappedBody {
     idle: Pin<Box<tokio::time::Sleep>>,
     stop: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     failed: bool,
+    unread: Charge,
 }
 
 impl Body for CappedBody {
@@ -1207,6 +1437,7 @@ impl Body for CappedBody {
             this.failed = true;
             Poll::Ready(Some(Err(e)))
         };
+        self.unread.clear();
         match Pin::new(&mut self.incoming).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
@@ -1215,6 +1446,10 @@ impl Body for CappedBody {
                         return fail(&mut self, Error::HttpResponseBodySize(None));
                     }
                     self.left -= n;
+                    if let Err(e) = self.unread.add(data.len(), &|| "an http response".into()) {
+                        tracing::info!(target: "sandgraph::http", "http response refused: {}", e.message);
+                        return fail(&mut self, Error::HttpResponseBodySize(None));
+                    }
                 }
                 let next = tokio::time::Instant::now() + self.between;
                 self.idle.as_mut().reset(next);

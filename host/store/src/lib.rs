@@ -28,6 +28,7 @@ pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESS
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
+pub use postgres::redact_url;
 pub use postgres::schema::PG_SCHEMA_VERSION;
 pub use schema::SCHEMA_VERSION;
 pub use supervisor::{SupervisorRun, SupervisorRuns};

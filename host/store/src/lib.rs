@@ -222,7 +222,7 @@ impl Store {
         let store = Store {
             db: Arc::new(db),
             leases: threads::Leases::default(),
-            cache_key: Arc::new(cache::KeyFile::disabled()),
+            cache_key: Arc::new(cache::KeyFile::in_memory()),
             pg: Some(pg),
             thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
             holder: postgres::threads::new_holder(),

@@ -285,14 +285,7 @@ impl CompileCache {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.key.reported.store(true, Ordering::Relaxed);
-                Err(StoreError::Open {
-                    path: self
-                        .key
-                        .path
-                        .as_deref()
-                        .map_or_else(|| "(memory)".to_owned(), |p| p.display().to_string()),
-                    message: e.clone(),
-                })
+                Err(StoreError::CacheKey(e.clone()))
             }
         }
     }

@@ -737,3 +737,28 @@ fn a_postgres_password_is_never_printed() {
     );
     assert!(!err.contains("s3cret-pw"), "{err}");
 }
+
+/// A compile cache whose key is a symbolic link (to a good key elsewhere)
+/// is refused with a warning naming the file; the call still runs,
+/// compiled without the cache.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_compile_cache_key_is_refused() {
+    let env = folder(&[("greet.wasm", sandgraph_tests::GREET)]).cold();
+    let planted = env.path("planted.key");
+    std::fs::write(&planted, [7u8; 32]).unwrap();
+    std::os::unix::fs::symlink(&planted, env.path("cache.redb.key")).unwrap();
+    let args = r#"{"name":"Ada","style":"casual"}"#;
+    let o = env.run(&["call", "greet_graph", "--graphs", "graphs", "--args", args]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let key = env.path("cache.redb.key");
+    assert!(
+        err.contains(&format!(
+            "warning: compile cache unavailable, compiling without it: compile cache key {}: \
+             is a symbolic link: refused",
+            key.display()
+        )),
+        "{err}"
+    );
+}

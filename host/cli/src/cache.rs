@@ -58,7 +58,15 @@ pub(crate) fn open(flag: Option<&Path>, no_cache: bool) -> Option<Store> {
     }
     let path = flag.map(Path::to_path_buf).or_else(default_path)?;
     match Store::open(&path) {
-        Ok(store) => Some(store),
+        Ok(store) => match store.compile_cache().check_key() {
+            Ok(()) => Some(store),
+            // A key it may not trust (a symbolic link, another owner, a
+            // loose mode): said once, here, naming the file.
+            Err(e) => {
+                eprintln!("warning: compile cache unavailable, compiling without it: {e}");
+                None
+            }
+        },
         Err(e @ StoreError::AlreadyOpen { .. }) => {
             tracing::debug!("compile cache in use by another process, compiling without it: {e}");
             None

@@ -40,7 +40,7 @@ pub(crate) struct MountArgs {
     /// Compile every graph, without reading or writing a cache
     #[arg(long)]
     no_cache: bool,
-    /// Write every exchange of the graphs' llm and http calls to FILE (JSON lines; keys and credential headers are never written)
+    /// Write every exchange of the graphs' llm and http calls to FILE (JSON lines, mode 0600; keys and credential headers are never written; an existing FILE group or others may read or write is refused)
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     record: Option<PathBuf>,
     /// Answer the graphs' llm and http calls from FILE (written by --record), offline; a request it has no answer for fails

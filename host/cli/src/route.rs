@@ -9,7 +9,7 @@ use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::{JournalEntry, Store};
 
 use crate::config::routing::{RoutingArgs, router_options};
-use crate::config::store::{data_exists, db_path, open_data, storage};
+use crate::config::store::{data_exists, db_path, open_data, shown, storage};
 use crate::config::{LoadedConfig, ModelArgs, Resolved, Role};
 use crate::exit::{self, Failure};
 use crate::mount::{self, MountArgs};
@@ -248,7 +248,7 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
     if !data_exists(&path) {
         return Err(RunError::new(
             ErrorCode::InvalidInput,
-            format!("no database at {}: nothing was routed yet", path.display()),
+            format!("no database at {}: nothing was routed yet", shown(&path)),
         )
         .into());
     }

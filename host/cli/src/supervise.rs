@@ -10,7 +10,7 @@ use sandgraph_store::Store;
 use sandgraph_supervisor::{Event, SuperviseError, Supervisor};
 use serde_json::json;
 
-use crate::config::store::{data_exists, db_path, open_data, storage};
+use crate::config::store::{data_exists, db_path, open_data, shown, storage};
 use crate::config::{ControllerArgs, LoadedConfig, ModelArgs, Resolved, Role};
 use crate::exit::{self, Failure};
 use crate::mount::{self, MountArgs};
@@ -72,9 +72,8 @@ fn failure(e: SuperviseError, db: &std::path::Path) -> Failure {
         SuperviseError::UnknownGraph(_) => RunError::new(
             ErrorCode::InvalidInput,
             format!(
-                "{e} in {}: list the ones it holds with `sandgraph agent-graph list --db {}`",
-                db.display(),
-                db.display()
+                "{e} in {db}: list the ones it holds with `sandgraph agent-graph list --db {db}`",
+                db = shown(db)
             ),
         )
         .into(),
@@ -166,7 +165,7 @@ fn open_existing(db: Option<&std::path::Path>) -> Result<Store, Failure> {
             format!(
                 "no database at {}: nothing was supervised with it yet; pass the --db that \
                  `sandgraph supervise` used",
-                path.display()
+                shown(&path)
             ),
         )
         .into());

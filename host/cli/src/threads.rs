@@ -11,7 +11,7 @@ use sandgraph_runtime::{
 use sandgraph_store::Durability;
 use serde_json::{Value, json};
 
-use crate::config::store::{db_path, open_threads, storage};
+use crate::config::store::{db_path, open_threads, shown, storage};
 use crate::exit::{self, Failure};
 
 /// Thread options of `sandgraph run`.
@@ -136,7 +136,7 @@ pub async fn run_on_thread(
         };
         return Err(invalid(format!(
             "cannot {what} thread {thread:?}: it has no stored state in {}; start it with --input",
-            db_path(args.db.as_deref())?.display()
+            shown(&db_path(args.db.as_deref())?)
         )));
     }
     let mut opts = opts;
@@ -223,7 +223,7 @@ fn show(thread: &str, db: Option<&Path>) -> Result<(), Failure> {
     let Some(t) = store.load(thread).map_err(storage)? else {
         return Err(invalid(format!(
             "no thread {thread:?} in {}",
-            db_path(db)?.display()
+            shown(&db_path(db)?)
         )));
     };
     let interrupts: Vec<Value> = t

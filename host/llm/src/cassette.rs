@@ -48,6 +48,19 @@ pub enum CassetteError {
         /// What is wrong.
         message: String,
     },
+    /// The file exists and group or others may read or write it: a
+    /// cassette holds every prompt and answer, so one others can read is
+    /// not written to, and one others can write is not trusted.
+    #[error(
+        "cassette {path}: mode {mode:04o} lets group or others read or write it; \
+         refusing to record into it (`chmod 600` it or remove it)"
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 /// The request as a cassette keeps it: everything the provider is asked.
@@ -69,20 +82,39 @@ pub struct CassetteWriter {
 }
 
 impl CassetteWriter {
-    /// Creates (mode 0600) or truncates the cassette at `path`.
+    /// Creates the cassette at `path` with mode 0600, or truncates it when
+    /// it exists and only its owner may read or write it.
     ///
     /// # Errors
     ///
-    /// The file cannot be created.
+    /// The file cannot be created, or [`CassetteError::Exposed`]: it exists
+    /// with permission bits for group or others (it is left as it was).
     pub fn create(path: &Path) -> Result<Arc<CassetteWriter>, CassetteError> {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(path).map_err(|source| CassetteError::Io {
+        let io = |source| CassetteError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let mut options = std::fs::OpenOptions::new();
+        // Not truncated at open: an existing file is checked first.
+        options.write(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode() & 0o7777;
+            if mode & 0o077 != 0 {
+                return Err(CassetteError::Exposed {
+                    path: path.to_path_buf(),
+                    mode,
+                });
+            }
+        }
+        if meta.is_file() {
+            file.set_len(0).map_err(io)?;
+        }
         Ok(Arc::new(CassetteWriter {
             path: path.to_path_buf(),
             file: Mutex::new(file),
@@ -146,11 +178,12 @@ pub struct Recording {
 
 impl Recording {
     /// Records `inner`'s exchanges into `path`, created (mode 0600) or
-    /// truncated.
+    /// truncated (see [`CassetteWriter::create`]).
     ///
     /// # Errors
     ///
-    /// The file cannot be created.
+    /// The file cannot be created, or exists readable or writable by group
+    /// or others.
     pub fn create(inner: Arc<dyn Provider>, path: &Path) -> Result<Recording, CassetteError> {
         Ok(Recording::to(inner, CassetteWriter::create(path)?))
     }
@@ -319,6 +352,38 @@ mod tests {
         assert!(e.contains("has no (more) recorded answers"), "{e}");
         let e = replay.chat(&ask("b")).await.unwrap_err().to_string();
         assert!(e.contains(r#"last: {"role":"user","content":"b"}"#), "{e}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_cassette_is_created_0600_and_one_others_may_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        // New: 0600, whatever the umask lets through.
+        let new = dir.path().join("new.jsonl");
+        CassetteWriter::create(&new).unwrap();
+        assert_eq!(mode(&new), 0o600);
+        // Existing and private: truncated, kept 0600.
+        std::fs::write(&new, "old line\n").unwrap();
+        CassetteWriter::create(&new).unwrap();
+        assert_eq!(std::fs::read(&new).unwrap(), b"");
+        // Existing and readable by others: refused, left as it was.
+        for loose in [0o644, 0o640, 0o602] {
+            let path = dir.path().join(format!("loose-{loose:o}.jsonl"));
+            std::fs::write(&path, "kept\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(loose)).unwrap();
+            let e = CassetteWriter::create(&path).err().unwrap();
+            assert!(
+                matches!(e, CassetteError::Exposed { mode, .. } if mode == loose),
+                "{e}"
+            );
+            let text = e.to_string();
+            assert!(text.contains(&format!("loose-{loose:o}.jsonl")), "{text}");
+            assert!(text.contains(&format!("mode {loose:04o}")), "{text}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "kept\n");
+            assert_eq!(mode(&path), loose);
+        }
     }
 
     #[test]

@@ -231,7 +231,10 @@ impl Target {
                     Some(location) => sandgraph_store::Store::open_location(location),
                     None => sandgraph_store::Store::open(path),
                 }
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| {
+                    let shown = sandgraph_store::redact_url(&path.to_string_lossy());
+                    format!("{shown}: {e}")
+                })?;
                 store
                     .capability_journal()
                     .append_all(calls)

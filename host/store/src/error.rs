@@ -113,6 +113,10 @@ pub enum StoreError {
     /// An argument out of range, in words.
     #[error("{0}")]
     InvalidArgument(String),
+    /// The compile cache's key file is refused (a symbolic link, another
+    /// owner, a mode others may read or write, ...): the message names it.
+    #[error("{0}")]
+    CacheKey(String),
     /// A stored row that does not decode or breaks the store's rules.
     #[error("corrupt record in {table}: {message}")]
     Corrupt {

@@ -28,6 +28,7 @@ pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESS
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
+pub use postgres::redact_url;
 pub use postgres::schema::PG_SCHEMA_VERSION;
 pub use schema::SCHEMA_VERSION;
 pub use supervisor::{SupervisorRun, SupervisorRuns};
@@ -221,7 +222,7 @@ impl Store {
         let store = Store {
             db: Arc::new(db),
             leases: threads::Leases::default(),
-            cache_key: Arc::new(cache::KeyFile::disabled()),
+            cache_key: Arc::new(cache::KeyFile::in_memory()),
             pg: Some(pg),
             thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
             holder: postgres::threads::new_holder(),

@@ -40,6 +40,12 @@ fn is_url(location: &Path) -> bool {
         .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
 }
 
+/// `location` as messages name it: a PostgreSQL URL without its password
+/// (see [`sandgraph_store::redact_url`]).
+pub(crate) fn shown(location: &Path) -> String {
+    sandgraph_store::redact_url(&location.to_string_lossy())
+}
+
 /// Opens the data store at `location`: a PostgreSQL URL shared by several
 /// hosts, or a redb file (created when missing).
 pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {

@@ -693,3 +693,72 @@ async fn an_llm_graph_recorded_once_replays_offline_without_a_key() {
         "{out}"
     );
 }
+
+/// A PostgreSQL URL's password is never printed: not in the warning of a
+/// capability journal whose database cannot be reached (a connection that
+/// fails), nor in an error that names the database after connecting.
+#[test]
+fn a_postgres_password_is_never_printed() {
+    // A port nothing listens on: the connection is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let unreachable = format!("postgres://sandgraph:s3cret-pw@127.0.0.1:{port}/sg");
+    // Without --thread, `call` journals to $SANDGRAPH_DB when a capability
+    // call is made.
+    let env = folder(&[("tools.wasm", sandgraph_tests::GRAPH_TOOLS)])
+        .with_log("warn")
+        .with_var("SANDGRAPH_DB", &unreachable);
+    let args = json!({"input": {"tool": "nope", "args": {}}}).to_string();
+    let out = env.run(&["call", "graph_tools", "--graphs", "graphs", "--args", &args]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("cannot journal a capability call"), "{err}");
+    let shown = format!("postgres://sandgraph:***@127.0.0.1:{port}/sg");
+    assert!(err.contains(&shown), "{err}");
+    assert!(!err.contains("s3cret-pw"), "{err}");
+
+    // Connected: the test cluster trusts loopback, so any password works.
+    let pg = sandgraph_tests::postgres::TestPostgres::shared();
+    let url = pg.fresh_db("password_never_printed").replacen(
+        "postgres://sandgraph@",
+        "postgres://sandgraph:s3cret-pw@",
+        1,
+    );
+    assert!(url.contains("s3cret-pw"), "{url}");
+    let out = env.run(&["threads", "show", "nope", "--db", &url]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no thread \"nope\" in postgres://sandgraph:***@127.0.0.1:"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret-pw"), "{err}");
+}
+
+/// A compile cache whose key is a symbolic link (to a good key elsewhere)
+/// is refused with a warning naming the file; the call still runs,
+/// compiled without the cache.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_compile_cache_key_is_refused() {
+    let env = folder(&[("greet.wasm", sandgraph_tests::GREET)]).cold();
+    let planted = env.path("planted.key");
+    std::fs::write(&planted, [7u8; 32]).unwrap();
+    std::os::unix::fs::symlink(&planted, env.path("cache.redb.key")).unwrap();
+    let args = r#"{"name":"Ada","style":"casual"}"#;
+    let o = env.run(&["call", "greet_graph", "--graphs", "graphs", "--args", args]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let key = env.path("cache.redb.key");
+    assert!(
+        err.contains(&format!(
+            "warning: compile cache unavailable, compiling without it: compile cache key {}: \
+             is a symbolic link: refused",
+            key.display()
+        )),
+        "{err}"
+    );
+}

@@ -20,6 +20,9 @@ use serde_json::json;
 /// The store's artifact table (see `host/store/src/schema.rs`).
 const ARTIFACTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("artifacts");
 
+/// The store's spec table.
+const SPECS: TableDefinition<&str, &str> = TableDefinition::new("specs");
+
 async fn open_cached(rt: &Runtime, dir: &Path, store: &Store) -> Registry {
     let opts = RegistryOptions {
         cache: Some(store.clone()),
@@ -225,6 +228,58 @@ async fn a_bad_cached_spec_is_a_miss() {
     let text = store.compile_cache().spec(&digest).unwrap().unwrap();
     assert!(text.contains("\"greet_graph\""), "{text}");
     assert!(!text.contains("nope"), "{text}");
+}
+
+/// A spec row edited in the cache file, as whoever can write the file
+/// (not its key) could: greet's cached spec renamed to `research`, a name
+/// the operator may have written grants for. The row is not believed: greet
+/// is described again at mount (it loads, though its artifact is cached)
+/// and keeps its own name; no `research` is mounted.
+#[tokio::test]
+async fn a_tampered_cached_spec_does_not_rename_a_graph() {
+    let dir = folder(&[("greet.wasm", GREET)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let db_path = cache_dir.path().join("cache.redb");
+    {
+        let store = Store::open(&db_path).unwrap();
+        let rt = fresh_runtime();
+        let registry = open_cached(&rt, dir.path(), &store).await;
+        assert_eq!(registry.names(), ["greet_graph"]);
+    }
+    let db = redb::Database::open(&db_path).unwrap();
+    let tx = db.begin_write().unwrap();
+    {
+        let mut specs = tx.open_table(SPECS).unwrap();
+        let rows: Vec<(String, String)> = specs
+            .iter()
+            .unwrap()
+            .map(|r| {
+                let (k, v) = r.unwrap();
+                (k.value().to_owned(), v.value().to_owned())
+            })
+            .collect();
+        assert_eq!(rows.len(), 1);
+        let (digest, text) = &rows[0];
+        assert!(text.contains("\"greet_graph\""), "{text}");
+        let renamed = text.replace("\"greet_graph\"", "\"research\"");
+        specs.insert(digest.as_str(), renamed.as_str()).unwrap();
+    }
+    tx.commit().unwrap();
+    drop(db);
+
+    let store = Store::open(&db_path).unwrap();
+    let rt = fresh_runtime();
+    let registry = open_cached(&rt, dir.path(), &store).await;
+    assert_eq!(registry.names(), ["greet_graph"]);
+    assert!(registry.get("research").is_none());
+    let greet = registry.get("greet_graph").unwrap();
+    assert!(greet.is_loaded(), "described again, not taken from the row");
+    assert_eq!(rt.compile_count(), 0, "the artifact still authenticates");
+    let out = greet
+        .call(greet_args(), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.value["greeting"], json!("Good day, Ada."));
 }
 
 async fn concurrent_first_calls(registry: &Registry, n: usize) {

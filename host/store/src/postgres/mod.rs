@@ -157,6 +157,60 @@ pub(crate) fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
+/// `location` as it may be printed: a PostgreSQL URL with its password
+/// replaced by `***`, both the one in the user info
+/// (`postgres://user:***@host/db`) and a `password=` parameter; anything
+/// else as it is. Every message, warning and log line that names a store
+/// location goes through this.
+///
+/// It errs on the side of hiding: the user info ends at the last `@` of
+/// the URL (a password with an unencoded `@` or `/` is hidden whole), so a
+/// URL whose parameters hold an `@` may show less than it could.
+pub fn redact_url(location: &str) -> String {
+    if !is_url(location) {
+        return location.to_owned();
+    }
+    let Some(start) = location.find("://").map(|i| i + 3) else {
+        return location.to_owned();
+    };
+    let (scheme, rest) = location.split_at(start);
+    let mut out = String::with_capacity(location.len());
+    out.push_str(scheme);
+    let after = match rest.rfind('@') {
+        Some(at) => {
+            let user_info = &rest[..at];
+            match user_info.split_once(':') {
+                Some((user, _password)) => {
+                    out.push_str(user);
+                    out.push_str(":***");
+                }
+                None => out.push_str(user_info),
+            }
+            &rest[at..]
+        }
+        None => rest,
+    };
+    let Some((path, query)) = after.split_once('?') else {
+        out.push_str(after);
+        return out;
+    };
+    out.push_str(path);
+    out.push('?');
+    for (i, param) in query.split('&').enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        match param.split_once('=') {
+            Some((name, _)) if name.eq_ignore_ascii_case("password") => {
+                out.push_str(name);
+                out.push_str("=***");
+            }
+            _ => out.push_str(param),
+        }
+    }
+    out
+}
+
 /// `host:port/dbname` (or `socket-dir:port/dbname`) of a parsed URL.
 fn server_name(config: &Config) -> String {
     use tokio_postgres::config::Host;
@@ -561,6 +615,39 @@ mod tests {
         assert_eq!(server_name(&c), "db.example:6543/sg");
         let c = Config::from_str("postgresql://bob@127.0.0.1/").unwrap();
         assert_eq!(server_name(&c), "127.0.0.1:5432/bob");
+    }
+
+    #[test]
+    fn printed_urls_never_hold_the_password() {
+        for (url, shown) in [
+            (
+                "postgres://alice:s3cret@db.example:6543/sg",
+                "postgres://alice:***@db.example:6543/sg",
+            ),
+            (
+                "postgresql://alice:s3cret@h/db?password=s3cret&application_name=x",
+                "postgresql://alice:***@h/db?password=***&application_name=x",
+            ),
+            (
+                "postgres://h/db?user=alice&password=s3cret",
+                "postgres://h/db?user=alice&password=***",
+            ),
+            // Unencoded `@`, `/`, `?` and `:` in the password: hidden whole.
+            (
+                "postgres://alice:s3:c/r?e@t@h:5432/db",
+                "postgres://alice:***@h:5432/db",
+            ),
+            ("postgres://alice:@h/db", "postgres://alice:***@h/db"),
+            // Nothing to hide.
+            ("postgres://alice@h:5432/db", "postgres://alice@h:5432/db"),
+            ("postgres://h:5432/db", "postgres://h:5432/db"),
+            (
+                "/var/lib/sandgraph/threads.redb",
+                "/var/lib/sandgraph/threads.redb",
+            ),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! `sg_blobs` and `sg_writes`, plus one lease row per thread in
 //! `sg_thread_leases` so one writer at a time writes a thread across hosts.
 //!
-//! The lease carries a fencing token that grows by one at every take-over.
+//! The lease carries a fencing token that grows by one at every take-over
+//! and at every operation outside a run (fork, update, delete, prune).
 //! Every write transaction of a run first renews the lease *if and only if*
 //! the token is still its own, and writes nothing otherwise: a host that was
 //! paused past its lease's expiry and lost the thread to another host can
@@ -699,8 +700,12 @@ async fn fence(
 }
 
 /// For an operation outside a run (fork, update, delete, prune): refuses
-/// while a run's lease is live, and holds the lease row locked until the
-/// transaction ends so no run starts meanwhile.
+/// while a run's lease is live, holds the lease row locked until the
+/// transaction ends so no run starts meanwhile, and advances the fencing
+/// token (the row names this holder, expired): a writer whose lease ran
+/// out unnoticed (a paused host) and who still holds the old token finds
+/// it gone at its next write (`LeaseLost`), and never writes over what
+/// this operation did.
 async fn exclusive(tx: &Transaction<'_>, thread: &str, holder: &str) -> TxResult<()> {
     tx.execute(
         "INSERT INTO sg_thread_leases (thread, holder, token, expires_at) \
@@ -721,6 +726,12 @@ async fn exclusive(tx: &Transaction<'_>, thread: &str, holder: &str) -> TxResult
         }
         .into());
     }
+    tx.execute(
+        "UPDATE sg_thread_leases SET token = token + 1, holder = $2, expires_at = '-infinity' \
+         WHERE thread = $1",
+        &[&thread, &holder],
+    )
+    .await?;
     Ok(())
 }
 

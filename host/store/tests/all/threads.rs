@@ -1075,3 +1075,67 @@ fn on_postgres_a_host_that_lost_its_lease_cannot_write() {
     let err = a.threads().begin("t", "g", Durability::Sync).unwrap_err();
     assert!(matches!(err, StoreError::ThreadBusy { .. }), "{err}");
 }
+
+/// Fencing by operations outside a run: host A's lease expires while A is
+/// paused, and host B forks, updates, deletes or prunes the thread (each
+/// refused while the lease was live). When A wakes up, its next checkpoint
+/// is refused with `LeaseLost`, and what B did stands.
+#[test]
+fn on_postgres_an_operation_outside_a_run_fences_a_paused_writer() {
+    let ttl = std::time::Duration::from_millis(300);
+    let (_pg, url, a) = postgres_at("fenced_by_operation");
+    let a = a.with_thread_lease(ttl);
+    let b = Store::connect(&url).unwrap().with_thread_lease(ttl);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for op in ["fork", "update", "delete", "prune"] {
+        let thread = format!("t-{op}");
+        // No runtime is current while A begins: its lease is not renewed.
+        let a_writer = a.threads().begin(&thread, "g", Durability::Sync).unwrap();
+        let first = next(None, CheckpointSource::Loop, json!({"a": 1}));
+        let second = next(Some(&first), CheckpointSource::Loop, json!({"a": 2}));
+        rt.block_on(a_writer.put_checkpoint(&first)).unwrap();
+        rt.block_on(a_writer.put_checkpoint(&second)).unwrap();
+        let err = b.threads().delete(&thread).unwrap_err();
+        assert!(matches!(err, StoreError::ThreadBusy { .. }), "{op}: {err}");
+        std::thread::sleep(ttl + std::time::Duration::from_millis(200));
+        let threads = b.threads();
+        let head = match op {
+            "fork" => Some(threads.fork(&thread, &first.id).unwrap().id),
+            "update" => {
+                let update = next(Some(&second), CheckpointSource::Update, json!({"a": 9}));
+                threads.put_update(&thread, &update).unwrap();
+                Some(update.id)
+            }
+            "delete" => {
+                assert!(threads.delete(&thread).unwrap());
+                None
+            }
+            _ => {
+                assert_eq!(threads.prune(&thread, 1).unwrap(), 1);
+                Some(second.id.clone())
+            }
+        };
+        // Every channel new: nothing refers to a value B may have removed.
+        let late = next(Some(&second), CheckpointSource::Loop, json!({"a": 3}));
+        let err = rt.block_on(a_writer.put_checkpoint(&late)).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ThreadBusy, "{op}: {err}");
+        assert!(
+            err.message.contains("taken over by another host"),
+            "{op}: {err}"
+        );
+        let stored = threads.load(&thread).unwrap().map(|s| s.checkpoint.id);
+        assert_eq!(stored, head, "{op}: B's result stands");
+        drop(a_writer);
+        // The thread is free again for a new run (and only one).
+        let again = a.threads().begin(&thread, "g", Durability::Sync).unwrap();
+        let err = b
+            .threads()
+            .begin(&thread, "g", Durability::Sync)
+            .unwrap_err();
+        assert!(matches!(err, StoreError::ThreadBusy { .. }), "{op}: {err}");
+        drop(again);
+    }
+}

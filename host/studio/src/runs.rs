@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{ApiError, Studio, blocking, parse_body, store_error, thread_id};
 use crate::bound;
-use crate::graphs::no_graph;
+use crate::graphs::served;
 
 /// The runs in flight, by run id: who started each, and how to stop it.
 #[derive(Default)]
@@ -136,11 +136,7 @@ pub(crate) async fn start(
             ));
         }
     };
-    let tool = studio
-        .server
-        .registry()
-        .get(&name)
-        .ok_or_else(|| no_graph(&name))?;
+    let tool = served(&studio, &principal, &name)?;
     let thread_id = match &body.thread {
         Some(t) => Some(thread_id(&studio, &principal, t, tool.name())?),
         None => None,
@@ -168,11 +164,7 @@ pub(crate) async fn resume(
     let value = body
         .value
         .ok_or_else(|| ApiError::invalid("value (the answer to the interrupt) is required"))?;
-    let tool = studio
-        .server
-        .registry()
-        .get(&graph)
-        .ok_or_else(|| no_graph(&graph))?;
+    let tool = served(&studio, &principal, &graph)?;
     let id = thread_id(&studio, &principal, &thread, tool.name())?;
     let store = studio
         .server

@@ -19,6 +19,7 @@ pub mod assets;
 mod bound;
 mod graphs;
 mod journal;
+mod outbox;
 mod runs;
 mod threads;
 

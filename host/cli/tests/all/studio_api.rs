@@ -1015,3 +1015,68 @@ async fn a_discovered_config_names_no_studio_operators() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_cut_off_and_the_run_finishes() {
+    /// Steps of the flood: about 1 MiB of stream each.
+    const STEPS: u64 = 48;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sandgraph.toml"),
+        format!("{OPERATOR_CONFIG}\n[limits]\nrecursion_limit = 100\n"),
+    )
+    .unwrap();
+    let flood = [("flood.wasm", sandgraph_tests::HOSTILE_STREAM_FLOOD)];
+    // The connection stays up however long the client waits.
+    let args = ["--config", "sandgraph.toml", "--idle-timeout-ms", "600000"];
+    let server = Server::start_in(dir, &args, &flood).await;
+    let body = json!({"input": {"input": {"steps": STEPS}}, "thread": "flood"});
+    // Opened, never read while the run goes on.
+    let mut unread = server
+        .stream("/api/graphs/hostile_stream_flood/runs", &body)
+        .await;
+    // The run is not held back: it finishes, its result on its thread.
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let r = server.get("/api/threads/hostile_stream_flood/flood").await;
+        if r.status() == 200 {
+            let state: Value = r.json().await.unwrap();
+            if state["values"]["done"] == json!(STEPS) && state["next"] == json!([]) {
+                break;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The client was cut off: it gets what the sockets held, then one
+    // line saying so, and the stream ends; most of the run never reached
+    // it, and the server kept none of it.
+    let mut received = 0usize;
+    let mut lines = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(SOON, unread.resp.chunk())
+        .await
+        .expect("the stream moves")
+        .unwrap()
+    {
+        received += chunk.len();
+        unread.buf.extend_from_slice(&chunk);
+        while let Some(i) = unread.buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = unread.buf.drain(..=i).collect();
+            let line: Value = serde_json::from_slice(&line).unwrap();
+            lines.push(json!({"type": line["type"], "code": line["code"], "step": line["step"]}));
+        }
+    }
+    assert!(unread.buf.is_empty(), "a partial last line");
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "error", "{lines:?}");
+    assert_eq!(last["code"], "slow_reader", "{lines:?}");
+    assert!(!lines.iter().any(|l| l["type"] == "completed"), "{lines:?}");
+    let produced = STEPS as usize * 16 * 60 * 1024;
+    assert!(
+        received < produced / 2,
+        "the client got {received} of the run's {produced} bytes"
+    );
+}

@@ -682,6 +682,16 @@ async fn hostile_stdout_flood() {
     assert!(state["stdout_bytes"].as_u64().unwrap() >= 10 << 20);
 }
 
+#[tokio::test]
+async fn hostile_stream_flood() {
+    let state = completed(run(sandgraph_tests::HOSTILE_STREAM_FLOOD, json!({"steps": 3})).await);
+    assert_eq!(state["done"], json!(3));
+    let blob = state["blob"].as_array().unwrap();
+    assert_eq!(blob.len(), 16);
+    assert_eq!(blob[0].as_str().unwrap().len(), 60 * 1024);
+    assert!(blob[0].as_str().unwrap().bytes().all(|b| b == b'd'));
+}
+
 // ---- benchmark guests ----
 
 #[tokio::test]

@@ -14,6 +14,7 @@
 //!   `[routing].model` or `[controller].model`, else `[llm].model`;
 //! - [`controller`]: `--max-new-activations`, `--max-turns` over
 //!   `[controller]`;
+//! - [`studio`]: `[studio]`, the studio operators of `serve --http`;
 //! - [`store`]: the data database, `--db`/`--store` over `$SANDGRAPH_STORE`
 //!   over `$SANDGRAPH_DB` over the user's data folder, and
 //!   `$SANDGRAPH_LEASE_MS`.
@@ -26,6 +27,7 @@ pub(crate) mod limits;
 pub(crate) mod model;
 pub(crate) mod routing;
 pub(crate) mod store;
+pub(crate) mod studio;
 
 use std::path::{Path, PathBuf};
 

@@ -24,7 +24,9 @@
 //! and delivered on its next view or yield.
 //!
 //! With `--http`, the studio web app (`sandgraph-studio`) is served at `/`
-//! beside `/mcp`, behind the same token, unless `--no-ui`.
+//! beside `/mcp`, behind the same token, unless `--no-ui`. It serves each
+//! caller the graphs MCP offers it; the principals `[studio] operators`
+//! of a `--config` file names see every mounted graph.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -362,15 +364,24 @@ fn http_options(args: &ServeArgs, grace: Duration) -> Result<Option<HttpOptions>
 /// A poller of pending agent-graph work, running until dropped.
 type Poller = Option<WorkPoller>;
 
+/// What [`start_server`] starts: the server, its work poller, and the
+/// studio operators of the config (`[studio]`).
+struct Started {
+    server: McpServer,
+    poller: Poller,
+    operators: Vec<String>,
+}
+
 /// Mounts the graphs and makes the MCP server over them, with the
 /// controller, its coordinator and work poller when there is a store.
 async fn start_server(
     args: &ServeArgs,
     store: Option<&Store>,
     poll: Option<Duration>,
-) -> Result<(McpServer, Poller), Failure> {
+) -> Result<Started, Failure> {
     let log = mount::capability_log(store, args.db.as_deref());
     let operator = LoadedConfig::load(args.mount.config.as_deref())?;
+    let operators = crate::config::studio::operators(&operator)?;
     let (registry, _) = mount::open(&args.mount, &operator, log).await?;
     let coordinator = match store {
         Some(store) => coordinator(operator, store, &registry)?,
@@ -401,7 +412,11 @@ async fn start_server(
         }
         _ => None,
     };
-    Ok((server, poller))
+    Ok(Started {
+        server,
+        poller,
+        operators,
+    })
 }
 
 /// `sandgraph serve`.
@@ -418,7 +433,11 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     // With a store (--store/--db, $SANDGRAPH_STORE, or --controller's
     // default database) graph tool calls can run on durable threads.
     let store = open_store(&args)?;
-    let (server, poller) = start_server(&args, store.as_ref(), poll).await?;
+    let Started {
+        server,
+        poller,
+        operators,
+    } = start_server(&args, store.as_ref(), poll).await?;
     let _watching = if args.watch {
         Some(server.registry().watch().map_err(mount::registry_failure)?)
     } else {
@@ -438,7 +457,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
             Some(_) => None,
             None => store.as_ref().map(Store::journal),
         };
-        let studio = StudioOptions { journal };
+        let studio = StudioOptions { journal, operators };
         options.ui = Some(sandgraph_studio::ui_routes(server.clone(), studio));
     }
     serve_http(server, options, poller).await

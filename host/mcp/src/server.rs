@@ -510,6 +510,14 @@ impl McpServer {
         Checkpoints(self.shared.agent_graph.as_ref().map(Arc::downgrade))
     }
 
+    /// The graph tool `name` as `tools/list` lists it and `tools/call`
+    /// calls it: mounted, `as_tool`, and not hidden by an agent-graph tool
+    /// of its name; `None` otherwise. Other front doors of the server (the
+    /// studio) serve their callers the same graphs.
+    pub fn visible_tool(&self, name: &str) -> Option<Arc<GraphTool>> {
+        self.tool(name)
+    }
+
     /// A model-visible graph tool by name (an agent-graph tool hides a
     /// graph tool of its name).
     fn tool(&self, name: &str) -> Option<Arc<GraphTool>> {

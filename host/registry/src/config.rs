@@ -318,6 +318,10 @@ pub struct OperatorConfig {
     /// (`supervise`, `serve --controller`).
     #[serde(default)]
     pub controller: toml::Table,
+    /// `[studio]`: who the studio serves every graph to. Checked by the
+    /// CLI (`serve --http`).
+    #[serde(default)]
+    pub studio: toml::Table,
     /// The file this was read from, for messages; `None` when built in code.
     #[serde(skip)]
     pub source: Option<PathBuf>,

@@ -1,6 +1,7 @@
 //! The JSON API under `/api`: its shared state, errors, request checks
 //! (the CSRF rule) and routes.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -29,6 +30,16 @@ pub(crate) struct Studio {
     pub(crate) server: McpServer,
     pub(crate) journal: Option<Journal>,
     pub(crate) runs: Runs,
+    /// The principal keys of [`StudioOptions::operators`].
+    pub(crate) operators: HashSet<String>,
+}
+
+impl Studio {
+    /// Whether `principal` is a studio operator (sees every mounted
+    /// graph).
+    pub(crate) fn is_operator(&self, principal: &Principal) -> bool {
+        self.operators.contains(&principal.to_string())
+    }
 }
 
 /// An API failure: `{"error": {"code", "message"}}` with `status`.
@@ -83,6 +94,7 @@ pub(crate) fn router(server: McpServer, options: StudioOptions) -> Router {
         server,
         journal: options.journal,
         runs: Runs::default(),
+        operators: options.operators.into_iter().collect(),
     });
     let thread = "/api/threads/{graph}/{thread}";
     Router::new()

@@ -4,22 +4,30 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use sandgraph_core::{END, GraphSpec, START};
+use sandgraph_mcp::Principal;
 use sandgraph_registry::GraphTool;
 use serde_json::{Value, json};
 
 use crate::api::{ApiError, Studio, json_body, run_error};
 use crate::bound;
 
-/// `GET /api/graphs`: every mounted graph, by name. Never loads one.
-pub(crate) async fn list(State(studio): State<Arc<Studio>>) -> Response {
+/// `GET /api/graphs`: the graphs the caller may call (every mounted one
+/// for a studio operator), by name. Never loads one.
+pub(crate) async fn list(
+    State(studio): State<Arc<Studio>>,
+    Extension(principal): Extension<Principal>,
+) -> Response {
+    let operator = studio.is_operator(&principal);
     let graphs: Vec<Value> = studio
         .server
         .registry()
         .list()
         .iter()
+        .filter(|t| operator || studio.server.visible_tool(t.name()).is_some())
         .map(|t| {
             let imported = t.is_loaded().then(|| imported(t));
             summary(t, imported.flatten())
@@ -32,13 +40,10 @@ pub(crate) async fn list(State(studio): State<Arc<Studio>>) -> Response {
 /// (compiles) the graph when it is not loaded yet, to read its imports.
 pub(crate) async fn detail(
     State(studio): State<Arc<Studio>>,
+    Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let tool = studio
-        .server
-        .registry()
-        .get(&name)
-        .ok_or_else(|| no_graph(&name))?;
+    let tool = served(&studio, &principal, &name)?;
     let graph = tool.graph().await.map_err(run_error)?;
     let imported: Vec<&str> = graph.capabilities().to_vec();
     let mut out = summary(&tool, Some(json!(imported)));
@@ -48,10 +53,28 @@ pub(crate) async fn detail(
     Ok(json_body(&out))
 }
 
-/// `404` for a graph that is not mounted.
-pub(crate) fn no_graph(name: &str) -> ApiError {
+/// The graph `name` as `principal` may see, run, resume and update it:
+/// the graph tool MCP offers under that name
+/// ([`sandgraph_mcp::McpServer::visible_tool`]), or for a studio operator
+/// any mounted graph. Else `404`, the same answer for a graph MCP hides
+/// as for no graph, so a caller learns nothing of graphs it may not call.
+pub(crate) fn served(
+    studio: &Studio,
+    principal: &Principal,
+    name: &str,
+) -> Result<Arc<GraphTool>, ApiError> {
+    let tool = if studio.is_operator(principal) {
+        studio.server.registry().get(name)
+    } else {
+        studio.server.visible_tool(name)
+    };
+    tool.ok_or_else(|| no_graph(name))
+}
+
+/// `404` for a graph that is not mounted, or that the caller may not see.
+fn no_graph(name: &str) -> ApiError {
     ApiError::not_found(format!(
-        "no graph named \"{}\" is mounted",
+        "no graph named \"{}\" is available",
         bound::name(name)
     ))
 }

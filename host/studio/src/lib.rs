@@ -19,6 +19,7 @@ pub mod assets;
 mod bound;
 mod graphs;
 mod journal;
+mod outbox;
 mod runs;
 mod threads;
 
@@ -36,6 +37,12 @@ pub struct StudioOptions {
     /// caller of the studio reads all of them: give it only to a server
     /// whose callers may (`serve` withholds it with a tokens file).
     pub journal: Option<Journal>,
+    /// The studio operators: principals, as `/api/session` names them
+    /// (`principal:<token name>`, or `peer:<peer>` without tokens), who
+    /// see, run, resume and update every mounted graph, those MCP hides
+    /// (`as_tool = false`) included. Everyone else is served what MCP
+    /// offers them ([`sandgraph_mcp::McpServer::visible_tool`]).
+    pub operators: Vec<String>,
 }
 
 /// The studio's routes for [`sandgraph_mcp::HttpOptions::ui`]: the static

@@ -4,11 +4,11 @@
 //! (`started`, one `step` per superstep, one final line) as
 //! `application/x-ndjson`; it holds a run permit of the MCP server, so
 //! studio runs and MCP calls share the run limits; closing the connection
-//! cancels it.
+//! cancels it. Lines wait for the client in a bounded [`Outbox`]: a client
+//! that falls too far behind is cut off, and the run is never held back.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
-use std::convert::Infallible;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,18 +18,17 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use sandgraph_core::{ErrorCode, RunError, StepEvent};
 use sandgraph_mcp::{BUSY, Principal, RunPermit};
 use sandgraph_registry::{CallOptions, GraphTool, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ApiError, Studio, blocking, parse_body, store_error, thread_id};
 use crate::bound;
-use crate::graphs::no_graph;
+use crate::graphs::served;
+use crate::outbox::Outbox;
 
 /// The runs in flight, by run id: who started each, and how to stop it.
 #[derive(Default)]
@@ -136,11 +135,7 @@ pub(crate) async fn start(
             ));
         }
     };
-    let tool = studio
-        .server
-        .registry()
-        .get(&name)
-        .ok_or_else(|| no_graph(&name))?;
+    let tool = served(&studio, &principal, &name)?;
     let thread_id = match &body.thread {
         Some(t) => Some(thread_id(&studio, &principal, t, tool.name())?),
         None => None,
@@ -168,11 +163,7 @@ pub(crate) async fn resume(
     let value = body
         .value
         .ok_or_else(|| ApiError::invalid("value (the answer to the interrupt) is required"))?;
-    let tool = studio
-        .server
-        .registry()
-        .get(&graph)
-        .ok_or_else(|| no_graph(&graph))?;
+    let tool = served(&studio, &principal, &graph)?;
     let id = thread_id(&studio, &principal, &thread, tool.name())?;
     let store = studio
         .server
@@ -220,7 +211,7 @@ fn stream(studio: &Arc<Studio>, principal: &Principal, run: Run) -> Response {
     let run_id = new_run_id();
     let cancel = permit.cancel_token().clone();
     let cancelled = studio.runs.add(&run_id, principal, cancel.clone());
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
+    let outbox = Outbox::new();
     let started = json!({
         "type": "started",
         "run_id": run_id,
@@ -228,18 +219,18 @@ fn stream(studio: &Arc<Studio>, principal: &Principal, run: Run) -> Response {
         "thread": run.thread.as_deref().map(bound::name),
         "entry": names(&run.entry),
     });
-    let _ = tx.send(format!("{started}\n"));
-    tokio::spawn(drive(studio.clone(), run_id, permit, run, tx, cancelled));
-    // Dropped with the response body: a closed connection cancels the run.
-    let on_close = cancel.drop_guard();
-    let lines = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|line| (line, rx))
-    })
-    .map(move |line| {
-        let _ = &on_close;
-        Ok::<_, Infallible>(Bytes::from(line))
-    });
-    ndjson(Body::from_stream(lines))
+    outbox.push(format!("{started}\n"));
+    tokio::spawn(drive(
+        studio.clone(),
+        run_id,
+        permit,
+        run,
+        outbox.clone(),
+        cancelled,
+    ));
+    // A closed connection cancels the run; a client cut off for falling
+    // behind does not.
+    ndjson(Body::from_stream(outbox.body(cancel)))
 }
 
 fn ndjson(body: Body) -> Response {
@@ -258,7 +249,7 @@ async fn drive(
     run_id: String,
     permit: RunPermit,
     run: Run,
-    tx: mpsc::UnboundedSender<String>,
+    outbox: Arc<Outbox>,
     cancelled: Arc<AtomicBool>,
 ) {
     let opts = CallOptions {
@@ -268,11 +259,11 @@ async fn drive(
         configurable: run.configurable,
         ..CallOptions::default()
     };
-    let steps = tx.clone();
+    let steps = outbox.clone();
     let mut on_step = move |ev: &StepEvent| {
         // Steps of graphs it called through `tools` are another drawing.
         if ev.sub_run.is_empty() {
-            let _ = steps.send(format!("{}\n", step_line(ev)));
+            steps.push(format!("{}\n", step_line(ev)));
         }
     };
     let tool = run.tool;
@@ -283,7 +274,8 @@ async fn drive(
     };
     let by_caller = cancelled.load(Ordering::Acquire);
     let last = final_line(outcome, run.thread.as_deref(), by_caller);
-    let _ = tx.send(format!("{last}\n"));
+    outbox.push(format!("{last}\n"));
+    outbox.finish();
     studio.runs.remove(&run_id);
     drop(permit);
 }

@@ -21,7 +21,7 @@ use crate::api::{
     thread_id,
 };
 use crate::bound;
-use crate::graphs::no_graph;
+use crate::graphs::served;
 use crate::runs::{interrupt, names};
 
 /// Most threads `GET /api/threads` lists (the newest).
@@ -233,12 +233,13 @@ pub(crate) async fn update(
         Some(v @ Value::Object(_)) => v,
         _ => return Err(ApiError::invalid("values must be an object")),
     };
-    let registry = studio.server.registry();
-    let tool = registry.get(&graph).ok_or_else(|| no_graph(&graph))?;
+    let tool = served(&studio, &principal, &graph)?;
     let (id, store) = thread(&studio, &principal, tool.name(), &name)?;
     let loaded = tool.graph().await.map_err(run_error)?;
     let t = load(store.clone(), id.clone()).await?;
-    let c = registry
+    let c = studio
+        .server
+        .registry()
         .runtime()
         .update_state(&loaded, t, values, body.as_node.as_deref())
         .await

@@ -64,12 +64,20 @@ impl Server {
             .with_var("SANDGRAPH_TEST_TOKEN", TOKEN)
             .with_log("info");
         let db = env.db();
+        // The browser's caller is a studio operator: approval and spin are
+        // not offered to MCP (their `as_tool` is false).
+        env.write(
+            "sandgraph.toml",
+            "[studio]\noperators = [\"principal:token\"]\n",
+        );
         let mut child = env
             .serve(&[
                 "--http",
                 "127.0.0.1:0",
                 "--token-env",
                 "SANDGRAPH_TEST_TOKEN",
+                "--config",
+                "sandgraph.toml",
             ])
             .arg("--store")
             .arg(&db)

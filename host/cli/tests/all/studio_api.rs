@@ -24,24 +24,59 @@ const GRAPHS: &[(&str, &str)] = &[
     ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
 ];
 
+/// The config of a test server not given another: the shared token's
+/// principal is a studio operator. Most graphs here are not offered to MCP
+/// (their `as_tool` is false), and the tests drive them through the studio.
+const OPERATOR_CONFIG: &str = "[studio]\noperators = [\"principal:token\"]\n";
+
+/// `sandgraph serve --graphs graphs --http 127.0.0.1:0` in `dir`, with the
+/// test environment, its output dropped.
+fn serve_command(dir: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
+    command
+        .args(["serve", "--graphs", "graphs", "--http", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env("SANDGRAPH_TEST_TOKEN", TOKEN)
+        .env("SANDGRAPH_LOG", "warn")
+        .env("SANDGRAPH_CACHE", dir.join("cache.redb"))
+        .env_remove("SANDGRAPH_STORE")
+        .env_remove("DEEPSEEK_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 struct Server {
-    _dir: tempfile::TempDir,
-    _child: Child,
+    dir: tempfile::TempDir,
+    child: Child,
     /// `http://127.0.0.1:<port>`, no trailing slash.
     base: String,
     stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
-    /// `sandgraph serve --http 127.0.0.1:0 --token-env ... --store ...`
-    /// over [`GRAPHS`] with `extra` arguments.
+    /// `sandgraph serve --http 127.0.0.1:0 --token-env ... --store ...
+    /// --config sandgraph.toml` over [`GRAPHS`] with `extra` arguments; the
+    /// config is [`OPERATOR_CONFIG`] unless `extra` names one.
     async fn start(extra: &[&str]) -> Server {
-        let dir = tempfile::tempdir().unwrap();
+        Server::start_in(tempfile::tempdir().unwrap(), extra, &[]).await
+    }
+
+    /// As [`Server::start`], in `dir` (its `graphs` folder and data kept
+    /// when they exist), with `more` graphs beside [`GRAPHS`].
+    async fn start_in(dir: tempfile::TempDir, extra: &[&str], more: &[(&str, &str)]) -> Server {
         // The graphs come compiled from the binary's template cache.
         crate::common::cache::warm(dir.path());
-        std::fs::create_dir(dir.path().join("graphs")).unwrap();
-        for (name, c) in GRAPHS {
+        std::fs::create_dir_all(dir.path().join("graphs")).unwrap();
+        for (name, c) in GRAPHS.iter().chain(more) {
             std::fs::copy(c, dir.path().join("graphs").join(name)).unwrap();
+        }
+        let mut extra = extra.to_vec();
+        if !extra.contains(&"--config") {
+            std::fs::write(dir.path().join("sandgraph.toml"), OPERATOR_CONFIG).unwrap();
+            extra.extend(["--config", "sandgraph.toml"]);
         }
         // A tokens file replaces the shared token.
         let shared: &[&str] = if extra.contains(&"--tokens") {
@@ -49,21 +84,11 @@ impl Server {
         } else {
             &["--token-env", "SANDGRAPH_TEST_TOKEN"]
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
-            .args(["serve", "--graphs", "graphs", "--http", "127.0.0.1:0"])
+        let mut child = serve_command(dir.path())
             .args(shared)
             .args(["--store", "data.redb", "--controller"])
-            .args(extra)
-            .current_dir(dir.path())
-            .env("SANDGRAPH_TEST_TOKEN", TOKEN)
-            .env("SANDGRAPH_LOG", "warn")
-            .env("SANDGRAPH_CACHE", dir.path().join("cache.redb"))
-            .env_remove("SANDGRAPH_STORE")
-            .env_remove("DEEPSEEK_API_KEY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .args(&extra)
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .unwrap();
         let (stderr, url) =
@@ -71,11 +96,17 @@ impl Server {
                 .await;
         let base = url.trim_end_matches("/mcp").to_owned();
         Server {
-            _dir: dir,
-            _child: child,
+            dir,
+            child,
             base,
             stderr,
         }
+    }
+
+    /// Stops the server; its folder (graphs, data, config) stays.
+    async fn stop(mut self) -> tempfile::TempDir {
+        self.child.kill().await.unwrap();
+        self.dir
     }
 
     fn url(&self, path: &str) -> String {
@@ -84,9 +115,14 @@ impl Server {
 
     /// `GET path` with the token.
     async fn get(&self, path: &str) -> reqwest::Response {
+        self.get_as(TOKEN, path).await
+    }
+
+    /// `GET path` with `token`.
+    async fn get_as(&self, token: &str, path: &str) -> reqwest::Response {
         reqwest::Client::new()
             .get(self.url(path))
-            .bearer_auth(TOKEN)
+            .bearer_auth(token)
             .send()
             .await
             .unwrap()
@@ -94,7 +130,12 @@ impl Server {
 
     /// `GET path` with the token; the JSON of a 200 answer.
     async fn get_json(&self, path: &str) -> Value {
-        let r = self.get(path).await;
+        self.get_json_as(TOKEN, path).await
+    }
+
+    /// `GET path` with `token`; the JSON of a 200 answer.
+    async fn get_json_as(&self, token: &str, path: &str) -> Value {
+        let r = self.get_as(token, path).await;
         let status = r.status();
         let text = r.text().await.unwrap();
         assert_eq!(status, 200, "GET {path}: {text}");
@@ -103,9 +144,14 @@ impl Server {
 
     /// A studio `POST` of `body` (token, JSON, the studio header).
     async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.post_as(TOKEN, path, body).await
+    }
+
+    /// A studio `POST` of `body` with `token`.
+    async fn post_as(&self, token: &str, path: &str, body: &Value) -> reqwest::Response {
         reqwest::Client::new()
             .post(self.url(path))
-            .bearer_auth(TOKEN)
+            .bearer_auth(token)
             .header("content-type", "application/json")
             .header("x-sandgraph-studio", "1")
             .body(body.to_string())
@@ -116,7 +162,12 @@ impl Server {
 
     /// A studio `POST`; the JSON of a 200 answer.
     async fn post_json(&self, path: &str, body: &Value) -> Value {
-        let r = self.post(path, body).await;
+        self.post_json_as(TOKEN, path, body).await
+    }
+
+    /// A studio `POST` with `token`; the JSON of a 200 answer.
+    async fn post_json_as(&self, token: &str, path: &str, body: &Value) -> Value {
+        let r = self.post_as(token, path, body).await;
         let status = r.status();
         let text = r.text().await.unwrap();
         assert_eq!(status, 200, "POST {path}: {text}");
@@ -125,7 +176,12 @@ impl Server {
 
     /// Starts a run (or resume) streamed as ndjson.
     async fn stream(&self, path: &str, body: &Value) -> Lines {
-        let r = self.post(path, body).await;
+        self.stream_as(TOKEN, path, body).await
+    }
+
+    /// Starts a run (or resume) with `token`, streamed as ndjson.
+    async fn stream_as(&self, token: &str, path: &str, body: &Value) -> Lines {
+        let r = self.post_as(token, path, body).await;
         assert_eq!(r.status(), 200, "POST {path}");
         assert_eq!(r.headers()["content-type"], "application/x-ndjson");
         Lines {
@@ -137,6 +193,11 @@ impl Server {
     /// Every line of a run's stream, to its end.
     async fn run(&self, path: &str, body: &Value) -> Vec<Value> {
         self.stream(path, body).await.all().await
+    }
+
+    /// Every line of a run's stream with `token`, to its end.
+    async fn run_as(&self, token: &str, path: &str, body: &Value) -> Vec<Value> {
+        self.stream_as(token, path, body).await.all().await
     }
 }
 
@@ -767,5 +828,255 @@ async fn a_server_with_a_tokens_file_shows_no_journal() {
             .as_str()
             .is_some_and(|m| m.contains("--tokens")),
         "{e}"
+    );
+}
+
+/// Writes a tokens file of `alice` and `bob` (their tokens are
+/// `alice-token` and `bob-token`) into `dir`; its path.
+fn two_tokens(dir: &std::path::Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let tokens = dir.join("tokens.toml");
+    let alice = sha256_hex(b"alice-token");
+    let bob = sha256_hex(b"bob-token");
+    std::fs::write(&tokens, format!("alice = \"{alice}\"\nbob = \"{bob}\"\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    tokens.to_str().unwrap().to_owned()
+}
+
+/// The names of the graphs `/api/graphs` lists to `token`.
+async fn listed(server: &Server, token: &str) -> Vec<String> {
+    let list = server.get_json_as(token, "/api/graphs").await;
+    list["graphs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The graph tools MCP lists to `token` (the agent-graph tools left out).
+async fn mcp_tools(server: &Server, token: &str) -> Vec<String> {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")).auth_header(token);
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .filter(|n| !n.ends_with("_agent_graph"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The `404` a caller gets for the graph `name`: its message names it.
+async fn assert_no_graph(r: reqwest::Response, name: &str, what: &str) {
+    assert_eq!(r.status(), 404, "{what}");
+    let e = error_of(r).await;
+    assert_eq!(e["code"], "not_found", "{what}: {e}");
+    assert_eq!(
+        e["message"],
+        format!("no graph named \"{name}\" is available"),
+        "{what}: {e}"
+    );
+}
+
+#[tokio::test]
+async fn a_graph_mcp_hides_is_served_to_studio_operators_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = two_tokens(dir.path());
+    let config = dir.path().join("sandgraph.toml");
+    let args = ["--tokens", &tokens, "--config", "sandgraph.toml"];
+    // Alice leaves approval_graph waiting on her thread while MCP offers it.
+    let studio = "[studio]\noperators = [\"principal:bob\"]\n";
+    let offered = "[graphs.approval_graph]\nas_tool = true\n";
+    std::fs::write(&config, format!("{offered}\n{studio}")).unwrap();
+    let server = Server::start_in(dir, &args, &[]).await;
+    let body = json!({"input": {"input": {"topic": "wasm"}}, "thread": "t"});
+    let lines = server
+        .run_as("alice-token", "/api/graphs/approval_graph/runs", &body)
+        .await;
+    assert_eq!(lines.last().unwrap()["type"], "interrupted", "{lines:#?}");
+
+    // Then the operator hides it from MCP.
+    let dir = server.stop().await;
+    let hidden = "[graphs.approval_graph]\nas_tool = false\n";
+    std::fs::write(&config, format!("{hidden}\n{studio}")).unwrap();
+    let server = Server::start_in(dir, &args, &[]).await;
+    let alice = "alice-token";
+    // Alice's studio lists what MCP lists her, no more.
+    let hers = listed(&server, alice).await;
+    assert!(!hers.contains(&"approval_graph".to_owned()), "{hers:?}");
+    assert_eq!(hers, mcp_tools(&server, alice).await);
+    // She can neither see, run, resume nor update it: the answer for a
+    // graph that is not mounted at all.
+    let thread = "/api/threads/approval_graph/t";
+    let refused = [
+        (
+            server.get_as(alice, "/api/graphs/approval_graph").await,
+            "detail",
+        ),
+        (
+            server
+                .post_as(alice, "/api/graphs/approval_graph/runs", &body)
+                .await,
+            "run",
+        ),
+        (
+            server
+                .post_as(alice, &format!("{thread}/resume"), &json!({"value": "yes"}))
+                .await,
+            "resume",
+        ),
+        (
+            server
+                .post_as(
+                    alice,
+                    &format!("{thread}/state"),
+                    &json!({"values": {"topic": "rust"}, "as_node": "draft"}),
+                )
+                .await,
+            "update",
+        ),
+    ];
+    for (r, what) in refused {
+        assert_no_graph(r, "approval_graph", what).await;
+    }
+    assert_no_graph(
+        server.get_as(alice, "/api/graphs/nothing").await,
+        "nothing",
+        "none",
+    )
+    .await;
+    // Her thread did not move.
+    let state = server.get_json_as(alice, thread).await;
+    assert_eq!(state["next"], json!(["review"]), "{state}");
+    assert_eq!(state["values"]["topic"], "wasm", "{state}");
+    // She can still run what MCP offers her.
+    let greet = json!({"input": {"name": "Ada", "style": "casual"}});
+    let lines = server
+        .run_as(alice, "/api/graphs/greet_graph/runs", &greet)
+        .await;
+    assert_eq!(lines.last().unwrap()["type"], "completed", "{lines:#?}");
+
+    // Bob, a studio operator, sees, runs, resumes and updates it.
+    let bob = "bob-token";
+    assert!(
+        listed(&server, bob)
+            .await
+            .contains(&"approval_graph".to_owned())
+    );
+    let detail = server.get_json_as(bob, "/api/graphs/approval_graph").await;
+    assert_eq!(detail["as_tool"], false);
+    let lines = server
+        .run_as(bob, "/api/graphs/approval_graph/runs", &body)
+        .await;
+    assert_eq!(lines.last().unwrap()["type"], "interrupted", "{lines:#?}");
+    let lines = server
+        .run_as(bob, &format!("{thread}/resume"), &json!({"value": "yes"}))
+        .await;
+    assert_eq!(lines.last().unwrap()["type"], "completed", "{lines:#?}");
+    let update = json!({"values": {"topic": "rust"}, "as_node": "draft"});
+    let head = server
+        .post_json_as(bob, &format!("{thread}/state"), &update)
+        .await;
+    assert_eq!(head["writes"], json!({"topic": "rust"}), "{head}");
+    // MCP still hides it from both.
+    assert!(
+        !mcp_tools(&server, bob)
+            .await
+            .contains(&"approval_graph".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_discovered_config_names_no_studio_operators() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("graphs")).unwrap();
+    std::fs::write(
+        dir.path().join("sandgraph.toml"),
+        "[studio]\noperators = [\"peer:uid 0\"]\n",
+    )
+    .unwrap();
+    let out = serve_command(dir.path()).stderr(Stdio::piped()).output();
+    let out = tokio::time::timeout(SOON, out)
+        .await
+        .expect("the server refuses to start")
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("sandgraph.toml: [studio]: operators") && stderr.contains("--config"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_cut_off_and_the_run_finishes() {
+    /// Steps of the flood: about 1 MiB of stream each.
+    const STEPS: u64 = 48;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sandgraph.toml"),
+        format!("{OPERATOR_CONFIG}\n[limits]\nrecursion_limit = 100\n"),
+    )
+    .unwrap();
+    let flood = [("flood.wasm", sandgraph_tests::HOSTILE_STREAM_FLOOD)];
+    // The connection stays up however long the client waits.
+    let args = ["--config", "sandgraph.toml", "--idle-timeout-ms", "600000"];
+    let server = Server::start_in(dir, &args, &flood).await;
+    let body = json!({"input": {"input": {"steps": STEPS}}, "thread": "flood"});
+    // Opened, never read while the run goes on.
+    let mut unread = server
+        .stream("/api/graphs/hostile_stream_flood/runs", &body)
+        .await;
+    // The run is not held back: it finishes, its result on its thread.
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let r = server.get("/api/threads/hostile_stream_flood/flood").await;
+        if r.status() == 200 {
+            let state: Value = r.json().await.unwrap();
+            if state["values"]["done"] == json!(STEPS) && state["next"] == json!([]) {
+                break;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The client was cut off: it gets what the sockets held, then one
+    // line saying so, and the stream ends; most of the run never reached
+    // it, and the server kept none of it.
+    let mut received = 0usize;
+    let mut lines = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(SOON, unread.resp.chunk())
+        .await
+        .expect("the stream moves")
+        .unwrap()
+    {
+        received += chunk.len();
+        unread.buf.extend_from_slice(&chunk);
+        while let Some(i) = unread.buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = unread.buf.drain(..=i).collect();
+            let line: Value = serde_json::from_slice(&line).unwrap();
+            lines.push(json!({"type": line["type"], "code": line["code"], "step": line["step"]}));
+        }
+    }
+    assert!(unread.buf.is_empty(), "a partial last line");
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "error", "{lines:?}");
+    assert_eq!(last["code"], "slow_reader", "{lines:?}");
+    assert!(!lines.iter().any(|l| l["type"] == "completed"), "{lines:?}");
+    let produced = STEPS as usize * 16 * 60 * 1024;
+    assert!(
+        received < produced / 2,
+        "the client got {received} of the run's {produced} bytes"
     );
 }

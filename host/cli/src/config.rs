@@ -2,10 +2,11 @@
 //! operator config (`sandgraph.toml`) over the built-in defaults.
 //!
 //! The operator config is `--config FILE` (trusted as given), else the
-//! first `sandgraph.toml` in the working directory or a folder above it
-//! (which may not decide where the API key goes, see
-//! [`model::check_key_destination`]), else the defaults; it is read once
-//! per command ([`LoadedConfig::load`]). On it:
+//! first `sandgraph.toml` in the working directory or a folder above it up
+//! to the user's home ([`discovered`]: read only when it is the user's own,
+//! and it may not grant capabilities, raise limits, or decide where the API
+//! key goes, see [`model::check_key_destination`]), else the defaults; it
+//! is read once per command ([`LoadedConfig::load`]). On it:
 //!
 //! - [`limits`]: `--timeout-ms`, `--fuel`, ... over `[limits]` (`call`), or
 //!   over the runtime's defaults (`run`, which reads no config);
@@ -23,17 +24,18 @@
 //! `serve --controller`) gets it all as one [`Resolved`].
 
 pub(crate) mod controller;
+pub(crate) mod discovered;
 pub(crate) mod limits;
 pub(crate) mod model;
 pub(crate) mod routing;
 pub(crate) mod store;
 pub(crate) mod studio;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sandgraph_agent::AgentConfig;
 use sandgraph_llm::ClientConfig;
-use sandgraph_registry::{DEFAULT_CONFIG_FILE, LimitOverrides, OperatorConfig};
+use sandgraph_registry::{LimitOverrides, OperatorConfig};
 
 use crate::exit::Failure;
 
@@ -47,8 +49,9 @@ pub(crate) enum ConfigOrigin {
     /// Named with `--config`: the operator chose it, so it is trusted.
     Flag,
     /// The first `sandgraph.toml` walking up from the working directory:
-    /// it may be anyone's (a cloned repository's), so it may not decide
-    /// where secrets go (see [`model::check_key_destination`]).
+    /// it may be anyone's (a cloned repository's), so it may not widen a
+    /// sandbox ([`discovered`]) nor decide where secrets go (see
+    /// [`model::check_key_destination`]).
     Discovered,
     /// No file: the built-in defaults.
     None,
@@ -72,25 +75,29 @@ impl std::ops::Deref for LoadedConfig {
 impl LoadedConfig {
     /// The config file: `--config` (`flag`), else the first
     /// `sandgraph.toml` walking up from the working directory (none when
-    /// the working directory is gone), else the defaults.
+    /// the working directory is gone), refused when it is not the user's
+    /// own or would widen a sandbox ([`discovered`]), else the defaults.
     pub(crate) fn load(flag: Option<&Path>) -> Result<LoadedConfig, Failure> {
-        let (path, origin) = match flag {
-            Some(p) => (p.to_path_buf(), ConfigOrigin::Flag),
-            None => match std::env::current_dir()
-                .ok()
-                .and_then(|d| discover_config(&d))
-            {
-                Some(p) => (p, ConfigOrigin::Discovered),
-                None => {
-                    return Ok(LoadedConfig {
-                        config: OperatorConfig::default(),
-                        origin: ConfigOrigin::None,
-                    });
-                }
+        if let Some(path) = flag {
+            let config = OperatorConfig::load(path).map_err(crate::mount::registry_failure)?;
+            return Ok(LoadedConfig {
+                config,
+                origin: ConfigOrigin::Flag,
+            });
+        }
+        let found = std::env::current_dir()
+            .ok()
+            .and_then(|d| discovered::find(&d));
+        Ok(match found {
+            Some(path) => LoadedConfig {
+                config: discovered::load(&path)?,
+                origin: ConfigOrigin::Discovered,
             },
-        };
-        let config = OperatorConfig::load(&path).map_err(crate::mount::registry_failure)?;
-        Ok(LoadedConfig { config, origin })
+            None => LoadedConfig {
+                config: OperatorConfig::default(),
+                origin: ConfigOrigin::None,
+            },
+        })
     }
 
     /// The config with the command's limit flags over its `[limits]`.
@@ -98,22 +105,6 @@ impl LoadedConfig {
         self.config.limits = self.config.limits.merged_with(flags);
         self
     }
-}
-
-/// The first `sandgraph.toml` in `cwd` or a folder above it: the bare file
-/// name when it is in `cwd` itself (as messages always named it), else its
-/// absolute path.
-pub(crate) fn discover_config(cwd: &Path) -> Option<PathBuf> {
-    cwd.ancestors().find_map(|dir| {
-        let candidate = dir.join(DEFAULT_CONFIG_FILE);
-        candidate.is_file().then(|| {
-            if dir == cwd {
-                PathBuf::from(DEFAULT_CONFIG_FILE)
-            } else {
-                candidate
-            }
-        })
-    })
 }
 
 /// Which agent a command runs, and so which table names its model and
@@ -180,33 +171,5 @@ impl Resolved {
             model,
             controller,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_config_is_the_nearest_sandgraph_toml_walking_up() {
-        let root = tempfile::tempdir().unwrap();
-        let deep = root.path().join("a/b/c");
-        std::fs::create_dir_all(&deep).unwrap();
-        // A folder of that name is not a config.
-        std::fs::create_dir(deep.join(DEFAULT_CONFIG_FILE)).unwrap();
-        let found = discover_config;
-        std::fs::write(root.path().join("a/sandgraph.toml"), "").unwrap();
-        assert_eq!(found(&deep), Some(root.path().join("a/sandgraph.toml")));
-        std::fs::write(root.path().join("a/b/sandgraph.toml"), "").unwrap();
-        assert_eq!(
-            found(&deep),
-            Some(root.path().join("a/b/sandgraph.toml")),
-            "the nearest wins"
-        );
-        assert_eq!(
-            found(&root.path().join("a/b")),
-            Some(PathBuf::from(DEFAULT_CONFIG_FILE)),
-            "in the working directory itself, named as before"
-        );
     }
 }

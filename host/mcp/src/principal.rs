@@ -13,6 +13,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -80,6 +81,9 @@ impl fmt::Display for Principal {
         f.write_str(&self.key())
     }
 }
+
+#[cfg(target_os = "linux")]
+mod sock_diag;
 
 /// The sha256 of a token.
 pub(crate) fn digest(bytes: &[u8]) -> [u8; 32] {
@@ -284,10 +288,71 @@ pub(crate) fn peer_principal(peer: SocketAddr, local: SocketAddr) -> Principal {
     Principal::Peer(Arc::from(who))
 }
 
+/// What the netlink lookup has shown in this process: nothing yet, that
+/// it works, or that it is unavailable (then `/proc/net` is read).
+static NETLINK: AtomicU8 = AtomicU8::new(NETLINK_UNTRIED);
+const NETLINK_UNTRIED: u8 = 0;
+const NETLINK_WORKS: u8 = 1;
+const NETLINK_UNAVAILABLE: u8 = 2;
+
 /// The uid owning the TCP socket whose local end is `peer` and remote end
-/// is `local` (our side), from `/proc/net/tcp{,6}`. `None` off Linux or
-/// when the socket is not found.
+/// is `local` (our side): asked of the kernel for that one socket
+/// ([`sock_diag`]), whatever the number of sockets on the host. Where
+/// netlink cannot answer (said once in the log), from `/proc/net/tcp{,6}`,
+/// whose cost grows with them. `None` when the socket is not found or no
+/// process holds it any more.
+#[cfg(target_os = "linux")]
 fn socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    if NETLINK.load(Ordering::Relaxed) == NETLINK_UNAVAILABLE {
+        return proc_socket_owner(peer, local);
+    }
+    match sock_diag::owner(peer, local) {
+        sock_diag::Lookup::Found(uid) => {
+            NETLINK.store(NETLINK_WORKS, Ordering::Relaxed);
+            Some(uid)
+        }
+        sock_diag::Lookup::NotFound if NETLINK.load(Ordering::Relaxed) == NETLINK_WORKS => None,
+        sock_diag::Lookup::NotFound => {
+            // Until netlink has found one socket, "no such socket" may be a
+            // kernel without the TCP diagnostics: /proc/net settles it.
+            let uid = proc_socket_owner(peer, local);
+            if uid.is_some() {
+                netlink_unavailable("it did not find a socket /proc/net/tcp lists");
+            }
+            uid
+        }
+        sock_diag::Lookup::Failed(e) => {
+            tracing::debug!(%peer, "cannot find the user of a loopback peer: {e}");
+            None
+        }
+        sock_diag::Lookup::Unavailable(why) => {
+            netlink_unavailable(&why);
+            proc_socket_owner(peer, local)
+        }
+    }
+}
+
+/// Off Linux the owner of a peer's socket is not known.
+#[cfg(not(target_os = "linux"))]
+fn socket_owner(_: SocketAddr, _: SocketAddr) -> Option<u32> {
+    None
+}
+
+/// From now on loopback peers are found in `/proc/net`; logged once.
+#[cfg(target_os = "linux")]
+fn netlink_unavailable(why: &str) {
+    if NETLINK.swap(NETLINK_UNAVAILABLE, Ordering::Relaxed) != NETLINK_UNAVAILABLE {
+        tracing::warn!(
+            "the kernel's socket diagnostics (netlink) cannot name the users of loopback peers \
+             ({why}): reading /proc/net/tcp instead, which costs more the more sockets the host has"
+        );
+    }
+}
+
+/// [`socket_owner`] from `/proc/net/tcp{,6}`. `None` when the socket is
+/// not found.
+#[cfg(target_os = "linux")]
+fn proc_socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
     let (file, mine, theirs) = match (peer, local) {
         (SocketAddr::V4(p), SocketAddr::V4(l)) => (
             "/proc/net/tcp",
@@ -325,7 +390,8 @@ fn proc_addr_v6(ip: [u8; 16], port: u16) -> String {
 }
 
 /// The uid column of the row whose local and remote addresses are
-/// `local` and `remote`.
+/// `local` and `remote`, when a process holds the socket (its inode is
+/// not 0: a closed socket's row, `TIME_WAIT`'s among them, says uid 0).
 fn owner_in_table(table: &str, local: &str, remote: &str) -> Option<u32> {
     table.lines().skip(1).find_map(|line| {
         let mut cols = line.split_ascii_whitespace();
@@ -333,13 +399,18 @@ fn owner_in_table(table: &str, local: &str, remote: &str) -> Option<u32> {
         if !(l.eq_ignore_ascii_case(local) && r.eq_ignore_ascii_case(remote)) {
             return None;
         }
-        // st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid
-        cols.nth(4)?.parse().ok()
+        // st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid, timeout, inode
+        let uid = cols.nth(4)?.parse().ok()?;
+        let inode: u64 = cols.nth(1)?.parse().ok()?;
+        (inode != 0).then_some(uid)
     })
 }
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_os = "linux")]
+    use std::os::unix::process::CommandExt;
+
     use super::*;
 
     const ALICE: &str = "2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90";
@@ -439,6 +510,103 @@ mod tests {
         assert_eq!(owner_in_table(&table, &local, &remote), Some(1000));
         assert_eq!(owner_in_table(&table, &remote, &local), Some(1001));
         assert_eq!(owner_in_table(&table, &local, &local), None);
+        // A row no process holds (inode 0: closed, TIME_WAIT) says uid 0
+        // and names nobody.
+        let closed = format!(
+            "  sl  local_address rem_address   st ...\n   0: {local} {remote} 06 \
+             00000000:00000000 03:00000F9A 00000000     0        0 0 3\n"
+        );
+        assert_eq!(owner_in_table(&closed, &local, &remote), None);
+    }
+
+    /// A connected pair on `addr`: the server's end, its address, and the
+    /// peer's address as the server sees it.
+    #[cfg(target_os = "linux")]
+    fn pair(addr: &str) -> (std::net::TcpStream, std::net::TcpStream, SocketAddr) {
+        let listener = std::net::TcpListener::bind(addr).unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server_side, peer) = listener.accept().unwrap();
+        (client, server_side, peer)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn euid() -> u32 {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn netlink_names_the_user_of_a_loopback_peer_v4_and_v6() {
+        for addr in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(listener) = std::net::TcpListener::bind(addr) else {
+                continue; // no IPv6 loopback here
+            };
+            drop(listener);
+            let (_client, server_side, peer) = pair(addr);
+            let local = server_side.local_addr().unwrap();
+            let found = sock_diag::owner(peer, local);
+            assert!(
+                matches!(found, sock_diag::Lookup::Found(uid) if uid == euid()),
+                "{addr}: {found:?}"
+            );
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_peer_of_another_user_is_that_user() {
+        if euid() != 0 {
+            eprintln!("skipped: only root can connect as another user");
+            return;
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // bash opens the connection as nobody (65534) and holds it.
+        let mut child = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "exec 3<>/dev/tcp/127.0.0.1/{port}; read -t 30 -u 3 _"
+            ))
+            .uid(65534)
+            .gid(65534)
+            .spawn()
+            .unwrap();
+        let (server_side, peer) = listener.accept().unwrap();
+        let local = server_side.local_addr().unwrap();
+        let found = sock_diag::owner(peer, local);
+        let p = peer_principal(peer, local);
+        drop(server_side);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            matches!(found, sock_diag::Lookup::Found(65534)),
+            "{found:?}"
+        );
+        assert_eq!(p, Principal::Peer(Arc::from("uid 65534")));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_peer_that_closed_is_nobody_not_root() {
+        let (client, server_side, peer) = pair("127.0.0.1:0");
+        let local = server_side.local_addr().unwrap();
+        drop(client);
+        // The closed end becomes a TIME_WAIT remnant, which the kernel
+        // reports as uid 0, as soon as our side acknowledges its FIN.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut found = sock_diag::owner(peer, local);
+        while matches!(found, sock_diag::Lookup::Found(_)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            found = sock_diag::owner(peer, local);
+        }
+        assert!(matches!(found, sock_diag::Lookup::NotFound), "{found:?}");
+        assert_eq!(proc_socket_owner(peer, local), None);
+        assert_eq!(socket_owner(peer, local), None);
+        assert_eq!(
+            peer_principal(peer, local),
+            Principal::Peer(Arc::from("127.0.0.1"))
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -9,6 +9,7 @@
 mod cli;
 mod common;
 mod crash;
+mod discovered_config;
 mod mcp_controller;
 mod mcp_http;
 mod mcp_stdio;

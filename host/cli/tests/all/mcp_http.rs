@@ -44,7 +44,7 @@ impl Server {
     }
 
     /// A server over `graphs` ((file name, component) pairs) with
-    /// `config` as its `sandgraph.toml`.
+    /// `config` as its `sandgraph.toml`, given with `--config`.
     async fn start_with(
         graphs: &[(&str, &str)],
         config: &str,
@@ -78,6 +78,9 @@ impl Server {
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
             .args(["serve", "--graphs", "graphs", "--http", "127.0.0.1:0"])
+            // The test is the operator: its config raises limits, which a
+            // discovered one may not.
+            .args(["--config", "sandgraph.toml"])
             .args(shared)
             .args(extra)
             .current_dir(dir.path())

@@ -33,7 +33,8 @@ fuel = 100000000000000
 "#;
 
 /// A working folder with `graphs` in `graphs/` and [`CONFIG`] in
-/// `sandgraph.toml`, its server logging the MCP calls.
+/// `sandgraph.toml` (given with `--config`: it raises limits, which a
+/// discovered config may not), its server logging the MCP calls.
 fn folder(graphs: &[(&str, &str)]) -> Env {
     let env = Env::new(graphs).with_log("sandgraph_mcp=info,warn");
     env.write("sandgraph.toml", CONFIG);
@@ -53,9 +54,17 @@ impl ClientHandler for Client {
 
 type Session = RunningService<RoleClient, Client>;
 
+/// `sandgraph serve` in `env` with its `sandgraph.toml` named by the
+/// operator, and `extra`.
+fn serve(env: &Env, extra: &[&str]) -> tokio::process::Command {
+    let mut args = vec!["--config", "sandgraph.toml"];
+    args.extend_from_slice(extra);
+    env.serve(&args)
+}
+
 /// The server as a child process, its client session, and its stderr.
 async fn connect(env: &Env, extra: &[&str]) -> (Session, Stderr) {
-    let (transport, stderr) = TokioChildProcess::builder(env.serve(extra))
+    let (transport, stderr) = TokioChildProcess::builder(serve(env, extra))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -274,8 +283,7 @@ async fn stdout_carries_only_protocol_messages_with_progress_before_results() {
         ("loop.wasm", sandgraph_tests::LOOP_GRAPH),
         ("flood.wasm", sandgraph_tests::HOSTILE_STDOUT_FLOOD),
     ]);
-    let mut child = env
-        .serve(&[])
+    let mut child = serve(&env, &[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -358,7 +366,10 @@ async fn stdout_carries_only_protocol_messages_with_progress_before_results() {
 #[tokio::test]
 async fn bad_http_options_are_refused_before_serving() {
     let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
-    let out = env.serve(&["--http", "0.0.0.0:0"]).output().await.unwrap();
+    let out = serve(&env, &["--http", "0.0.0.0:0"])
+        .output()
+        .await
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -368,17 +379,19 @@ async fn bad_http_options_are_refused_before_serving() {
         "{err}"
     );
     assert!(out.stdout.is_empty());
-    let out = env
-        .serve(&[
+    let out = serve(
+        &env,
+        &[
             "--http",
             "127.0.0.1:0",
             "--token-env",
             "SANDGRAPH_TEST_NO_SUCH_VAR",
-        ])
-        .env_remove("SANDGRAPH_TEST_NO_SUCH_VAR")
-        .output()
-        .await
-        .unwrap();
+        ],
+    )
+    .env_remove("SANDGRAPH_TEST_NO_SUCH_VAR")
+    .output()
+    .await
+    .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(

@@ -547,19 +547,21 @@ async fn call_serves_the_llm_grant_of_the_config_and_shows_capabilities() {
         sent[0].header("authorization"),
         Some(format!("Bearer {LLM_KEY}").as_str())
     );
-    // A discovered sandgraph.toml may not send the key to its own server:
-    // the graph gets denied, with a warning, and nothing is sent.
+    // A discovered sandgraph.toml may not grant the model (nor send the
+    // key to its own server): refused, and nothing is sent.
     let o = call_llm(&env, "sandgraph.toml", toml, false).await;
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("warning: graphs granted llm get denied: "),
+        stderr(&o).contains(
+            "sets [graphs.graph_llm.grants].llm: a config you did not name cannot grant \
+             capabilities; to use it anyway, pass --config sandgraph.toml"
+        ),
         "{}",
         stderr(&o)
     );
-    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(out["answers"][0]["error"]["kind"], json!("denied"), "{out}");
     assert_eq!(server.requests().len(), 1);
     assert!(!stdout(&o).contains(LLM_KEY) && !stderr(&o).contains(LLM_KEY));
+    std::fs::remove_file(env.path("sandgraph.toml")).unwrap();
     // What the component imports, in inspect and tools list --json.
     let o = env.run(&["inspect", sandgraph_tests::GRAPH_LLM]);
     let spec: Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -576,13 +578,22 @@ fn a_graphs_tool_calls_are_in_the_capability_journal_allowed_or_refused() {
         ("echo.wasm", sandgraph_tests::ECHO),
     ]);
     std::fs::write(
-        env.path("sandgraph.toml"),
+        env.path("ops.toml"),
         "[graphs.graph_tools.grants]\ntools = { allow = [\"echo_graph\"] }\n",
     )
     .unwrap();
     let call = |tool: &str| {
         let args = json!({"input": {"tool": tool, "args": {"input": {"topic": "x"}}}}).to_string();
-        env.run(&["call", "graph_tools", "--graphs", "graphs", "--args", &args])
+        env.run(&[
+            "call",
+            "graph_tools",
+            "--graphs",
+            "graphs",
+            "--config",
+            "ops.toml",
+            "--args",
+            &args,
+        ])
     };
     let out = call("echo_graph");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

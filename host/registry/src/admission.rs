@@ -122,6 +122,7 @@ impl Admission {
         let mut admitted = Admitted {
             pinned_name: None,
             enforced: self.locked,
+            signed_name: None,
         };
         if self.is_open() {
             return Ok(admitted);
@@ -156,8 +157,9 @@ impl Admission {
             None => {}
         }
         if let Some(trusted) = &self.trusted {
-            sandgraph_artifact::verify(path, &digest, trusted)
+            let verified = sandgraph_artifact::verify(path, &digest, trusted)
                 .map_err(|e| MountWarning::new(path, MountErrorKind::Signature, e.error.message))?;
+            admitted.signed_name = Some(verified.name);
         }
         Ok(admitted)
     }
@@ -177,6 +179,9 @@ pub(crate) struct Admitted {
     pinned_name: Option<String>,
     /// Whether the lock is enforced (`--locked`).
     enforced: bool,
+    /// The graph name its signature vouches for, when signatures are
+    /// checked.
+    signed_name: Option<String>,
 }
 
 impl Admitted {
@@ -187,13 +192,28 @@ impl Admitted {
     /// # Errors
     ///
     /// [`MountErrorKind::Unpinned`] when locked and the graph's name is
-    /// not the one pinned.
+    /// not the one pinned, [`MountErrorKind::Signature`] when it is not
+    /// the one its signature vouches for.
     pub(crate) fn check(
         &self,
         path: &Path,
         mut built: Built,
         config: &OperatorConfig,
     ) -> Result<Built, MountWarning> {
+        if let Some(signed) = &self.signed_name
+            && signed != built.tool.name()
+        {
+            return Err(MountWarning::new(
+                path,
+                MountErrorKind::Signature,
+                format!(
+                    "the graph is named \"{}\" but its signature {} vouches for the graph \
+                     \"{signed}\"; sign it again if the name changed on purpose",
+                    built.tool.name(),
+                    signature_path(path).display()
+                ),
+            ));
+        }
         match &self.pinned_name {
             Some(name) if self.enforced && name != built.tool.name() => Err(MountWarning::new(
                 path,

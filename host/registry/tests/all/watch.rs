@@ -346,8 +346,18 @@ async fn trusted_keys_a_graph_mounts_once_its_signature_arrives() {
     let bytes = std::fs::read(ECHO).unwrap();
     deploy(&echo, &bytes);
     expect_failure(&mut events, &echo, "not signed").await;
+    // Signed for another graph name: refused, naming both names.
+    sandgraph_artifact::Sidecar::sign(&key, sandgraph_artifact::sha256(&bytes), "research")
+        .write_for(&echo)
+        .unwrap();
+    expect_failure(
+        &mut events,
+        &echo,
+        "the graph is named \"echo_graph\" but its signature",
+    )
+    .await;
     // The sidecar alone changes: the graph is admitted.
-    sandgraph_artifact::Sidecar::sign(&key, sandgraph_artifact::sha256(&bytes))
+    sandgraph_artifact::Sidecar::sign(&key, sandgraph_artifact::sha256(&bytes), "echo_graph")
         .write_for(&echo)
         .unwrap();
     assert_eq!(next_event(&mut events).await, mounted("echo_graph", &echo));

@@ -19,6 +19,10 @@ use http::{graph_http, hostile_http_flood};
 mod examples;
 use examples::{fetch_summarize, research};
 
+#[path = "graphs/identity.rs"]
+mod identity;
+use identity::hostile_name_squat;
+
 #[path = "graphs/sdk_bindings.rs"]
 mod sdk_bindings;
 

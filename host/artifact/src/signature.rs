@@ -1,23 +1,32 @@
 //! Signatures of components: an ed25519 signature over the component's
-//! sha256, in a sidecar file next to it.
+//! sha256 and the graph name it vouches for, in a sidecar file next to it.
 //!
 //! `sandgraph sign echo.wasm --key KEY` writes `echo.wasm.sig`, a JSON
 //! document:
 //!
 //! ```json
 //! {
-//!   "version": 1,
+//!   "version": 2,
 //!   "algorithm": "ed25519",
 //!   "key_id": "<sha256 of the signer's 32 public key bytes, hex>",
 //!   "sha256": "<sha256 of the component's bytes, hex>",
+//!   "name": "<the graph name the signer vouches for>",
 //!   "signature": "<the 64-byte ed25519 signature, hex>"
 //! }
 //! ```
 //!
-//! The signed message is [`SIGNED_PREFIX`] followed by the 32 digest
-//! bytes; the prefix keeps a sandgraph signature from being valid for
-//! anything else signed with the same key. The component itself is never
-//! changed, so its digest (and a lock file pinning it) stays the same.
+//! The signed message is [`SIGNED_PREFIX`], the 32 digest bytes, then the
+//! graph name's bytes; the prefix keeps a sandgraph signature from being
+//! valid for anything else signed with the same key, and the name keeps a
+//! signature from vouching for bytes under a name the signer never saw (a
+//! host mounting a signed graph checks that the graph is named as signed).
+//! The component itself is never changed, so its digest (and a lock file
+//! pinning it) stays the same.
+//!
+//! Version 1 sidecars (written before signatures covered the name) are
+//! refused with [`Refusal::Outdated`], saying to sign again: a signature
+//! that does not say which graph it vouches for cannot be checked against
+//! the name the graph is mounted under.
 //!
 //! Verifying a component against [`TrustedKeys`] checks, in order: the
 //! sidecar exists and parses; its `sha256` is the component's (else the
@@ -36,14 +45,14 @@ use crate::keys::{KeyId, SecretKey, TrustedKeys};
 use crate::{ArtifactError, MAX_SIGNATURE_FILE, read_bounded, signature_path};
 
 /// The sidecar format written and read.
-pub const SIGNATURE_VERSION: u32 = 1;
+pub const SIGNATURE_VERSION: u32 = 2;
 
 /// The only algorithm.
 pub const ALGORITHM: &str = "ed25519";
 
-/// Prepended to the digest bytes to form the signed message (domain
-/// separation).
-pub const SIGNED_PREFIX: &[u8] = b"sandgraph-graph-signature-v1:";
+/// Prepended to the digest bytes and the graph name to form the signed
+/// message (domain separation; `v2` since the name is signed too).
+pub const SIGNED_PREFIX: &[u8] = b"sandgraph-graph-signature-v2:";
 
 /// A parsed signature sidecar.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +61,8 @@ pub struct Sidecar {
     pub key_id: KeyId,
     /// The digest signed.
     pub sha256: Digest,
+    /// The graph name signed.
+    pub name: String,
     /// The ed25519 signature.
     pub signature: [u8; 64],
 }
@@ -63,7 +74,15 @@ struct RawSidecar {
     algorithm: String,
     key_id: String,
     sha256: String,
+    name: String,
     signature: String,
+}
+
+/// Only the version of a sidecar, read first so an older one is refused
+/// as outdated rather than as malformed.
+#[derive(Deserialize)]
+struct RawVersion {
+    version: u32,
 }
 
 /// A component whose signature checked out.
@@ -75,6 +94,9 @@ pub struct Verified {
     pub key_file: PathBuf,
     /// The component's digest.
     pub sha256: Digest,
+    /// The graph name the signer vouches for: the graph must be mounted
+    /// under it.
+    pub name: String,
 }
 
 /// Why a component's signature was refused.
@@ -84,6 +106,9 @@ pub enum Refusal {
     Unsigned,
     /// The sidecar is unreadable, oversized or does not parse.
     Malformed,
+    /// The sidecar is of an older version, which does not sign the graph
+    /// name: the component must be signed again.
+    Outdated,
     /// The sidecar signs another digest: the component changed.
     Tampered,
     /// The signer's key is not trusted.
@@ -110,17 +135,20 @@ impl fmt::Display for SignatureError {
 
 impl std::error::Error for SignatureError {}
 
-fn message(digest: &Digest) -> Vec<u8> {
-    [SIGNED_PREFIX, &digest.0].concat()
+/// The signed message: the prefix, the 32 digest bytes (fixed length, so
+/// the name that follows cannot be shifted into them), the name.
+fn message(digest: &Digest, name: &str) -> Vec<u8> {
+    [SIGNED_PREFIX, &digest.0, name.as_bytes()].concat()
 }
 
 impl Sidecar {
-    /// Signs `digest` with `key`.
-    pub fn sign(key: &SecretKey, digest: Digest) -> Sidecar {
+    /// Signs `digest` as the component of the graph `name` with `key`.
+    pub fn sign(key: &SecretKey, digest: Digest, name: &str) -> Sidecar {
         Sidecar {
             key_id: key.public().id(),
             sha256: digest,
-            signature: key.0.sign(&message(&digest)).to_bytes(),
+            name: name.to_owned(),
+            signature: key.0.sign(&message(&digest, name)).to_bytes(),
         }
     }
 
@@ -131,6 +159,7 @@ impl Sidecar {
             algorithm: ALGORITHM.into(),
             key_id: self.key_id.to_string(),
             sha256: self.sha256.to_hex(),
+            name: self.name.clone(),
             signature: hex::encode(self.signature),
         };
         // Strings and integers always serialize.
@@ -146,6 +175,15 @@ impl Sidecar {
     /// Not JSON, an unknown field, another version or algorithm, malformed
     /// hex.
     pub fn parse(bytes: &[u8]) -> Result<Sidecar, String> {
+        let version: RawVersion = serde_json::from_slice(bytes)
+            .map_err(|e| format!("not a sandgraph signature file: {e}"))?;
+        if version.version != SIGNATURE_VERSION {
+            return Err(format!(
+                "signature file version {} is not supported (this sandgraph reads version \
+                 {SIGNATURE_VERSION})",
+                version.version
+            ));
+        }
         let raw: RawSidecar = serde_json::from_slice(bytes)
             .map_err(|e| format!("not a sandgraph signature file: {e}"))?;
         if raw.version != SIGNATURE_VERSION {
@@ -172,6 +210,7 @@ impl Sidecar {
         Ok(Sidecar {
             key_id: KeyId(key_id),
             sha256,
+            name: raw.name,
             signature,
         })
     }
@@ -231,6 +270,18 @@ pub fn verify(
             ),
         ));
     }
+    if let Some(version) = outdated(&sidecar_path) {
+        return Err(refuse(
+            Refusal::Outdated,
+            component,
+            format!(
+                "{} is a version {version} signature, which does not cover the graph name; sign \
+                 it again with `sandgraph sign {} --key KEY`",
+                sidecar_path.display(),
+                component.display()
+            ),
+        ));
+    }
     let sidecar = Sidecar::read(&sidecar_path).map_err(|error| SignatureError {
         refusal: Refusal::Malformed,
         error,
@@ -259,7 +310,11 @@ pub fn verify(
         ));
     };
     let signature = Signature::from_bytes(&sidecar.signature);
-    if key.0.verify_strict(&message(digest), &signature).is_err() {
+    if key
+        .0
+        .verify_strict(&message(digest, &sidecar.name), &signature)
+        .is_err()
+    {
         return Err(refuse(
             Refusal::BadSignature,
             component,
@@ -276,7 +331,16 @@ pub fn verify(
         key_id: sidecar.key_id,
         key_file: key_file.to_path_buf(),
         sha256: *digest,
+        name: sidecar.name,
     })
+}
+
+/// The version of the sidecar at `path` when it is an older one (1, which
+/// signs the digest alone).
+fn outdated(path: &Path) -> Option<u32> {
+    let bytes = read_bounded(path, MAX_SIGNATURE_FILE, "signature file").ok()?;
+    let raw: RawVersion = serde_json::from_slice(&bytes).ok()?;
+    (raw.version < SIGNATURE_VERSION).then_some(raw.version)
 }
 
 #[cfg(test)]
@@ -319,7 +383,7 @@ mod tests {
     #[test]
     fn a_signed_component_verifies_with_its_key() {
         let f = fixture();
-        let written = Sidecar::sign(&f.key, f.digest)
+        let written = Sidecar::sign(&f.key, f.digest, "echo_graph")
             .write_for(&f.component)
             .unwrap();
         assert_eq!(written, signature_path(&f.component));
@@ -338,39 +402,84 @@ mod tests {
         let err = verify(&f.component, &f.digest, &f.trusted).unwrap_err();
         assert!(err.to_string().contains("sandgraph sign"), "{err}");
 
-        Sidecar::sign(&f.key, f.digest)
+        Sidecar::sign(&f.key, f.digest, "echo_graph")
             .write_for(&f.component)
             .unwrap();
         assert_eq!(refusal(&f, &sha256(b"other bytes")), Refusal::Tampered);
 
         let stranger = SecretKey::generate().unwrap();
-        Sidecar::sign(&stranger, f.digest)
+        Sidecar::sign(&stranger, f.digest, "echo_graph")
             .write_for(&f.component)
             .unwrap();
         assert_eq!(refusal(&f, &f.digest), Refusal::UnknownKey);
 
         // A signature by another key, relabelled with the trusted key's id.
-        let mut forged = Sidecar::sign(&stranger, f.digest);
+        let mut forged = Sidecar::sign(&stranger, f.digest, "echo_graph");
         forged.key_id = f.key.public().id();
         forged.write_for(&f.component).unwrap();
         assert_eq!(refusal(&f, &f.digest), Refusal::BadSignature);
 
         // A signature of another digest, relabelled with this digest.
-        let mut moved = Sidecar::sign(&f.key, sha256(b"other bytes"));
+        let mut moved = Sidecar::sign(&f.key, sha256(b"other bytes"), "echo_graph");
         moved.sha256 = f.digest;
         moved.write_for(&f.component).unwrap();
         assert_eq!(refusal(&f, &f.digest), Refusal::BadSignature);
     }
 
     #[test]
+    fn the_signature_covers_the_name_it_vouches_for() {
+        let f = fixture();
+        let signed = Sidecar::sign(&f.key, f.digest, "echo_graph");
+        signed.write_for(&f.component).unwrap();
+        let ok = verify(&f.component, &f.digest, &f.trusted).unwrap();
+        assert_eq!(ok.name, "echo_graph");
+        // The same signature relabelled with another name does not verify.
+        let mut renamed = signed.clone();
+        renamed.name = "research".into();
+        renamed.write_for(&f.component).unwrap();
+        assert_eq!(refusal(&f, &f.digest), Refusal::BadSignature);
+        // Name bytes cannot be shifted into the digest: a signature of
+        // "echo_graph" is not one of "echo_grap" + "h".
+        assert_ne!(
+            message(&f.digest, "echo_graph"),
+            message(&f.digest, "echo_grap")
+        );
+    }
+
+    #[test]
+    fn a_version_1_signature_is_refused_saying_to_sign_again() {
+        let f = fixture();
+        // What `sandgraph sign` wrote before signatures covered the name:
+        // the digest alone, under the v1 prefix.
+        let v1 = [b"sandgraph-graph-signature-v1:".as_slice(), &f.digest.0].concat();
+        let text = serde_json::json!({
+            "version": 1,
+            "algorithm": "ed25519",
+            "key_id": f.key.public().id().to_string(),
+            "sha256": f.digest.to_hex(),
+            "signature": hex::encode(f.key.0.sign(&v1).to_bytes()),
+        });
+        std::fs::write(signature_path(&f.component), text.to_string()).unwrap();
+        let err = verify(&f.component, &f.digest, &f.trusted).unwrap_err();
+        assert_eq!(err.refusal, Refusal::Outdated, "{err}");
+        assert_eq!(err.error.path, f.component);
+        let text = err.to_string();
+        assert!(
+            text.contains("is a version 1 signature, which does not cover the graph name")
+                && text.contains("sign it again with `sandgraph sign"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn malformed_and_oversized_sidecars_are_refused() {
         let f = fixture();
         let sidecar = signature_path(&f.component);
-        let good = Sidecar::sign(&f.key, f.digest).to_json();
+        let good = Sidecar::sign(&f.key, f.digest, "echo_graph").to_json();
         let cases = [
             "not json".to_owned(),
             good.replace("\"ed25519\"", "\"rsa\""),
-            good.replace("\"version\": 1", "\"version\": 9"),
+            good.replace("\"version\": 2", "\"version\": 9"),
             good.replace("\"signature\": \"", "\"signature\": \"zz"),
             " ".repeat(MAX_SIGNATURE_FILE + 1),
         ];

@@ -10,6 +10,7 @@ use sandgraph_artifact::{Digest, LockEntry, LockFile, SecretKey, Sidecar, sha256
 use sandgraph_registry::{Registry, RegistryOptions};
 use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
 
+use crate::cache::CacheArgs;
 use crate::exit::Failure;
 use crate::show;
 
@@ -175,19 +176,41 @@ pub struct SignArgs {
     /// The secret key file (from `sandgraph keygen`)
     #[arg(long, value_name = "FILE")]
     key: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
-/// Signs the component's sha256 and writes the sidecar next to it; the
-/// component itself is not changed.
+/// The component at `path` and the name its graph describes itself with,
+/// loaded as `run` loads it (through the compile cache).
+async fn named(path: &Path, cache: &CacheArgs) -> Result<(Vec<u8>, String), Failure> {
+    let bytes = crate::cache::read_component(path)?;
+    let rt = Runtime::new()?;
+    let store = cache.open();
+    let graph = sandgraph_registry::load_cached(&rt, store.as_ref(), bytes.clone())
+        .await
+        .map_err(|e| {
+            Failure::from(RunError::new(
+                e.code,
+                format!("{}: {}", shown(path), e.message),
+            ))
+        })?;
+    Ok((bytes, graph.name().to_owned()))
+}
+
+/// Signs the component's sha256 and its graph's name (read by loading
+/// it) and writes the sidecar next to it; the component itself is not
+/// changed.
 pub async fn sign(args: SignArgs) -> Result<ExitCode, Failure> {
     let key = SecretKey::read(&args.key).map_err(|e| invalid(e.to_string()))?;
-    let digest = sha256_file(&args.graph).map_err(|e| invalid(e.to_string()))?;
-    let sidecar = Sidecar::sign(&key, digest)
+    let (bytes, name) = named(&args.graph, &args.cache).await?;
+    let digest = sandgraph_artifact::sha256(&bytes);
+    let sidecar = Sidecar::sign(&key, digest, &name)
         .write_for(&args.graph)
         .map_err(|e| invalid(e.to_string()))?;
     outln!(
-        "signed {} (sha256:{digest}) with key {}",
+        "signed {} (graph \"{}\", sha256:{digest}) with key {}",
         shown(&args.graph),
+        show::line(&name, show::MAX_LINE_BYTES),
         key.public().id()
     );
     outln!("wrote {}", shown(&sidecar));
@@ -206,23 +229,45 @@ pub struct VerifyArgs {
     /// A trusted public key file (KEY.pub); repeatable
     #[arg(long, value_name = "FILE")]
     key: Vec<PathBuf>,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
-/// Checks the component's sidecar against the trusted keys: exit 0 and the
-/// signer's key id, or [`crate::exit::CHECK_FAILED`] saying what is wrong.
+/// Checks the component's sidecar against the trusted keys, then that the
+/// graph is named as signed (the signature is checked before any of the
+/// component's code runs): exit 0 and the signer's key id, or
+/// [`crate::exit::CHECK_FAILED`] saying what is wrong.
 pub async fn verify(args: VerifyArgs) -> Result<ExitCode, Failure> {
     let keys = crate::mount::trusted_keys(&args.trusted_keys, &args.key)?;
     let digest = sha256_file(&args.graph).map_err(|e| invalid(e.to_string()))?;
-    let verified = sandgraph_artifact::verify(&args.graph, &digest, &keys).map_err(|e| {
+    let refused = |message: String| {
         Failure::new(
             "signature",
             crate::exit::CHECK_FAILED,
-            show::line(&e.to_string(), show::MAX_LINE_BYTES),
+            show::line(&message, show::MAX_LINE_BYTES),
         )
-    })?;
+    };
+    let verified = sandgraph_artifact::verify(&args.graph, &digest, &keys)
+        .map_err(|e| refused(e.to_string()))?;
+    let (bytes, name) = named(&args.graph, &args.cache).await?;
+    if sandgraph_artifact::sha256(&bytes) != digest {
+        return Err(invalid(format!(
+            "{} changed while it was being verified; verify it again",
+            shown(&args.graph)
+        )));
+    }
+    if name != verified.name {
+        return Err(refused(format!(
+            "{}: the graph is named \"{name}\" but its signature vouches for the graph \"{}\"; \
+             sign it again if the name changed on purpose",
+            args.graph.display(),
+            verified.name
+        )));
+    }
     outln!(
-        "verified {} (sha256:{digest}): signed by key {} ({})",
+        "verified {} (graph \"{}\", sha256:{digest}): signed by key {} ({})",
         shown(&args.graph),
+        show::line(&name, show::MAX_LINE_BYTES),
         verified.key_id,
         shown(&verified.key_file)
     );

@@ -28,14 +28,18 @@ use std::time::SystemTime;
 
 use sandgraph_artifact::{Digest, LOCK_FILE, LockFile, LockMismatch, TrustedKeys, signature_path};
 
+use crate::config::OperatorConfig;
 use crate::error::{MountErrorKind, MountWarning, RegistryError};
 use crate::tool::Built;
 
 /// The locks and keys a registry admits components by.
 #[derive(Debug, Default)]
 pub(crate) struct Admission {
-    /// The lock of each folder, when locked.
-    locks: Option<BTreeMap<PathBuf, LockFile>>,
+    /// The lock of each folder that has one (every folder when locked).
+    locks: BTreeMap<PathBuf, LockFile>,
+    /// Whether the locks are enforced (`--locked`); else they only bind
+    /// the names of the components they pin (see [`Admitted::check`]).
+    locked: bool,
     trusted: Option<TrustedKeys>,
 }
 
@@ -44,49 +48,56 @@ pub(crate) struct Admission {
 pub(crate) type SidecarStamp = Option<(u64, Option<SystemTime>)>;
 
 impl Admission {
-    /// Reads the lock of every folder of `dirs` when `locked`.
+    /// Reads the lock of every folder of `dirs`: each must have one when
+    /// `locked`; otherwise a folder's lock, when it has a readable one,
+    /// only binds the names of the components it pins.
     ///
     /// # Errors
     ///
     /// [`RegistryError::Locked`] listing every folder whose lock is
-    /// missing, unreadable or malformed.
+    /// missing, unreadable or malformed, when `locked`.
     pub(crate) fn new(
         dirs: &[PathBuf],
         locked: bool,
         trusted: Option<TrustedKeys>,
     ) -> Result<Admission, RegistryError> {
-        let locks = if locked {
-            let mut locks = BTreeMap::new();
-            let mut problems = Vec::new();
-            for dir in dirs {
-                match LockFile::read(dir) {
-                    Ok(lock) => {
-                        locks.insert(dir.clone(), lock);
-                    }
-                    Err(e) => problems.push(e.to_string()),
+        let mut locks = BTreeMap::new();
+        let mut problems = Vec::new();
+        for dir in dirs {
+            if !locked && !dir.join(LOCK_FILE).exists() {
+                continue;
+            }
+            match LockFile::read(dir) {
+                Ok(lock) => {
+                    locks.insert(dir.clone(), lock);
                 }
+                Err(e) if locked => problems.push(e.to_string()),
+                // Not enforced: the folder's names are then bound by its
+                // file names alone.
+                Err(e) => tracing::warn!("{e}; its pins are ignored"),
             }
-            if !problems.is_empty() {
-                return Err(RegistryError::Locked(problems));
-            }
-            Some(locks)
-        } else {
-            None
-        };
-        Ok(Admission { locks, trusted })
+        }
+        if !problems.is_empty() {
+            return Err(RegistryError::Locked(problems));
+        }
+        Ok(Admission {
+            locks,
+            locked,
+            trusted,
+        })
     }
 
-    /// Whether anything is checked.
+    /// Whether anything is checked or pinned.
     pub(crate) fn is_open(&self) -> bool {
-        self.locks.is_none() && self.trusted.is_none()
+        self.locks.is_empty() && !self.locked && self.trusted.is_none()
     }
 
     /// The pinned files missing from the folders, given the files found.
     pub(crate) fn missing(&self, found: &[PathBuf]) -> Vec<LockMismatch> {
-        let Some(locks) = &self.locks else {
+        if !self.locked {
             return Vec::new();
-        };
-        locks
+        }
+        self.locks
             .iter()
             .flat_map(|(dir, lock)| {
                 let names = found
@@ -108,16 +119,33 @@ impl Admission {
     /// (or is in no locked folder), [`MountErrorKind::Signature`] when its
     /// signature is missing or refused.
     pub(crate) fn admit(&self, path: &Path, digest: &str) -> Result<Admitted, MountWarning> {
-        let mut admitted = Admitted { pinned_name: None };
+        let mut admitted = Admitted {
+            pinned_name: None,
+            enforced: self.locked,
+            signed_name: None,
+        };
         if self.is_open() {
             return Ok(admitted);
         }
         let digest: Digest = digest.parse().map_err(|m: String| {
             MountWarning::new(path, MountErrorKind::Io, format!("internal: {m}"))
         })?;
-        if let Some(locks) = &self.locks {
-            let dir = path.parent().unwrap_or(Path::new(""));
-            let Some(lock) = locks.get(dir) else {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        match self.locks.get(dir) {
+            Some(lock) => match lock.admit(dir, path, &digest) {
+                Ok(entry) => admitted.pinned_name = Some(entry.name.clone()),
+                Err(m) if self.locked => {
+                    return Err(MountWarning::new(
+                        path,
+                        MountErrorKind::Unpinned,
+                        reason(&m),
+                    ));
+                }
+                // Not enforced: a file the lock does not pin (or pins with
+                // other bytes) is bound by its file name alone.
+                Err(_) => {}
+            },
+            None if self.locked => {
                 return Err(MountWarning::new(
                     path,
                     MountErrorKind::Unpinned,
@@ -125,15 +153,13 @@ impl Admission {
                      sandgraph.lock files are mounted"
                         .to_owned(),
                 ));
-            };
-            let entry = lock
-                .admit(dir, path, &digest)
-                .map_err(|m| MountWarning::new(path, MountErrorKind::Unpinned, reason(&m)))?;
-            admitted.pinned_name = Some(entry.name.clone());
+            }
+            None => {}
         }
         if let Some(trusted) = &self.trusted {
-            sandgraph_artifact::verify(path, &digest, trusted)
+            let verified = sandgraph_artifact::verify(path, &digest, trusted)
                 .map_err(|e| MountWarning::new(path, MountErrorKind::Signature, e.error.message))?;
+            admitted.signed_name = Some(verified.name);
         }
         Ok(admitted)
     }
@@ -149,21 +175,47 @@ impl Admission {
 /// A component admitted from its bytes; what remains to check once it is
 /// built.
 pub(crate) struct Admitted {
-    /// The graph name its lock entry pins, when locked.
+    /// The graph name its folder's lock pins for these bytes, if any.
     pinned_name: Option<String>,
+    /// Whether the lock is enforced (`--locked`).
+    enforced: bool,
+    /// The graph name its signature vouches for, when signatures are
+    /// checked.
+    signed_name: Option<String>,
 }
 
 impl Admitted {
-    /// `built` if it is the graph the lock names: the same bytes describe
-    /// the same graph, unless the guest's `describe` is not deterministic.
+    /// `built` if it is the graph the lock names (when locked: the same
+    /// bytes describe the same graph, unless the guest's `describe` is not
+    /// deterministic), bound to its name or not (see [`bind`]).
     ///
     /// # Errors
     ///
-    /// [`MountErrorKind::Unpinned`] when the graph's name is not the one
-    /// pinned.
-    pub(crate) fn check(&self, path: &Path, built: Built) -> Result<Built, MountWarning> {
+    /// [`MountErrorKind::Unpinned`] when locked and the graph's name is
+    /// not the one pinned, [`MountErrorKind::Signature`] when it is not
+    /// the one its signature vouches for.
+    pub(crate) fn check(
+        &self,
+        path: &Path,
+        mut built: Built,
+        config: &OperatorConfig,
+    ) -> Result<Built, MountWarning> {
+        if let Some(signed) = &self.signed_name
+            && signed != built.tool.name()
+        {
+            return Err(MountWarning::new(
+                path,
+                MountErrorKind::Signature,
+                format!(
+                    "the graph is named \"{}\" but its signature {} vouches for the graph \
+                     \"{signed}\"; sign it again if the name changed on purpose",
+                    built.tool.name(),
+                    signature_path(path).display()
+                ),
+            ));
+        }
         match &self.pinned_name {
-            Some(name) if name != built.tool.name() => Err(MountWarning::new(
+            Some(name) if self.enforced && name != built.tool.name() => Err(MountWarning::new(
                 path,
                 MountErrorKind::Unpinned,
                 format!(
@@ -172,8 +224,54 @@ impl Admitted {
                     built.tool.name()
                 ),
             )),
-            _ => Ok(built),
+            _ => {
+                bind(path, self.pinned_name.as_deref(), &mut built, config);
+                Ok(built)
+            }
         }
+    }
+}
+
+/// Binds the graph `built` from the file `path` to its name, or not: the
+/// name a component gives itself is its tool name, but the privileges of
+/// that name (the grants of `[graphs.<name>.grants]`, being the target of
+/// a `tools` grant) go only to the component the operator chose for it:
+/// the file named after the graph (`<name>.wasm`, a `-` in the file name
+/// standing for a `_` of the graph name, as crate folders name graphs), or
+/// the bytes the folder's `sandgraph.lock` pins under that name
+/// (`pinned`). Any other component mounts without them, with a notice when
+/// `config` grants it something or names it as a `tools` target.
+pub(crate) fn bind(path: &Path, pinned: Option<&str>, built: &mut Built, config: &OperatorConfig) {
+    let name = built.tool.name().to_owned();
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .map(|s| s.replace('-', "_"));
+    if stem.as_deref() == Some(name.as_str()) || pinned == Some(name.as_str()) {
+        return;
+    }
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if built.tool.unbind() {
+        built.notices.push(format!(
+            "graph \"{name}\" is mounted from {file}, not from {name}.wasm, and its folder's \
+             {LOCK_FILE} does not pin it under that name: it runs without the grants of \
+             [graphs.{name}] (a component cannot take a name's grants by calling itself that \
+             name); rename the file to {name}.wasm or pin it with `sandgraph lock`"
+        ));
+    }
+    let targeted = config
+        .graphs
+        .values()
+        .any(|g| g.grants.tools().is_some_and(|t| t.allow.contains(&name)));
+    if targeted {
+        built.notices.push(format!(
+            "graph \"{name}\" is mounted from {file}, not from {name}.wasm, and its folder's \
+             {LOCK_FILE} does not pin it under that name: a `tools` grant naming \"{name}\" does \
+             not reach it; rename the file to {name}.wasm or pin it with `sandgraph lock`"
+        ));
     }
 }
 

@@ -192,6 +192,9 @@ pub(crate) struct Tracked {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum FileStatus {
     Mounted(String),
+    /// Its graph claims a name another file of the folders claims too:
+    /// neither is mounted until one of them leaves or changes its name.
+    Contested(String),
     Failed(MountErrorKind),
 }
 
@@ -314,14 +317,16 @@ impl Registry {
         }
         let registry = Registry::new(runtime, &options, admission);
         let mut report = MountReport::default();
-        for (path, meta, read) in registry.build_files(files).await {
-            match registry.settle_tracked(&path, &meta, read) {
-                Ok((tool, notice)) => {
+        let built = registry.build_files(files).await;
+        let contested = contested_names(&built);
+        for (path, meta, read) in built {
+            match registry.settle_tracked(&path, &meta, read, &contested) {
+                Ok((tool, notices)) => {
                     report.mounted.push(MountedGraph {
                         name: tool.name().to_owned(),
                         path: path.clone(),
                     });
-                    report.notices.extend(notice);
+                    report.notices.extend(notices);
                 }
                 Err(w) => report.warnings.push(w),
             }
@@ -500,18 +505,21 @@ impl Registry {
         let built = self
             .build_digested(bytes, digest.clone(), ToolSource::File(path.to_path_buf()))
             .await
-            .and_then(|built| admitted.check(path, built));
+            .and_then(|built| admitted.check(path, built, &self.inner.config));
         Ok((digest, sidecar, built))
     }
 
     /// Registers what [`Registry::read_and_build`] built for a file of a
-    /// folder, logs the outcome and records the file for the watcher.
+    /// folder, logs the outcome and records the file for the watcher. A
+    /// graph whose name is in `contested` (claimed by more than one file)
+    /// is refused.
     fn settle_tracked(
         &self,
         path: &Path,
         meta: &std::fs::Metadata,
         read: ReadAndBuilt,
-    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
+        contested: &BTreeMap<String, Vec<PathBuf>>,
+    ) -> Result<(Arc<GraphTool>, Vec<MountWarning>), MountWarning> {
         let (digest, sidecar, built) = match read {
             Ok(read) => read,
             Err(w) => {
@@ -519,15 +527,22 @@ impl Registry {
                 return Err(w);
             }
         };
-        let outcome = built.and_then(|built| self.insert(built, None));
+        let mut claimed = None;
+        let outcome = built.and_then(|built| match contested.get(built.tool.name()) {
+            Some(paths) => {
+                claimed = Some(built.tool.name().to_owned());
+                Err(contested_warning(path, built.tool.name(), paths))
+            }
+            None => self.insert(built, None),
+        });
         match &outcome {
-            Ok((_, Some(notice))) => self.log(notice),
+            Ok((_, notices)) => notices.iter().for_each(|n| self.log(n)),
             Err(w) => self.log(w),
-            Ok(_) => {}
         }
-        let status = match &outcome {
-            Ok((tool, _)) => FileStatus::Mounted(tool.name().to_owned()),
-            Err(w) => FileStatus::Failed(w.kind),
+        let status = match (&outcome, claimed) {
+            (_, Some(name)) => FileStatus::Contested(name),
+            (Ok((tool, _)), None) => FileStatus::Mounted(tool.name().to_owned()),
+            (Err(w), None) => FileStatus::Failed(w.kind),
         };
         self.state().files.insert(
             path.to_path_buf(),
@@ -543,9 +558,10 @@ impl Registry {
     }
 
     /// Mounts the component file `path` in `scope` (global when `None`).
-    /// With [`RegistryOptions::locked`] or trusted keys its digest and
-    /// signature are admitted as a folder's files are (the graph name the
-    /// lock pins is checked for folder mounts only).
+    /// With [`RegistryOptions::locked`] or trusted keys its digest, its
+    /// signature and the graph name its folder's lock pins are admitted as
+    /// a folder's files are; its grants are bound as a folder's are (see
+    /// [`GraphTool::identity_bound`]).
     ///
     /// # Errors
     ///
@@ -556,13 +572,25 @@ impl Registry {
         scope: Option<&Scope>,
     ) -> Result<Arc<GraphTool>, MountWarning> {
         let bytes = read(path)?;
-        self.inner
+        let admitted = self
+            .inner
             .admission
             .admit(path, &sha256_hex(&bytes))
             .inspect_err(|w| self.log(w))?;
-        self.mount_source(bytes, ToolSource::File(path.to_path_buf()), scope)
+        let outcome = match self
+            .build(bytes, ToolSource::File(path.to_path_buf()))
             .await
-            .map(|(tool, _)| tool)
+        {
+            Ok(built) => admitted
+                .check(path, built, &self.inner.config)
+                .and_then(|built| self.insert(built, scope)),
+            Err(w) => Err(w),
+        };
+        match &outcome {
+            Ok((_, notices)) => notices.iter().for_each(|n| self.log(n)),
+            Err(w) => self.log(w),
+        }
+        outcome.map(|(tool, _)| tool)
     }
 
     /// A one-off tool of a loaded graph, with the operator's overrides; it
@@ -592,26 +620,6 @@ impl Registry {
             Some(graph),
             None,
         )
-    }
-
-    /// Builds the tool of `bytes` and registers it. The notice, if any,
-    /// is logged and handed back.
-    pub(crate) async fn mount_source(
-        &self,
-        bytes: Vec<u8>,
-        source: ToolSource,
-        scope: Option<&Scope>,
-    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
-        let outcome = match self.build(bytes, source).await {
-            Ok(built) => self.insert(built, scope),
-            Err(w) => Err(w),
-        };
-        match &outcome {
-            Ok((_, Some(notice))) => self.log(notice),
-            Err(w) => self.log(w),
-            Ok(_) => {}
-        }
-        outcome
     }
 
     /// Builds the tool of component bytes: from the cached spec without
@@ -708,11 +716,11 @@ impl Registry {
         &self,
         built: Built,
         scope: Option<&Scope>,
-    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
-        let Built { tool, notice } = built;
+    ) -> Result<(Arc<GraphTool>, Vec<MountWarning>), MountWarning> {
+        let Built { tool, notices } = built;
         self.check_scope(scope, &tool)?;
         let label = tool.source().label(tool.name());
-        let notice = notice.map(|n| MountWarning::new(label.clone(), MountErrorKind::Advice, n));
+        let notices = advice(&label, notices);
         let tool = Arc::new(tool);
         {
             let mut state = self.state();
@@ -747,7 +755,7 @@ impl Registry {
             path: file_of(&tool),
             scope: scope.map(|s| s.id.clone()),
         });
-        Ok((tool, notice))
+        Ok((tool, notices))
     }
 
     /// Swaps the global tool mounted from `path` for `built` (the watcher's
@@ -757,10 +765,10 @@ impl Registry {
         old_name: &str,
         path: &Path,
         built: Built,
-    ) -> Result<(Arc<GraphTool>, Option<MountWarning>), MountWarning> {
-        let Built { tool, notice } = built;
+    ) -> Result<(Arc<GraphTool>, Vec<MountWarning>), MountWarning> {
+        let Built { tool, notices } = built;
         let label = tool.source().label(tool.name());
-        let notice = notice.map(|n| MountWarning::new(label.clone(), MountErrorKind::Advice, n));
+        let notices = advice(&label, notices);
         let tool = Arc::new(tool);
         let removed_old = {
             let mut state = self.state();
@@ -803,7 +811,7 @@ impl Registry {
                 scope: None,
             });
         }
-        Ok((tool, notice))
+        Ok((tool, notices))
     }
 
     /// Removes the global tool `name` if it was mounted from `path`.
@@ -871,6 +879,48 @@ fn remove_if_from(layer: &mut Layer, name: &str, path: &Path) -> bool {
         layer.remove(name);
     }
     from_path
+}
+
+/// The notices of a mount, as warnings of kind advice.
+fn advice(label: &str, notices: Vec<String>) -> Vec<MountWarning> {
+    notices
+        .into_iter()
+        .map(|n| MountWarning::new(label, MountErrorKind::Advice, n))
+        .collect()
+}
+
+/// The names the files of `built` claim more than once, with the files
+/// claiming each (in path order).
+fn contested_names(
+    built: &[(PathBuf, std::fs::Metadata, ReadAndBuilt)],
+) -> BTreeMap<String, Vec<PathBuf>> {
+    let mut claims: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for (path, _, read) in built {
+        if let Ok((_, _, Ok(b))) = read {
+            claims
+                .entry(b.tool.name().to_owned())
+                .or_default()
+                .push(path.clone());
+        }
+    }
+    claims.retain(|_, paths| paths.len() > 1);
+    claims
+}
+
+/// Why the file `path` is not mounted: its graph claims `name`, which the
+/// files `claimants` (`path` among them) all claim.
+pub(crate) fn contested_warning(path: &Path, name: &str, claimants: &[PathBuf]) -> MountWarning {
+    let files: Vec<String> = claimants.iter().map(|p| p.display().to_string()).collect();
+    MountWarning::new(
+        path,
+        MountErrorKind::Duplicate,
+        format!(
+            "graph name \"{name}\" is claimed by {} files ({}): none of them is mounted, so that \
+             no component takes another's name and grants; remove or rename all but one",
+            files.len(),
+            files.join(", ")
+        ),
+    )
 }
 
 fn file_of(tool: &GraphTool) -> Option<PathBuf> {

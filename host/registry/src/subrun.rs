@@ -32,11 +32,18 @@ impl RegistryTools {
     fn registry(&self) -> Option<Registry> {
         self.0.upgrade().map(|inner| Registry { inner })
     }
+
+    /// The tool a grant naming `name` reaches: only one bound to that name
+    /// by the operator ([`GraphTool::identity_bound`]); a component that
+    /// merely calls itself `name` is not it.
+    fn target(&self, name: &str) -> Option<Arc<crate::GraphTool>> {
+        self.registry()?.get(name).filter(|t| t.identity_bound())
+    }
 }
 
 impl ToolsBackend for RegistryTools {
     fn describe(&self, name: &str) -> Option<ToolDescription> {
-        let tool = self.registry()?.get(name)?;
+        let tool = self.target(name)?;
         Some(ToolDescription {
             name: tool.name().to_owned(),
             description: Some(tool.description().to_owned()),
@@ -50,7 +57,7 @@ impl ToolsBackend for RegistryTools {
         args: Value,
         caller: SubRun,
     ) -> Pin<Box<dyn Future<Output = Result<Value, ToolCallError>> + Send>> {
-        let tool = self.registry().and_then(|r| r.get(name));
+        let tool = self.target(name);
         Box::pin(async move {
             let tool = tool.ok_or(ToolCallError::NotFound)?;
             let opts = CallOptions {

@@ -123,6 +123,9 @@ pub struct GraphTool {
     http: Option<HttpGrant>,
     /// Where its runs' capability calls are reported.
     log: Option<Arc<dyn CapabilityLog>>,
+    /// Whether the name is the operator's choice (see
+    /// [`GraphTool::identity_bound`]).
+    bound: bool,
     spec: GraphSpec,
     source: ToolSource,
     digest: Option<String>,
@@ -143,11 +146,11 @@ impl std::fmt::Debug for GraphTool {
     }
 }
 
-/// A tool ready to be registered, plus the advisory notice of its mount
-/// (a model-visible tool without declared parameters), if any.
+/// A tool ready to be registered, plus the advisory notices of its mount
+/// (a model-visible tool without declared parameters, grants withheld).
 pub(crate) struct Built {
     pub(crate) tool: GraphTool,
-    pub(crate) notice: Option<String>,
+    pub(crate) notices: Vec<String>,
 }
 
 /// The capabilities the operator granted a graph, each with its backend.
@@ -285,6 +288,7 @@ impl GraphTool {
                 tools,
                 http,
                 log: backends.log.clone(),
+                bound: true,
                 spec,
                 source,
                 digest,
@@ -296,7 +300,7 @@ impl GraphTool {
                     cache,
                 }),
             },
-            notice,
+            notices: notice.into_iter().collect(),
         })
     }
 
@@ -355,6 +359,29 @@ impl GraphTool {
     /// Where the graph came from.
     pub fn source(&self) -> &ToolSource {
         &self.source
+    }
+
+    /// Whether the tool's name is one the operator chose for this
+    /// component: the file's own name in its folder (`research.wasm` for
+    /// the graph `research`), or a `sandgraph.lock` entry pinning the
+    /// component's digest under that name; a graph the caller loaded
+    /// itself ([`crate::Registry::create`]) is bound too. Only a bound
+    /// tool gets the grants of `[graphs.<name>.grants]` and can be the
+    /// target of another graph's `tools` grant: a component cannot take a
+    /// name's privileges by calling itself that name.
+    pub fn identity_bound(&self) -> bool {
+        self.bound
+    }
+
+    /// Marks the tool as not bound to its name and drops its grants;
+    /// `true` when it had any.
+    pub(crate) fn unbind(&mut self) -> bool {
+        self.bound = false;
+        let had = self.llm.is_some() || self.tools.is_some() || self.http.is_some();
+        self.llm = None;
+        self.tools = None;
+        self.http = None;
+        had
     }
 
     /// The sha256 (hex) of the component bytes, when mounted from bytes.

@@ -152,8 +152,11 @@ impl Registry {
             state.files.remove(path);
             state.observations.remove(path);
             drop(state);
-            if let FileStatus::Mounted(name) = &t.status {
-                freed |= self.unmount_file(name, path);
+            match &t.status {
+                FileStatus::Mounted(name) => freed |= self.unmount_file(name, path),
+                // One claimant fewer: another may now be the only one.
+                FileStatus::Contested(_) => freed = true,
+                FileStatus::Failed(_) => {}
             }
         }
 
@@ -186,10 +189,12 @@ impl Registry {
                 }
                 continue;
             }
-            let old = prev.and_then(|t| match &t.status {
-                FileStatus::Mounted(name) => Some(name.clone()),
-                FileStatus::Failed(_) => None,
-            });
+            // As it is now: a contest settled earlier in this pass may have
+            // unmounted it.
+            let old = match self.state().files.get(path).map(|t| &t.status) {
+                Some(FileStatus::Mounted(name)) => Some(name.clone()),
+                _ => None,
+            };
             freed |= self
                 .apply(path, bytes, digest, size, mtime, old.as_deref())
                 .await;
@@ -199,6 +204,7 @@ impl Registry {
         if freed {
             self.retry_duplicates(&applied).await;
         }
+        self.retry_uncontested().await;
         postponed
     }
 
@@ -218,10 +224,29 @@ impl Registry {
             Ok(admitted) => self
                 .build(bytes, ToolSource::File(path.to_path_buf()))
                 .await
-                .and_then(|built| admitted.check(path, built)),
+                .and_then(|built| admitted.check(path, built, self.config())),
             Err(refused) => Err(refused),
         };
+        let contest = match &built {
+            Ok(b) => self.claimants(b.tool.name(), path),
+            Err(_) => Vec::new(),
+        };
+        let mut claimed = None;
         let outcome = match (built, old) {
+            (Ok(built), old) if !contest.is_empty() => {
+                // Fail closed: neither this file nor the others claiming
+                // its name keep it.
+                let name = built.tool.name().to_owned();
+                if let Some(old) = old {
+                    self.unmount_file(old, path);
+                }
+                let mut all = contest;
+                all.push(path.to_path_buf());
+                all.sort();
+                self.contest(&name, &all, path);
+                claimed = Some(name.clone());
+                Err(crate::registry::contested_warning(path, &name, &all))
+            }
             (Ok(built), Some(old)) => self.replace(old, path, built),
             (Ok(built), None) => self.insert(built, None),
             (Err(w), old) => {
@@ -232,20 +257,18 @@ impl Registry {
             }
         };
         let (status, freed) = match outcome {
-            Ok((tool, notice)) => {
-                if let Some(n) = notice {
-                    self.log(&n);
-                }
+            Ok((tool, notices)) => {
+                notices.iter().for_each(|n| self.log(n));
                 let freed = old.is_some_and(|o| o != tool.name());
                 (FileStatus::Mounted(tool.name().to_owned()), freed)
             }
             Err(w) => {
-                self.log(&w);
-                self.emit(RegistryEvent::Failed {
-                    path: path.to_path_buf(),
-                    reason: sandgraph_core::text::guest_message(&w.reason),
-                });
-                (FileStatus::Failed(w.kind), old.is_some())
+                self.fail(&w);
+                let status = match claimed {
+                    Some(name) => FileStatus::Contested(name),
+                    None => FileStatus::Failed(w.kind),
+                };
+                (status, old.is_some())
             }
         };
         self.state().files.insert(
@@ -259,6 +282,77 @@ impl Registry {
             },
         );
         freed
+    }
+
+    /// Logs `w` and emits it as [`RegistryEvent::Failed`].
+    fn fail(&self, w: &crate::MountWarning) {
+        self.log(w);
+        self.emit(RegistryEvent::Failed {
+            path: w.path.clone(),
+            reason: sandgraph_core::text::guest_message(&w.reason),
+        });
+    }
+
+    /// The files but `path` whose graph claims `name` (mounted under it,
+    /// or contesting it).
+    fn claimants(&self, name: &str, path: &Path) -> Vec<PathBuf> {
+        self.state()
+            .files
+            .iter()
+            .filter(|(p, t)| {
+                p.as_path() != path
+                    && matches!(&t.status, FileStatus::Mounted(n) | FileStatus::Contested(n) if n == name)
+            })
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// Marks the files of `all` but `newcomer` as contesting `name`: the
+    /// one mounted under it is unmounted, and each is reported failed.
+    fn contest(&self, name: &str, all: &[PathBuf], newcomer: &Path) {
+        for other in all.iter().filter(|p| p.as_path() != newcomer) {
+            let was_mounted = {
+                let mut state = self.state();
+                match state.files.get_mut(other) {
+                    Some(t) => {
+                        let mounted = t.status == FileStatus::Mounted(name.to_owned());
+                        t.status = FileStatus::Contested(name.to_owned());
+                        mounted
+                    }
+                    None => false,
+                }
+            };
+            if was_mounted {
+                self.unmount_file(name, other);
+                self.fail(&crate::registry::contested_warning(other, name, all));
+            }
+        }
+    }
+
+    /// Mounts the files contesting a name they are now the only one to
+    /// claim (the others left or took another name), as a fresh start
+    /// would.
+    async fn retry_uncontested(&self) {
+        let contesting: Vec<(PathBuf, String, Tracked)> = self
+            .state()
+            .files
+            .iter()
+            .filter_map(|(p, t)| match &t.status {
+                FileStatus::Contested(name) => Some((p.clone(), name.clone(), t.clone())),
+                _ => None,
+            })
+            .collect();
+        for (path, name, t) in contesting {
+            if !self.claimants(&name, &path).is_empty() {
+                continue;
+            }
+            let Some(bytes) = read_stable(&path, t.size, t.mtime) else {
+                continue;
+            };
+            let digest = sha256_hex(&bytes);
+            self.apply(&path, bytes, digest, t.size, t.mtime, None)
+                .await;
+        }
     }
 
     /// Mounts again the files that failed on a duplicate name, but those

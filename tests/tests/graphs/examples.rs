@@ -98,8 +98,8 @@ async fn call(registry: &Registry, name: &str, args: Value) -> Value {
 
 const RESEARCH_FILES: &[(&str, &str)] = &[
     ("research.wasm", sandgraph_tests::RESEARCH),
-    ("greet.wasm", sandgraph_tests::GREET),
-    ("echo.wasm", sandgraph_tests::ECHO),
+    ("greet_graph.wasm", sandgraph_tests::GREET),
+    ("echo_graph.wasm", sandgraph_tests::ECHO),
 ];
 
 /// `research` granted the model alias `fast` (`llm`, the grant's other
@@ -296,7 +296,10 @@ async fn article_server() -> String {
     origin
 }
 
-const FETCH_FILES: &[(&str, &str)] = &[("fetch.wasm", sandgraph_tests::FETCH_SUMMARIZE)];
+/// Named as `sandgraph build example-graphs/fetch-summarize` names it: the
+/// `-` of the file name stands for the graph name's `_`, so the file is
+/// bound to `fetch_summarize` and gets its grants.
+const FETCH_FILES: &[(&str, &str)] = &[("fetch-summarize.wasm", sandgraph_tests::FETCH_SUMMARIZE)];
 
 /// `fetch_summarize` granted `fast` and the http origins `allow`.
 fn fetch_toml(allow: &[&str]) -> String {

@@ -46,20 +46,20 @@ fn tools_list_prints_a_table_and_warns_about_the_graphs_it_skipped() {
     assert_eq!(
         stdout(&o),
         "NAME         AS_TOOL  AS_GRAPH_TOOL  DESCRIPTION\n\
-         echo_graph   yes      yes            Echo the given topic.\n\
          greet_graph  yes      yes            Greet someone, formally or casually.\n"
     );
     let err = stderr(&o);
     let warnings: Vec<&str> = err.lines().collect();
+    let contested = "graph name \"echo_graph\" is claimed by 2 files (graphs/a_echo.wasm, \
+                     graphs/b_echo_copy.wasm): none of them is mounted, so that no component \
+                     takes another's name and grants; remove or rename all but one";
     assert_eq!(
         warnings,
         [
-            "warning: graphs/b_echo_copy.wasm: duplicate graph name \"echo_graph\" (already mounted \
-             from graphs/a_echo.wasm)",
+            format!("warning: graphs/a_echo.wasm: {contested}").as_str(),
+            format!("warning: graphs/b_echo_copy.wasm: {contested}").as_str(),
             "warning: graphs/broken.wasm: not a wasm file: it does not start with the `\\0asm` header",
             "warning: graphs/d_reserved.wasm: the name \"run_code\" is reserved",
-            "warning: graphs/a_echo.wasm: graph \"echo_graph\" is a model-visible tool without \
-             declared parameters: models see one opaque `input` argument; declare `parameters`",
         ]
     );
 }
@@ -71,8 +71,8 @@ fn tools_list_json_prints_the_full_definitions() {
     assert!(o.status.success(), "{}", stderr(&o));
     let defs: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let defs = defs.as_array().unwrap();
-    assert_eq!(defs.len(), 2);
-    let greet = &defs[1];
+    assert_eq!(defs.len(), 1);
+    let greet = &defs[0];
     let keys: Vec<&str> = greet
         .as_object()
         .unwrap()
@@ -110,10 +110,6 @@ fn tools_list_json_prints_the_full_definitions() {
             "required": ["name", "style"]
         })
     );
-    assert_eq!(
-        defs[0]["input_schema"]["properties"]["input"]["description"],
-        json!("Expected state keys: topic, log (accumulated).")
-    );
 }
 
 #[test]
@@ -124,10 +120,15 @@ fn strict_mode_fails_on_any_skipped_graph() {
         &o,
         "load",
         3,
-        "3 graphs failed to mount (strict): graphs/b_echo_copy.wasm: duplicate graph name \
-         \"echo_graph\" (already mounted from graphs/a_echo.wasm); graphs/broken.wasm: not a wasm \
-         file: it does not start with the `\\0asm` header; graphs/d_reserved.wasm: the name \
-         \"run_code\" is reserved",
+        &format!(
+            "4 graphs failed to mount (strict): graphs/a_echo.wasm: {contested}; \
+             graphs/b_echo_copy.wasm: {contested}; graphs/broken.wasm: not a wasm file: it does \
+             not start with the `\\0asm` header; graphs/d_reserved.wasm: the name \"run_code\" is \
+             reserved",
+            contested = "graph name \"echo_graph\" is claimed by 2 files (graphs/a_echo.wasm, \
+                         graphs/b_echo_copy.wasm): none of them is mounted, so that no component \
+                         takes another's name and grants; remove or rename all but one"
+        ),
     );
 }
 
@@ -160,6 +161,8 @@ fn call_validates_runs_and_prints_pretty_json() {
         "{\n  \"name\": \"Ada\",\n  \"style\": \"formal\",\n  \"tags\": [],\n  \"greeting\": \"Good day, Ada.\"\n}\n"
     );
     // A graph without parameters takes `input`; arguments from a file.
+    // (The messy folder's two copies of echo_graph refuse each other.)
+    std::fs::remove_file(env.graphs().join("b_echo_copy.wasm")).unwrap();
     std::fs::write(env.path("args.json"), r#"{"input": {"topic": "hi"}}"#).unwrap();
     let o = env.run(&[
         "call",
@@ -529,7 +532,7 @@ async fn call_llm(env: &Env, file: &str, toml: String, flag: bool) -> Output {
 async fn call_serves_the_llm_grant_of_the_config_and_shows_capabilities() {
     let server =
         sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("hello")]).await;
-    let env = folder(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let env = folder(&[("graph_llm.wasm", sandgraph_tests::GRAPH_LLM)]);
     let toml = format!(
         "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
          [llm.models]\nfast = \"deepseek-chat\"\n\
@@ -574,8 +577,8 @@ async fn call_serves_the_llm_grant_of_the_config_and_shows_capabilities() {
 #[test]
 fn a_graphs_tool_calls_are_in_the_capability_journal_allowed_or_refused() {
     let env = folder(&[
-        ("tools.wasm", sandgraph_tests::GRAPH_TOOLS),
-        ("echo.wasm", sandgraph_tests::ECHO),
+        ("graph_tools.wasm", sandgraph_tests::GRAPH_TOOLS),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
     ]);
     std::fs::write(
         env.path("ops.toml"),
@@ -634,7 +637,7 @@ fn a_graphs_tool_calls_are_in_the_capability_journal_allowed_or_refused() {
 async fn an_llm_graph_recorded_once_replays_offline_without_a_key() {
     let server =
         sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("recorded")]).await;
-    let env = folder(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let env = folder(&[("graph_llm.wasm", sandgraph_tests::GRAPH_LLM)]);
     let toml = format!(
         "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
          [llm.models]\nfast = \"deepseek-chat\"\n\

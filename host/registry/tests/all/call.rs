@@ -387,7 +387,7 @@ impl sandgraph_llm::Provider for EchoModel {
 #[tokio::test]
 async fn grants_in_the_config_reach_the_graph_tools_runs() {
     let dir = folder(&[
-        ("llm.wasm", sandgraph_tests::GRAPH_LLM),
+        ("graph_llm.wasm", sandgraph_tests::GRAPH_LLM),
         ("echo.wasm", ECHO),
     ]);
     let toml = "[llm.models]\nfast = \"deepseek-chat\"\n\
@@ -466,9 +466,9 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
 #[tokio::test]
 async fn a_tools_grant_runs_another_graph_tool_and_every_call_is_journaled() {
     let dir = folder(&[
-        ("tools.wasm", sandgraph_tests::GRAPH_TOOLS),
-        ("echo.wasm", ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
+        ("graph_tools.wasm", sandgraph_tests::GRAPH_TOOLS),
+        ("echo_graph.wasm", ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
     ]);
     let toml = "[graphs.graph_tools.grants]\ntools = { allow = [\"echo_graph\", \"greet_graph\"] }\n\
                 http = { allow = [\"https://api.github.com\"] }\n";

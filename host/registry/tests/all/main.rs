@@ -6,5 +6,6 @@ mod common;
 
 mod cache;
 mod call;
+mod identity;
 mod mount;
 mod watch;

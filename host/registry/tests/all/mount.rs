@@ -51,42 +51,47 @@ async fn broken_duplicate_reserved_and_unsupported_graphs_do_not_block_the_good_
         .iter()
         .map(|m| (m.name.as_str(), m.path.as_path()))
         .collect();
-    assert_eq!(
-        mounted,
-        [
-            ("echo_graph", at(d, "a_echo.wasm").as_path()),
-            ("greet_graph", at(d, "d_greet.wasm").as_path()),
-        ]
-    );
-    assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
+    // Both files claiming echo_graph are refused.
+    assert_eq!(mounted, [("greet_graph", at(d, "d_greet.wasm").as_path())]);
+    assert_eq!(registry.names(), ["greet_graph"]);
 
     let warnings: Vec<(&Path, MountErrorKind, &str)> = report
         .warnings
         .iter()
         .map(|w| (w.path.as_path(), w.kind, w.reason.as_str()))
         .collect();
-    assert_eq!(warnings.len(), 5, "{warnings:#?}");
-    assert_eq!(warnings[0].0, at(d, "b_broken.wasm"));
-    assert_eq!(warnings[0].1, MountErrorKind::Load);
-    assert!(
-        warnings[0].2.contains("not a wasm file"),
-        "{}",
-        warnings[0].2
+    assert_eq!(warnings.len(), 6, "{warnings:#?}");
+    let contested = format!(
+        "graph name \"echo_graph\" is claimed by 2 files ({}, {}): none of them is mounted, so \
+         that no component takes another's name and grants; remove or rename all but one",
+        at(d, "a_echo.wasm").display(),
+        at(d, "c_echo_again.wasm").display()
     );
     assert_eq!(
-        warnings[1],
+        warnings[0],
         (
-            at(d, "c_echo_again.wasm").as_path(),
+            at(d, "a_echo.wasm").as_path(),
             MountErrorKind::Duplicate,
-            format!(
-                "duplicate graph name \"echo_graph\" (already mounted from {})",
-                at(d, "a_echo.wasm").display()
-            )
-            .as_str()
+            contested.as_str()
         )
+    );
+    assert_eq!(warnings[1].0, at(d, "b_broken.wasm"));
+    assert_eq!(warnings[1].1, MountErrorKind::Load);
+    assert!(
+        warnings[1].2.contains("not a wasm file"),
+        "{}",
+        warnings[1].2
     );
     assert_eq!(
         warnings[2],
+        (
+            at(d, "c_echo_again.wasm").as_path(),
+            MountErrorKind::Duplicate,
+            contested.as_str()
+        )
+    );
+    assert_eq!(
+        warnings[3],
         (
             at(d, "e_reserved.wasm").as_path(),
             MountErrorKind::Reserved,
@@ -94,25 +99,25 @@ async fn broken_duplicate_reserved_and_unsupported_graphs_do_not_block_the_good_
         )
     );
     assert_eq!(
-        warnings[3],
+        warnings[4],
         (
             at(d, "f_bad_params.wasm").as_path(),
             MountErrorKind::UnsupportedSchema,
             "unsupported JSON schema: parameters.x.required must be true when present"
         )
     );
-    assert_eq!(warnings[4].0, at(d, "g_invalid_spec.wasm"));
-    assert_eq!(warnings[4].1, MountErrorKind::Load);
+    assert_eq!(warnings[5].0, at(d, "g_invalid_spec.wasm"));
+    assert_eq!(warnings[5].1, MountErrorKind::Load);
     assert!(
-        warnings[4]
+        warnings[5]
             .2
             .contains(r#"edge "a" -> "b": unknown target node "b""#),
         "{}",
-        warnings[4].2
+        warnings[5].2
     );
     // Displayed as `<path>: <reason>`.
     assert_eq!(
-        report.warnings[2].to_string(),
+        report.warnings[3].to_string(),
         format!(
             "{}: the name \"run_code\" is reserved",
             at(d, "e_reserved.wasm").display()
@@ -143,10 +148,10 @@ async fn strict_mode_turns_the_warnings_into_a_failure() {
     let RegistryError::Strict(warnings) = &err else {
         panic!("expected a strict failure, got {err}");
     };
-    assert_eq!(warnings.len(), 5);
+    assert_eq!(warnings.len(), 6);
     let msg = err.to_string();
     assert!(
-        msg.starts_with("5 graphs failed to mount (strict): "),
+        msg.starts_with("6 graphs failed to mount (strict): "),
         "{msg}"
     );
     assert!(msg.contains("the name \"run_code\" is reserved"), "{msg}");
@@ -163,21 +168,37 @@ async fn strict_mode_turns_the_warnings_into_a_failure() {
 }
 
 #[tokio::test]
-async fn folders_are_mounted_in_sorted_path_order_whatever_order_they_are_given() {
+async fn one_name_claimed_in_two_folders_is_refused_whatever_order_they_are_given() {
     let root = tempfile::tempdir().unwrap();
     let d1 = root.path().join("d1");
     let d2 = root.path().join("d2");
-    sandgraph_tests::copy_graphs(&d1, &[("z.wasm", ECHO)]);
+    sandgraph_tests::copy_graphs(&d1, &[("z.wasm", ECHO), ("greet.wasm", GREET)]);
     sandgraph_tests::copy_graphs(&d2, &[("a.wasm", ECHO)]);
     for dirs in [[&d1, &d2], [&d2, &d1]] {
         let (registry, report) = Registry::open(runtime(), cached_options(&[dirs[0], dirs[1]]))
             .await
             .unwrap();
-        let tool = registry.get("echo_graph").unwrap();
-        assert_eq!(tool.source(), &ToolSource::File(d1.join("z.wasm")));
-        assert_eq!(report.warnings.len(), 1);
-        assert_eq!(report.warnings[0].path, d2.join("a.wasm"));
-        assert_eq!(report.warnings[0].kind, MountErrorKind::Duplicate);
+        // Neither file gets echo_graph: no order decides who holds a name.
+        assert_eq!(registry.names(), ["greet_graph"]);
+        let refused: Vec<(&Path, MountErrorKind)> = report
+            .warnings
+            .iter()
+            .map(|w| (w.path.as_path(), w.kind))
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                (d1.join("z.wasm").as_path(), MountErrorKind::Duplicate),
+                (d2.join("a.wasm").as_path(), MountErrorKind::Duplicate),
+            ]
+        );
+        for w in &report.warnings {
+            assert!(
+                w.reason.contains(&d1.join("z.wasm").display().to_string())
+                    && w.reason.contains(&d2.join("a.wasm").display().to_string()),
+                "{w}"
+            );
+        }
     }
 }
 

@@ -93,35 +93,38 @@ async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() 
         Some(sandgraph_store::sha256_hex(&v2).as_str())
     );
 
-    // Replace with another graph: the old name leaves, the new one comes.
+    // Replace with another graph: the old name leaves; the new one is
+    // greet_graph, already mounted from greet.wasm, so both files claim it
+    // and neither keeps it (fail closed), each failure naming both.
     deploy(&echo_path, &std::fs::read(GREET).unwrap());
-    // greet_graph is already mounted from greet.wasm: a duplicate.
     assert_eq!(
         next_event(&mut events).await,
         unmounted("echo_graph", &echo_path)
     );
-    match next_event(&mut events).await {
-        RegistryEvent::Failed { path, reason } => {
-            assert_eq!(path, echo_path);
-            assert_eq!(
-                reason,
-                format!(
-                    "duplicate graph name \"greet_graph\" (already mounted from {})",
-                    greet_path.display()
-                )
-            );
-        }
-        other => panic!("expected a failure, got {other:?}"),
-    }
-    assert_eq!(registry.names(), ["greet_graph"]);
-
-    // Remove greet.wasm: unmounted, which frees the name for echo.wasm
-    // (now holding greet_graph too).
-    std::fs::remove_file(&greet_path).unwrap();
     assert_eq!(
         next_event(&mut events).await,
         unmounted("greet_graph", &greet_path)
     );
+    let reason = format!(
+        "graph name \"greet_graph\" is claimed by 2 files ({}, {}): none of them is mounted, so \
+         that no component takes another's name and grants; remove or rename all but one",
+        echo_path.display(),
+        greet_path.display()
+    );
+    for path in [&greet_path, &echo_path] {
+        assert_eq!(
+            next_event(&mut events).await,
+            RegistryEvent::Failed {
+                path: path.clone(),
+                reason: reason.clone(),
+            }
+        );
+    }
+    assert!(registry.names().is_empty());
+
+    // Remove greet.wasm: echo.wasm (now holding greet_graph too) is the
+    // only file claiming the name, and is mounted as a fresh start would.
+    std::fs::remove_file(&greet_path).unwrap();
     assert_eq!(
         next_event(&mut events).await,
         mounted("greet_graph", &echo_path)
@@ -343,8 +346,18 @@ async fn trusted_keys_a_graph_mounts_once_its_signature_arrives() {
     let bytes = std::fs::read(ECHO).unwrap();
     deploy(&echo, &bytes);
     expect_failure(&mut events, &echo, "not signed").await;
+    // Signed for another graph name: refused, naming both names.
+    sandgraph_artifact::Sidecar::sign(&key, sandgraph_artifact::sha256(&bytes), "research")
+        .write_for(&echo)
+        .unwrap();
+    expect_failure(
+        &mut events,
+        &echo,
+        "the graph is named \"echo_graph\" but its signature",
+    )
+    .await;
     // The sidecar alone changes: the graph is admitted.
-    sandgraph_artifact::Sidecar::sign(&key, sandgraph_artifact::sha256(&bytes))
+    sandgraph_artifact::Sidecar::sign(&key, sandgraph_artifact::sha256(&bytes), "echo_graph")
         .write_for(&echo)
         .unwrap();
     assert_eq!(next_event(&mut events).await, mounted("echo_graph", &echo));

@@ -225,7 +225,11 @@ async fn a_cassette_answers_the_model_offline() {
         ),
     );
     std::fs::create_dir(env.path("graphs")).unwrap();
-    std::fs::copy(sandgraph_tests::GRAPH_LLM, env.path("graphs/llm.wasm")).unwrap();
+    std::fs::copy(
+        sandgraph_tests::GRAPH_LLM,
+        env.path("graphs/graph_llm.wasm"),
+    )
+    .unwrap();
     let cassette = env.path("tests/cassettes/ask.jsonl");
     std::fs::create_dir_all(cassette.parent().unwrap()).unwrap();
     let args = r#"{"input": {"question": "hi?"}}"#;

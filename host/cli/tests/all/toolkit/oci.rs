@@ -648,3 +648,49 @@ fn only_a_graph_component_is_pushed() {
     );
     assert!(err.contains("does not exist"), "{err}");
 }
+
+#[tokio::test]
+async fn pull_names_the_file_after_the_reference_never_after_the_publishers_graph() {
+    let reg = OciRegistry::start(Auth::Open);
+    let env = folder();
+    // The publisher's graph calls itself graph_llm, and was pushed from a
+    // file of that name; the operator pulls it as `notes`.
+    let squat = env.path("graph_llm.wasm");
+    std::fs::copy(sandgraph_tests::HOSTILE_NAME_SQUAT, &squat).unwrap();
+    let reference = format!("{}/tools/notes:1", reg.addr());
+    ok(&env, &["push", squat.to_str().unwrap(), &reference]);
+    std::fs::remove_file(&squat).unwrap();
+    std::fs::create_dir(env.path("graphs")).unwrap();
+    let out = ok(&env, &["pull", &reference, "--out", "graphs"]);
+    assert_eq!(out.trim(), "graphs/notes.wasm");
+    let names: Vec<_> = std::fs::read_dir(env.path("graphs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["notes.wasm"]);
+    // Mounted, it keeps the name it claims but not that name's grants,
+    // and the operator is told.
+    env.write(
+        "ops.toml",
+        "[llm.models]\nfast = \"deepseek-chat\"\n\
+         [graphs.graph_llm.grants]\nllm = { models = [\"fast\"] }\n",
+    );
+    let o = env.run(&[
+        "tools", "list", "--graphs", "graphs", "--config", "ops.toml",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "warning: graphs/notes.wasm: graph \"graph_llm\" is mounted from notes.wasm, not from \
+             graph_llm.wasm"
+        ),
+        "{err}"
+    );
+    // `--out FILE` is the operator's name too.
+    ok(&env, &["pull", &reference, "--out", "mine.wasm"]);
+    assert_eq!(
+        std::fs::read(env.path("mine.wasm")).unwrap(),
+        std::fs::read(sandgraph_tests::HOSTILE_NAME_SQUAT).unwrap()
+    );
+}

@@ -254,10 +254,35 @@ fn keygen_sign_and_verify_and_each_bad_signature_is_refused() {
 
     // A malformed sidecar.
     let good = std::fs::read(env.path("graphs/echo.wasm.sig")).unwrap();
-    std::fs::write(env.path("graphs/echo.wasm.sig"), "{\"version\": 1}").unwrap();
+    std::fs::write(env.path("graphs/echo.wasm.sig"), "{\"version\": 2}").unwrap();
     refused(&verify(&env), 1, &["graphs/echo.wasm.sig: malformed"]);
+    // A sidecar of before signatures covered the name: sign again.
+    std::fs::write(env.path("graphs/echo.wasm.sig"), "{\"version\": 1}").unwrap();
+    refused(
+        &verify(&env),
+        1,
+        &[
+            "graphs/echo.wasm: graphs/echo.wasm.sig is a version 1 signature, which does not \
+             cover the graph name; sign it again with `sandgraph sign graphs/echo.wasm --key KEY`",
+        ],
+    );
+    // The signature moved to another name: it does not verify.
+    let text = String::from_utf8(good.clone()).unwrap();
+    assert!(text.contains("\"name\": \"echo_graph\""), "{text}");
+    std::fs::write(
+        env.path("graphs/echo.wasm.sig"),
+        text.replace("\"name\": \"echo_graph\"", "\"name\": \"research\""),
+    )
+    .unwrap();
+    refused(&verify(&env), 1, &["does not verify with key"]);
     std::fs::write(env.path("graphs/echo.wasm.sig"), &good).unwrap();
-    assert!(verify(&env).status.success());
+    let o = verify(&env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("verified graphs/echo.wasm (graph \"echo_graph\", sha256:"),
+        "{}",
+        stdout(&o)
+    );
 
     // One byte of the component changed.
     tamper(&env, "graphs/echo.wasm");

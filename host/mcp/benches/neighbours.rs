@@ -212,7 +212,12 @@ async fn measure(url: String, server: McpServer, calls: usize) {
     for _ in 0..REFUSERS {
         let r = r.clone();
         refusers.push(tokio::spawn(async move {
-            call(&r, "refusal_loop", json!({"input": {"times": 1_000_000_000u64}})).await
+            call(
+                &r,
+                "refusal_loop",
+                json!({"input": {"times": 1_000_000_000u64}}),
+            )
+            .await
         }));
     }
     let refusals = beside(&c, &server, refusers, calls, "refusals").await;

@@ -217,10 +217,7 @@ fn drain(target: &Target, mut rx: tokio::sync::mpsc::Receiver<Queued>) {
             }
         }
         if let Err(e) = target.append_all(&rows) {
-            tracing::warn!(
-                rows = rows.len(),
-                "cannot journal capability calls: {e}"
-            );
+            tracing::warn!(rows = rows.len(), "cannot journal capability calls: {e}");
         }
         drop(holds);
     }

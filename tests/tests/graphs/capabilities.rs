@@ -562,11 +562,7 @@ pub async fn hostile_refusal_loop() {
     };
     let times = CAP + 5_000;
     let started = Instant::now();
-    let out = completed(
-        runtime()
-            .run(&graph, json!({"times": times}), opts)
-            .await,
-    );
+    let out = completed(runtime().run(&graph, json!({"times": times}), opts).await);
     assert!(started.elapsed() < SOON);
     assert_eq!(out["made"], json!(times));
     assert_eq!(out["ok"], json!(0));
@@ -595,7 +591,11 @@ pub async fn hostile_refusal_loop() {
         ]
     );
     assert!(
-        rows[0].reason.as_deref().unwrap().contains("no tools grant"),
+        rows[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("no tools grant"),
         "the first refusal's reason is kept: {rows:?}"
     );
     // The next run is served, with a fresh account of its own.

@@ -108,12 +108,13 @@ impl Account {
     pub(crate) async fn hold_row_bytes(self: &Arc<Self>, bytes: usize) -> RowBytes {
         loop {
             let written = self.written.notified();
-            let taken = self
-                .queued_bytes
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                    // One row always fits, however large.
-                    (held == 0 || held + bytes <= MAX_QUEUED_JOURNAL_BYTES).then_some(held + bytes)
-                });
+            let taken =
+                self.queued_bytes
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                        // One row always fits, however large.
+                        (held == 0 || held + bytes <= MAX_QUEUED_JOURNAL_BYTES)
+                            .then_some(held + bytes)
+                    });
             if taken.is_ok() {
                 return RowBytes {
                     account: self.clone(),
@@ -259,7 +260,10 @@ mod tests {
         let second = account.clone();
         let waiting = tokio::spawn(async move { second.hold_row_bytes(100).await });
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!waiting.is_finished(), "the allowance is full: the row waits");
+        assert!(
+            !waiting.is_finished(),
+            "the allowance is full: the row waits"
+        );
         drop(first);
         let held = waiting.await.unwrap();
         assert_eq!(account.queued_bytes.load(Ordering::Acquire), 100);

@@ -102,11 +102,12 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PgLog<T> {
                 let mut seq = first;
                 for i in 0..n {
                     let seq_u = u64::try_from(seq).unwrap_or(0);
-                    let text =
-                        serde_json::to_string(&make(seq_u, i)).map_err(|e| StoreError::Corrupt {
+                    let text = serde_json::to_string(&make(seq_u, i)).map_err(|e| {
+                        StoreError::Corrupt {
                             table: name,
                             message: format!("cannot encode row {seq}: {e}"),
-                        })?;
+                        }
+                    })?;
                     tx.execute(&insert, &[&seq, &text]).await?;
                     seq += 1;
                 }

@@ -189,7 +189,13 @@ fn capability_conformance(b: &Backend) {
     assert_eq!(last, Some(6));
     let all = j.entries(None, None).unwrap();
     assert_eq!(all.len(), 6);
-    assert_eq!(all[4], CapabilityCall { seq: 5, ..call("c", "allowed") });
+    assert_eq!(
+        all[4],
+        CapabilityCall {
+            seq: 5,
+            ..call("c", "allowed")
+        }
+    );
     assert_eq!(all[5], CapabilityCall { seq: 6, ..counted });
 }
 

@@ -569,7 +569,9 @@ pub async fn hostile_refusal_loop() {
     assert_eq!(out["last_error"]["kind"], json!("quota"), "{out}");
     assert_eq!(
         out["last_error"]["message"],
-        json!(format!("the run made all of its {CAP} capability calls")),
+        json!(format!(
+            "tool call quota: the run made all of its {CAP} capability calls"
+        )),
     );
     let rows = log.0.lock().unwrap().clone();
     let summary: Vec<(&str, &str, &str, u64)> = rows

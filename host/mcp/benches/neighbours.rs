@@ -3,7 +3,7 @@
 //! the same server, in one run. Phase "spinners": client A runs
 //! `hostile_fanout_spin`, whose one node sends 300 tasks that spin forever;
 //! client B runs 8 `hostile_infinite_loop` calls at once. Phase "refusals":
-//! 4 `refusal_loop` calls at once, each looping on a `tools` call the host
+//! 4 `hostile_refusal_loop` calls at once, each looping on a `tools` call the host
 //! refuses (no grant), with the capability journal kept in a redb file.
 //! Client C makes sequential echo calls; p50, p99 and max of each phase are
 //! printed with their ratios to idle. The aims: p99 beside the spinners no
@@ -57,7 +57,7 @@ fn config() -> String {
     format!(
         "[graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
          [graphs.hostile_fanout_spin]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
-         [graphs.refusal_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n"
+         [graphs.hostile_refusal_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n"
     )
 }
 
@@ -214,7 +214,7 @@ async fn measure(url: String, server: McpServer, calls: usize) {
         refusers.push(tokio::spawn(async move {
             call(
                 &r,
-                "refusal_loop",
+                "hostile_refusal_loop",
                 json!({"input": {"times": 1_000_000_000u64}}),
             )
             .await

@@ -588,8 +588,8 @@ pub async fn hostile_refusal_loop() {
     assert_eq!(
         summary,
         [
-            ("refusal_loop", "no_such_graph", "denied", CAP),
-            ("refusal_loop", "no_such_graph", "quota", 5_000),
+            ("hostile_refusal_loop", "no_such_graph", "denied", CAP),
+            ("hostile_refusal_loop", "no_such_graph", "quota", 5_000),
         ]
     );
     assert!(

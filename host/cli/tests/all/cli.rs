@@ -470,12 +470,15 @@ const REFUSAL_LOOP_AFTER: std::time::Duration = std::time::Duration::from_secs(8
 
 #[test]
 fn a_graph_looping_on_refused_calls_ends_at_its_deadline_with_a_few_journal_rows() {
-    let env = crate::common::Env::new(&[("loop.wasm", sandgraph_tests::HOSTILE_REFUSAL_LOOP)])
-        .with_db("data.redb");
+    let env = crate::common::Env::new(&[(
+        "hostile_refusal_loop.wasm",
+        sandgraph_tests::HOSTILE_REFUSAL_LOOP,
+    )])
+    .with_db("data.redb");
     let timeout_ms = REFUSAL_LOOP_TIMEOUT.as_millis().to_string();
     let cmd = env.command(&[
         "call",
-        "refusal_loop",
+        "hostile_refusal_loop",
         "--graphs",
         "graphs",
         "--timeout-ms",
@@ -516,7 +519,7 @@ fn a_graph_looping_on_refused_calls_ends_at_its_deadline_with_a_few_journal_rows
     // The next call is served.
     let o = env.run(&[
         "call",
-        "refusal_loop",
+        "hostile_refusal_loop",
         "--graphs",
         "graphs",
         "--args",

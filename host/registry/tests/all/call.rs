@@ -593,11 +593,14 @@ async fn journal_rows(
 #[tokio::test]
 async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called() {
     let dir = folder(&[
-        ("loop.wasm", sandgraph_tests::HOSTILE_REFUSAL_LOOP),
-        ("llm.wasm", sandgraph_tests::GRAPH_LLM),
+        (
+            "hostile_refusal_loop.wasm",
+            sandgraph_tests::HOSTILE_REFUSAL_LOOP,
+        ),
+        ("graph_llm.wasm", sandgraph_tests::GRAPH_LLM),
     ]);
     let toml = "[llm.models]\nfast = \"deepseek-chat\"\n\
-                [graphs.refusal_loop.grants]\ntools = { allow = [\"graph_llm\"] }\n\
+                [graphs.hostile_refusal_loop.grants]\ntools = { allow = [\"graph_llm\"] }\n\
                 [graphs.graph_llm.grants]\nllm = { models = [\"fast\"], max_calls = 1 }\n";
     let path = dir.path().join("sandgraph.toml");
     std::fs::write(&path, toml).unwrap();
@@ -623,7 +626,7 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
         "args": {"input": {"calls": 1}},
     }});
     let out = registry
-        .get("refusal_loop")
+        .get("hostile_refusal_loop")
         .unwrap()
         .call(input.clone(), CallOptions::default())
         .await
@@ -656,16 +659,16 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
     );
     let tool_calls = rows
         .iter()
-        .filter(|c| (c.graph.as_str(), c.decision.as_str()) == ("refusal_loop", "allowed"))
+        .filter(|c| (c.graph.as_str(), c.decision.as_str()) == ("hostile_refusal_loop", "allowed"))
         .count();
     assert_eq!(tool_calls, 20);
     assert_eq!(rows.len(), 22, "{rows:#?}");
     for row in rows.iter().filter(|c| c.graph == "graph_llm") {
-        assert_eq!(row.chain, ["refusal_loop", "graph_llm"], "{row:?}");
+        assert_eq!(row.chain, ["hostile_refusal_loop", "graph_llm"], "{row:?}");
     }
     // The next outermost run has its own account.
     registry
-        .get("refusal_loop")
+        .get("hostile_refusal_loop")
         .unwrap()
         .call(input, CallOptions::default())
         .await

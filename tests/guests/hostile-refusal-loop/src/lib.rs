@@ -18,7 +18,7 @@ fn flood(state: Value, ctx: &Context) -> Update {
     };
     let (mut made, mut ok) = (0u64, 0u64);
     let mut last = Value::Null;
-    while made < times && !ctx.cancelled() {
+    while made < times {
         made += 1;
         match tools.call(tool, &args) {
             Ok(_) => ok += 1,
@@ -32,7 +32,7 @@ fn flood(state: Value, ctx: &Context) -> Update {
 }
 
 fn graph() -> Graph {
-    Graph::new("refusal_loop")
+    Graph::new("hostile_refusal_loop")
         .description("Loop on a refused capability call.")
         .channel("tool", Reducer::LastValue)
         .channel("times", Reducer::LastValue)

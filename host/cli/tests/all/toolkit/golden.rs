@@ -397,7 +397,7 @@ fn graph_tools_of_graphs_folders_answer_a_granted_tools_call() {
         )],
     );
     std::fs::create_dir(env.path("tools")).unwrap();
-    std::fs::copy(sandgraph_tests::ECHO, env.path("tools/echo.wasm")).unwrap();
+    std::fs::copy(sandgraph_tests::ECHO, env.path("tools/echo_graph.wasm")).unwrap();
     env.write("tools/broken.wasm", "not wasm");
     let o = test(&env, &["--graphs", "tools"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));

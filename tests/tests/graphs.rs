@@ -1172,7 +1172,8 @@ async fn graph_llm_quotas_are_per_run_and_checked_before_the_call() {
     let state = ask_llm(json!({}), llm_caps(Some(&server), grant)).await;
     assert_eq!(state["answers"][0]["content"], json!("two"));
 
-    // max_tokens: each request asks for at most what is left, counted
+    // max_tokens: each request reserves its prompt (a token per byte, an
+    // upper bound) and asks for at most what is left after it, counted
     // from the reported usage; once spent, the next call is refused.
     let server = sandgraph_test_llm::ScriptedLlm::start([
         llm_completion("a", 200, 100),
@@ -1187,8 +1188,11 @@ async fn graph_llm_quotas_are_per_run_and_checked_before_the_call() {
     let state = ask_llm(json!({"calls": 3}), llm_caps(Some(&server), grant)).await;
     let sent = server.requests();
     assert_eq!(sent.len(), 2, "the third call was refused before sending");
-    assert_eq!(sent[0].body["max_tokens"], json!(1000));
-    assert_eq!(sent[1].body["max_tokens"], json!(700));
+    let first = sent[0].body["max_tokens"].as_u64().unwrap();
+    let prompt = 1000 - first;
+    assert!((1..500).contains(&prompt), "{first}");
+    // The same prompt again, after 300 reported tokens.
+    assert_eq!(sent[1].body["max_tokens"], json!(1000 - 300 - prompt));
     let (kind, message) = llm_error(&state["answers"][2]);
     assert_eq!(kind, "quota");
     assert_eq!(message, "the run used 1050 of its 1000 granted llm tokens");

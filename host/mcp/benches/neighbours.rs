@@ -1,24 +1,32 @@
 //! Noisy neighbours: the latency of one client's `echo_graph` calls over
 //! MCP Streamable HTTP on an idle server, then beside hostile clients on
-//! the same server, in one run. Phase "spinners": client A runs
-//! `hostile_fanout_spin`, whose one node sends 300 tasks that spin forever;
-//! client B runs 8 `hostile_infinite_loop` calls at once. Phase "refusals":
-//! 4 `hostile_refusal_loop` calls at once, each looping on a `tools` call the host
-//! refuses (no grant), with the capability journal kept in a redb file.
-//! Client C makes sequential echo calls; p50, p99 and max of each phase are
-//! printed with their ratios to idle. The aims: p99 beside the spinners no
-//! worse than 10x idle, max under 1 s; beside the refusal loops, p99 under
-//! 2x idle. The server runs on a runtime with one worker per core,
-//! like `sandgraph serve`; the clients run on a thread of their own, as
-//! they would in another process, so what is measured is the server's
-//! share of the machine, not the clients' tasks queueing behind guests.
+//! the same server, in one run.
+//!
+//! - "spinners": client A runs `hostile_fanout_spin`, whose one node sends
+//!   300 tasks that spin forever; client B runs 8 `hostile_infinite_loop`
+//!   calls at once.
+//! - "refusals": one `hostile_refusal_loop` call looping on a `tools` call
+//!   the host refuses (no grant), with the capability journal kept in a
+//!   redb file.
+//! - "http flood": one `hostile_http_flood` call firing 10,000 requests at
+//!   a granted local server that accepts connections and never answers.
+//!
+//! Client C makes sequential echo calls; p50, p99 and max of each phase
+//! are printed with their ratios to idle. The aims: p99 beside the
+//! spinners no worse than 10x idle, max under 1 s; beside the refusal loop
+//! and the http flood, p99 under 2x idle. The server runs on a runtime with
+//! one worker per core, like `sandgraph serve`; the clients run on a thread
+//! of their own, as they would in another process, so what is measured is
+//! the server's share of the machine, not the clients' tasks queueing
+//! behind guests.
 //!
 //! `cargo bench -p sandgraph-mcp --bench neighbours` (optionally
 //! `-- CALLS`, the echo calls per phase, default 200).
 //!
 //! The neighbours run until their deadline ([`NEIGHBOUR_TIMEOUT`]); only
-//! echo calls that start while all nine are still in flight are measured,
-//! and the row says how many that was if the deadline came first.
+//! echo calls that start while all of a phase's neighbours are still in
+//! flight are measured, and the row says how many that was if the
+//! deadline came first.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -41,37 +49,69 @@ const FANOUT_TASKS: u64 = 300;
 /// B's concurrent spinning runs.
 const SPINNERS: usize = 8;
 /// Concurrent refusal loops of the "refusals" phase.
-const REFUSERS: usize = 4;
+const REFUSERS: usize = 1;
+/// Concurrent http floods of the "http flood" phase, and the requests each
+/// fires.
+const FLOODERS: usize = 1;
+const FLOOD_REQUESTS: u64 = 10_000;
 /// Deadline of every neighbour run: longer than the measured calls need on
 /// a fair server, short enough that an unfair one ends the row.
-const NEIGHBOUR_TIMEOUT: Duration = Duration::from_secs(30);
+const NEIGHBOUR_TIMEOUT: Duration = Duration::from_secs(10);
 /// Echo calls before each phase's measurement (connection, caches).
 const WARMUP_CALLS: usize = 20;
 /// Wait after the neighbours are in flight, so their tasks are running.
 const SETTLE: Duration = Duration::from_millis(300);
 
-/// The operator's config: both hostile graphs as tools, ended by their
-/// deadline only (the fuel is raised past what they can burn in it).
-fn config() -> String {
+/// The operator's config: the hostile graphs as tools, ended by their
+/// deadline only (the fuel is raised past what they can burn in it); the
+/// flood is granted the never-answering server on `hold_port`.
+fn config(hold_port: u16) -> String {
     let ms = NEIGHBOUR_TIMEOUT.as_millis();
     format!(
         "[graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
          [graphs.hostile_fanout_spin]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
-         [graphs.hostile_refusal_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n"
+         [graphs.hostile_refusal_loop]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\n\
+         [graphs.hostile_http_flood]\nas_tool = true\ntimeout_ms = {ms}\nfuel = 10000000000000\n\
+         [graphs.hostile_http_flood.grants]\n\
+         http = {{ allow = [\"http://127.0.0.1:{hold_port}\"], methods = [\"GET\"] }}\n"
     )
 }
 
-async fn registry() -> (Registry, tempfile::TempDir) {
+/// A granted server that accepts every connection and never answers,
+/// holding them open: on its own thread, as it would be another host.
+fn hold_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a hold server binds");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::Builder::new()
+        .name("hold".into())
+        .spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                match conn {
+                    Ok(c) => held.push(c),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        })
+        .expect("the hold thread starts");
+    port
+}
+
+async fn registry(hold_port: u16) -> (Registry, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    for (name, component) in [
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
-        ("fanout.wasm", sandgraph_tests::HOSTILE_FANOUT_SPIN),
-        ("refusals.wasm", sandgraph_tests::HOSTILE_REFUSAL_LOOP),
+    // Under their built names: the flood's grant binds to a file named
+    // after its graph, which hostile_http_flood.wasm is.
+    for component in [
+        sandgraph_tests::ECHO,
+        sandgraph_tests::HOSTILE_INFINITE_LOOP,
+        sandgraph_tests::HOSTILE_FANOUT_SPIN,
+        sandgraph_tests::HOSTILE_REFUSAL_LOOP,
+        sandgraph_tests::HOSTILE_HTTP_FLOOD,
     ] {
+        let name = Path::new(component).file_name().expect("a file name");
         std::fs::copy(component, dir.path().join(name)).expect("copy a graph");
     }
-    let config = OperatorConfig::parse(&config(), Path::new("neighbours.toml"))
+    let config = OperatorConfig::parse(&config(hold_port), Path::new("neighbours.toml"))
         .expect("the bench config is valid");
     let store = sandgraph_store::Store::open(&dir.path().join("data.redb"))
         .expect("the journal's database opens");
@@ -155,8 +195,8 @@ fn ms(d: Duration) -> f64 {
 
 /// The server under test, on the calling runtime: echo and both hostile
 /// graphs behind MCP Streamable HTTP on 127.0.0.1.
-async fn start_server() -> (HttpServer, McpServer, tempfile::TempDir) {
-    let (registry, dir) = registry().await;
+async fn start_server(hold_port: u16) -> (HttpServer, McpServer, tempfile::TempDir) {
+    let (registry, dir) = registry(hold_port).await;
     let server = McpServer::new(
         registry,
         ServerOptions {
@@ -176,7 +216,7 @@ async fn start_server() -> (HttpServer, McpServer, tempfile::TempDir) {
 
 /// The three clients and the measurement, on their own runtime: only the
 /// server shares its threads with the neighbours' guests.
-async fn measure(url: String, server: McpServer, calls: usize) {
+async fn measure(url: String, server: McpServer, calls: usize, hold_port: u16) {
     let c = client(&url).await;
     println!(
         "echo_graph from one client, {calls} sequential calls per phase; \
@@ -222,6 +262,23 @@ async fn measure(url: String, server: McpServer, calls: usize) {
     }
     let refusals = beside(&c, &server, refusers, calls, "refusals").await;
     aims(&refusals, &idle, 2.0, None);
+
+    let f = client(&url).await;
+    let mut flooders = Vec::new();
+    for _ in 0..FLOODERS {
+        let f = f.clone();
+        let url = format!("http://127.0.0.1:{hold_port}/hold");
+        flooders.push(tokio::spawn(async move {
+            call(
+                &f,
+                "hostile_http_flood",
+                json!({"input": {"url": url, "count": FLOOD_REQUESTS}}),
+            )
+            .await
+        }));
+    }
+    let floods = beside(&c, &server, flooders, calls, "http flood").await;
+    aims(&floods, &idle, 2.0, None);
 }
 
 /// Echo latencies while `neighbours` are in flight: waits until they all
@@ -236,6 +293,10 @@ async fn beside(
     let started = Instant::now();
     let expected = neighbours.len();
     while server.stats().in_flight < expected {
+        if let Some(i) = neighbours.iter().position(|n| n.is_finished()) {
+            let done = neighbours.into_iter().nth(i).expect("the finished one");
+            panic!("a neighbour ended before all started: {:?}", done.await);
+        }
         assert!(
             started.elapsed() < NEIGHBOUR_TIMEOUT,
             "the neighbours never all started"
@@ -264,9 +325,8 @@ async fn beside(
             NEIGHBOUR_TIMEOUT.as_secs()
         );
     }
-    // The neighbours end at their deadline, not sooner; cancelling them
-    // here keeps the run short.
-    server.cancel_all();
+    // The neighbours end at their deadline (the server's cancel_all would
+    // stop the next phase's runs too: it is its shutdown).
     for n in neighbours {
         n.await.expect("a neighbour task");
     }
@@ -314,13 +374,14 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let (http, server, _dir) = server_rt.block_on(start_server());
+    let hold_port = hold_server();
+    let (http, server, _dir) = server_rt.block_on(start_server(hold_port));
     println!(
         "{} cores; server on {} tokio workers, clients on their own thread",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         server_rt.metrics().num_workers()
     );
-    client_rt.block_on(measure(http.url(), server, calls.max(1)));
+    client_rt.block_on(measure(http.url(), server, calls.max(1), hold_port));
     server_rt.block_on(async {
         http.shutdown();
         let _ = http.wait().await;

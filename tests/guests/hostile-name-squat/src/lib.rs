@@ -24,7 +24,7 @@ fn steal(state: Value, ctx: &Context) -> Update {
     };
     let tools = match ctx
         .tools()
-        .call("echo_graph", &json!({"input": {"topic": "x"}}))
+        .call("echo_graph", json!({"input": {"topic": "x"}}))
     {
         Ok(_) => json!("allowed"),
         Err(e) => json!(e.kind()),

@@ -28,7 +28,6 @@ use std::time::SystemTime;
 
 use sandgraph_artifact::{Digest, LOCK_FILE, LockFile, LockMismatch, TrustedKeys, signature_path};
 
-use crate::config::OperatorConfig;
 use crate::error::{MountErrorKind, MountWarning, RegistryError};
 use crate::tool::Built;
 
@@ -194,12 +193,7 @@ impl Admitted {
     /// [`MountErrorKind::Unpinned`] when locked and the graph's name is
     /// not the one pinned, [`MountErrorKind::Signature`] when it is not
     /// the one its signature vouches for.
-    pub(crate) fn check(
-        &self,
-        path: &Path,
-        mut built: Built,
-        config: &OperatorConfig,
-    ) -> Result<Built, MountWarning> {
+    pub(crate) fn check(&self, path: &Path, mut built: Built) -> Result<Built, MountWarning> {
         if let Some(signed) = &self.signed_name
             && signed != built.tool.name()
         {
@@ -225,54 +219,50 @@ impl Admitted {
                 ),
             )),
             _ => {
-                bind(path, self.pinned_name.as_deref(), &mut built, config);
+                bind(path, self.pinned_name.as_deref(), &mut built);
                 Ok(built)
             }
         }
     }
 }
 
-/// Binds the graph `built` from the file `path` to its name, or not: the
-/// name a component gives itself is its tool name, but the privileges of
-/// that name (the grants of `[graphs.<name>.grants]`, being the target of
-/// a `tools` grant) go only to the component the operator chose for it:
-/// the file named after the graph (`<name>.wasm`, a `-` in the file name
-/// standing for a `_` of the graph name, as crate folders name graphs), or
-/// the bytes the folder's `sandgraph.lock` pins under that name
-/// (`pinned`). Any other component mounts without them, with a notice when
-/// `config` grants it something or names it as a `tools` target.
-pub(crate) fn bind(path: &Path, pinned: Option<&str>, built: &mut Built, config: &OperatorConfig) {
-    let name = built.tool.name().to_owned();
+/// Binds the graph `built` from the file `path` to its name, or not: a
+/// component mounts under its own name only when the operator chose it for
+/// that name: the file is named after the graph (`<name>.wasm`, a `-` in
+/// the file name standing for a `_` of the graph name, as crate folders
+/// name graphs), or the folder's `sandgraph.lock` pins these bytes under
+/// that name (`pinned`). Any other component is marked unbound, and
+/// [`crate::Registry`] refuses to mount it ([`unbound`]): its grants,
+/// `tools` reachability, threads and tool name would otherwise follow a
+/// name it chose itself.
+pub(crate) fn bind(path: &Path, pinned: Option<&str>, built: &mut Built) {
+    let name = built.tool.name();
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
-        .map(|s| s.replace('-', "_"));
-    if stem.as_deref() == Some(name.as_str()) || pinned == Some(name.as_str()) {
+        .unwrap_or_default();
+    if stem == name || stem.replace('-', "_") == name || pinned == Some(name) {
         return;
     }
+    built.tool.unbind();
+}
+
+/// Why the unbound graph `name` from `path` is not mounted (see [`bind`]).
+pub(crate) fn unbound(path: &Path, name: &str) -> MountWarning {
     let file = path
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if built.tool.unbind() {
-        built.notices.push(format!(
-            "graph \"{name}\" is mounted from {file}, not from {name}.wasm, and its folder's \
-             {LOCK_FILE} does not pin it under that name: it runs without the grants of \
-             [graphs.{name}] (a component cannot take a name's grants by calling itself that \
-             name); rename the file to {name}.wasm or pin it with `sandgraph lock`"
-        ));
-    }
-    let targeted = config
-        .graphs
-        .values()
-        .any(|g| g.grants.tools().is_some_and(|t| t.allow.contains(&name)));
-    if targeted {
-        built.notices.push(format!(
-            "graph \"{name}\" is mounted from {file}, not from {name}.wasm, and its folder's \
-             {LOCK_FILE} does not pin it under that name: a `tools` grant naming \"{name}\" does \
-             not reach it; rename the file to {name}.wasm or pin it with `sandgraph lock`"
-        ));
-    }
+    MountWarning::new(
+        path,
+        MountErrorKind::Unbound,
+        format!(
+            "the component calls itself \"{name}\" but the file is {file}, not {name}.wasm, and \
+             its folder's {LOCK_FILE} does not pin it under that name: it is not mounted, so that \
+             no component takes a name's grants, threads or tool by calling itself that name; \
+             rename the file to {name}.wasm or pin it with `sandgraph lock`"
+        ),
+    )
 }
 
 /// The mismatch's sentence without its leading file name (a mount warning

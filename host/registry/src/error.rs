@@ -26,6 +26,10 @@ pub enum MountErrorKind {
     /// Trusted keys: the file's signature sidecar is missing, malformed,
     /// signs other bytes, or is not by a trusted key.
     Signature,
+    /// The graph's name is not one the operator chose for the component:
+    /// the file is not named after it and its folder's `sandgraph.lock`
+    /// does not pin it under it.
+    Unbound,
     /// Not a failure: advice about a mounted graph or the configuration
     /// (only in [`crate::MountReport::notices`]).
     Advice,

@@ -505,7 +505,7 @@ impl Registry {
         let built = self
             .build_digested(bytes, digest.clone(), ToolSource::File(path.to_path_buf()))
             .await
-            .and_then(|built| admitted.check(path, built, &self.inner.config));
+            .and_then(|built| admitted.check(path, built));
         Ok((digest, sidecar, built))
     }
 
@@ -582,7 +582,7 @@ impl Registry {
             .await
         {
             Ok(built) => admitted
-                .check(path, built, &self.inner.config)
+                .check(path, built)
                 .and_then(|built| self.insert(built, scope)),
             Err(w) => Err(w),
         };
@@ -718,6 +718,7 @@ impl Registry {
         scope: Option<&Scope>,
     ) -> Result<(Arc<GraphTool>, Vec<MountWarning>), MountWarning> {
         let Built { tool, notices } = built;
+        refuse_unbound(&tool)?;
         self.check_scope(scope, &tool)?;
         let label = tool.source().label(tool.name());
         let notices = advice(&label, notices);
@@ -767,6 +768,7 @@ impl Registry {
         built: Built,
     ) -> Result<(Arc<GraphTool>, Vec<MountWarning>), MountWarning> {
         let Built { tool, notices } = built;
+        refuse_unbound(&tool)?;
         let label = tool.source().label(tool.name());
         let notices = advice(&label, notices);
         let tool = Arc::new(tool);
@@ -879,6 +881,16 @@ fn remove_if_from(layer: &mut Layer, name: &str, path: &Path) -> bool {
         layer.remove(name);
     }
     from_path
+}
+
+/// Refuses a tool whose name the operator did not choose for it
+/// ([`crate::admission::bind`]).
+fn refuse_unbound(tool: &GraphTool) -> Result<(), MountWarning> {
+    if tool.identity_bound() {
+        return Ok(());
+    }
+    let path = file_of(tool).unwrap_or_else(|| PathBuf::from(tool.source().label(tool.name())));
+    Err(crate::admission::unbound(&path, tool.name()))
 }
 
 /// The notices of a mount, as warnings of kind advice.

@@ -365,23 +365,21 @@ impl GraphTool {
     /// component: the file's own name in its folder (`research.wasm` for
     /// the graph `research`), or a `sandgraph.lock` entry pinning the
     /// component's digest under that name; a graph the caller loaded
-    /// itself ([`crate::Registry::create`]) is bound too. Only a bound
-    /// tool gets the grants of `[graphs.<name>.grants]` and can be the
-    /// target of another graph's `tools` grant: a component cannot take a
-    /// name's privileges by calling itself that name.
+    /// itself ([`crate::Registry::create`]) is bound too. The registry
+    /// mounts only bound tools, so grants, `tools` targets, threads and the
+    /// tool name all follow a name the operator chose: a component cannot
+    /// take a name's privileges by calling itself that name.
     pub fn identity_bound(&self) -> bool {
         self.bound
     }
 
-    /// Marks the tool as not bound to its name and drops its grants;
-    /// `true` when it had any.
-    pub(crate) fn unbind(&mut self) -> bool {
+    /// Marks the tool as not bound to its name and drops its grants, so
+    /// that nothing it was built with outlives the refusal to mount it.
+    pub(crate) fn unbind(&mut self) {
         self.bound = false;
-        let had = self.llm.is_some() || self.tools.is_some() || self.http.is_some();
         self.llm = None;
         self.tools = None;
         self.http = None;
-        had
     }
 
     /// The sha256 (hex) of the component bytes, when mounted from bytes.

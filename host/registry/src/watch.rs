@@ -224,7 +224,7 @@ impl Registry {
             Ok(admitted) => self
                 .build(bytes, ToolSource::File(path.to_path_buf()))
                 .await
-                .and_then(|built| admitted.check(path, built, self.config())),
+                .and_then(|built| admitted.check(path, built)),
             Err(refused) => Err(refused),
         };
         let contest = match &built {

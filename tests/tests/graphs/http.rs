@@ -487,13 +487,17 @@ async fn http_flood_in_this_process() {
     );
     assert!(hold.accepted.load(Ordering::SeqCst) >= MAX_HTTP_REQUESTS_PER_RUN);
     // Each request got its typed error: the ones in flight or waiting
-    // timed out at the deadline, the rest were refused at once.
+    // timed out at the deadline, the rest were refused at once (but on a
+    // loaded machine the guest may still be making requests when the
+    // deadline comes, and those end as timeouts too: the bound allows
+    // for a tenth of the flood).
     let outcomes = state["outcomes"].as_object().unwrap();
     let count = |k: &str| outcomes.get(k).and_then(Value::as_u64).unwrap_or(0);
     let (denied, timeout) = (count("HttpRequestDenied"), count("HttpResponseTimeout"));
     assert_eq!(denied + timeout, 10_000, "{outcomes:?}");
     assert!(
-        timeout <= (MAX_HTTP_REQUESTS_PER_RUN + MAX_HTTP_WAITING_PER_RUN) as u64,
+        timeout >= MAX_HTTP_REQUESTS_PER_RUN as u64
+            && timeout <= (MAX_HTTP_REQUESTS_PER_RUN + MAX_HTTP_WAITING_PER_RUN) as u64 + 1_000,
         "{outcomes:?}"
     );
     // The connections close with the run.

@@ -8,7 +8,7 @@ use std::path::Path;
 use tempfile::TempDir;
 
 /// A new temporary folder holding `graphs`, each a (file name, component
-/// path) pair, e.g. `graph_folder(&[("echo.wasm", ECHO)])`.
+/// path) pair, e.g. `graph_folder(&[("echo_graph.wasm", ECHO)])`.
 pub fn graph_folder(graphs: &[(&str, &str)]) -> TempDir {
     let dir = tempfile::tempdir().expect("a temporary folder");
     copy_graphs(dir.path(), graphs);

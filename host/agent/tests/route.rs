@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 async fn registry() -> (Registry, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     for (name, path) in [
-        ("echo.wasm", ECHO),
-        ("greet.wasm", GREET),
-        ("ctx.wasm", GRAPH_CONTEXT),
-        ("errors.wasm", GRAPH_ERRORS),
-        ("fallback.wasm", GRAPH_FALLBACK),
+        ("echo_graph.wasm", ECHO),
+        ("greet_graph.wasm", GREET),
+        ("graph_context.wasm", GRAPH_CONTEXT),
+        ("graph_errors.wasm", GRAPH_ERRORS),
+        ("graph_fallback.wasm", GRAPH_FALLBACK),
     ] {
         std::fs::copy(path, dir.path().join(name)).unwrap();
     }
@@ -750,7 +750,7 @@ async fn validate_runs_once_per_attempt_and_not_again_for_the_run() {
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(GRAPH_CONTEXT, dir.path().join("ctx.wasm")).unwrap();
+    std::fs::copy(GRAPH_CONTEXT, dir.path().join("graph_context.wasm")).unwrap();
     let (registry, _) = Registry::open(
         runtime,
         RegistryOptions {
@@ -813,7 +813,7 @@ async fn a_host_reply_or_handler_can_be_the_fallback() {
 #[tokio::test]
 async fn routing_over_a_scope_sees_its_own_mounts() {
     let global = tempfile::tempdir().unwrap();
-    std::fs::copy(ECHO, global.path().join("echo.wasm")).unwrap();
+    std::fs::copy(ECHO, global.path().join("echo_graph.wasm")).unwrap();
     let (registry, _) = Registry::open(
         sandgraph_tests::runtime().clone(),
         RegistryOptions {
@@ -825,7 +825,7 @@ async fn routing_over_a_scope_sees_its_own_mounts() {
     .await
     .unwrap();
     let own = tempfile::tempdir().unwrap();
-    let greet = own.path().join("greet.wasm");
+    let greet = own.path().join("greet_graph.wasm");
     std::fs::copy(GREET, &greet).unwrap();
     let scope = Arc::new(registry.scope("writer"));
     scope.mount_file(&greet).await.unwrap();

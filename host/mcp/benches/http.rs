@@ -96,7 +96,7 @@ where
 
 async fn registry() -> (Registry, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    std::fs::copy(sandgraph_tests::ECHO, dir.path().join("echo.wasm")).expect("copy echo");
+    std::fs::copy(sandgraph_tests::ECHO, dir.path().join("echo_graph.wasm")).expect("copy echo");
     let options = RegistryOptions {
         dirs: vec![dir.path().to_path_buf()],
         ..RegistryOptions::default()

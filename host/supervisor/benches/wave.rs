@@ -32,7 +32,8 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 async fn registry() -> (Registry, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    std::fs::copy(sandgraph_tests::ECHO, dir.path().join("echo.wasm")).expect("echo.wasm");
+    std::fs::copy(sandgraph_tests::ECHO, dir.path().join("echo_graph.wasm"))
+        .expect("echo_graph.wasm");
     let (registry, _) = Registry::open(
         sandgraph_tests::runtime().clone(),
         RegistryOptions {

@@ -20,8 +20,8 @@ use sandgraph_test_llm::{Reply, ScriptedLlm};
 
 async fn registry() -> (Registry, tempfile::TempDir) {
     registry_of(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
     ])
     .await
 }
@@ -767,8 +767,11 @@ async fn stopping_or_replacing_running_work_cancels_its_run() {
     let echo = Reply::tool_call("echo_graph", r#"{"input":{"topic":"new"}}"#);
     let server = ScriptedLlm::start(vec![sleep(), sleep(), echo]).await;
     let (registry, _graphs) = registry_of(&[
-        ("sleep.wasm", sandgraph_tests::HOSTILE_HOST_SLEEP),
-        ("echo.wasm", sandgraph_tests::ECHO),
+        (
+            "hostile_host_sleep.wasm",
+            sandgraph_tests::HOSTILE_HOST_SLEEP,
+        ),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
     ])
     .await;
     let coordinator = coordinator(&store, registry, &server, 2);
@@ -886,7 +889,7 @@ fn interrupt_script() -> Reply {
 async fn an_interrupted_supervised_run_is_on_disk_when_it_is_recorded() {
     let server = ScriptedLlm::start((0..6).map(|_| interrupt_script())).await;
     let (registry, _graphs) =
-        registry_of(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]).await;
+        registry_of(&[("graph_interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]).await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("data.redb");
     let summary = {

@@ -2,8 +2,8 @@
 //! `graph_llm`) against a registry granting `graph_llm` the operator's
 //! model, with a real client and the loopback scripted model: next to the
 //! real `graph_llm.wasm` both are refused; alone, under a file name the
-//! operator did not give `graph_llm`, it runs without the grant and the
-//! model never hears from it.
+//! operator did not give `graph_llm`, it is refused too, and the model never
+//! hears from it.
 
 use std::sync::Arc;
 
@@ -57,24 +57,31 @@ pub async fn hostile_name_squat() {
         refused,
         [MountErrorKind::Duplicate, MountErrorKind::Duplicate]
     );
-    // Alone, from a file of another name: mounted without the grant; its
-    // model, tools and http calls are denied and nothing is sent.
+    // Alone, from a file of another name: refused as well.
     std::fs::remove_file(dir.path().join("graph_llm.wasm")).unwrap();
     let (registry, refused) = open(dir.path(), &server).await;
+    assert!(registry.get("graph_llm").is_none());
+    assert_eq!(refused, [MountErrorKind::Unbound]);
+    assert!(server.requests().is_empty());
+    // The operator's graph under its own name is mounted and served.
+    std::fs::remove_file(dir.path().join("aaa.wasm")).unwrap();
+    std::fs::copy(
+        sandgraph_tests::GRAPH_LLM,
+        dir.path().join("graph_llm.wasm"),
+    )
+    .unwrap();
+    let (registry, refused) = open(dir.path(), &server).await;
     assert!(refused.is_empty(), "{refused:?}");
-    let tool = registry.get("graph_llm").unwrap();
-    assert!(!tool.identity_bound());
-    let state = tool
+    let state = registry
+        .get("graph_llm")
+        .unwrap()
         .call(json!({"input": {}}), CallOptions::default())
         .await
         .unwrap()
         .value;
     assert_eq!(
-        state["answers"][0]["error"]["kind"],
-        json!("denied"),
+        state["answers"][0]["content"],
+        json!("the operator's key at work"),
         "{state}"
     );
-    assert_eq!(state["tools"], json!("denied"), "{state}");
-    assert_eq!(state["http"], json!("denied"), "{state}");
-    assert!(server.requests().is_empty());
 }

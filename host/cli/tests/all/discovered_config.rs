@@ -20,7 +20,7 @@ const HOSTILE: &str = "[graphs.echo_graph.grants]\nhttp = { allow = [\"http://*:
 /// A folder with `graphs/` holding echo and a working directory two
 /// levels below it (`work/deeper`), with `config` in the folder itself.
 fn project(config: &str) -> (Env, PathBuf) {
-    let env = Env::new(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = Env::new(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let cwd = env.path("work/deeper");
     std::fs::create_dir_all(&cwd).unwrap();
     let file = env.write("sandgraph.toml", config);

@@ -126,7 +126,7 @@ fn schema_shape(t: &Tool) -> (Vec<String>, Value) {
 
 #[tokio::test]
 async fn over_stdio_the_three_tools_schedule_view_and_yield_durably() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let client = stdio(&env, &[]).await;
 
     let tools = client.list_all_tools().await.unwrap();
@@ -280,7 +280,7 @@ async fn over_stdio_the_three_tools_schedule_view_and_yield_durably() {
 
 #[tokio::test]
 async fn without_controller_the_tools_are_absent() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let (transport, _) = TokioChildProcess::builder(env.serve(&[]))
         .stderr(Stdio::null())
         .spawn()
@@ -305,7 +305,7 @@ async fn without_controller_the_tools_are_absent() {
 async fn over_postgres_the_controller_offers_the_tools_and_keeps_graphs_there() {
     let pg = sandgraph_tests::postgres::TestPostgres::shared();
     let url = pg.fresh_db("controller_tools");
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let (transport, _) = TokioChildProcess::builder(env.serve(&["--controller", "--store", &url]))
         .stderr(Stdio::null())
         .spawn()
@@ -496,7 +496,7 @@ async fn over_http_only_the_creating_session_may_call_the_tools_across_restarts(
 #[tokio::test(flavor = "multi_thread")]
 async fn scheduled_work_runs_and_its_records_show_in_the_view() {
     use sandgraph_test_llm::{Reply, ScriptedLlm};
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     // The worker model: fill echo_graph's input from the instruction.
     let llm = ScriptedLlm::start([Reply::tool_call(
         "echo_graph",
@@ -555,7 +555,7 @@ async fn scheduled_work_runs_and_its_records_show_in_the_view() {
 
 #[tokio::test]
 async fn a_bad_controller_section_fails_before_serving() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     std::fs::write(
         env.dir.path().join("sandgraph.toml"),
         "[controller]\nmax_new_activations = \"four\"\n",
@@ -584,7 +584,7 @@ async fn a_bad_controller_section_fails_before_serving() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
     use sandgraph_test_llm::{Reply, ScriptedLlm};
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     // No sandgraph.toml: the default model has no key, so work is recorded
     // but not run.
     let client = stdio(&env, &[]).await;
@@ -662,7 +662,7 @@ async fn a_restarted_server_runs_the_work_an_earlier_one_left() {
 
 #[tokio::test]
 async fn a_poll_interval_under_50_ms_is_refused_at_start() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let db = env.db();
     let out = env
         .serve(&["--controller", "--db", db.to_str().unwrap()])

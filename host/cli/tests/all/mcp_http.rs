@@ -27,8 +27,11 @@ timeout_ms = 2000
 
 /// The graphs most tests serve: (file name, component).
 const GRAPHS: &[(&str, &str)] = &[
-    ("echo.wasm", sandgraph_tests::ECHO),
-    ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
+    ("echo_graph.wasm", sandgraph_tests::ECHO),
+    (
+        "hostile_infinite_loop.wasm",
+        sandgraph_tests::HOSTILE_INFINITE_LOOP,
+    ),
 ];
 
 struct Server {
@@ -363,9 +366,15 @@ async fn echo_calls_are_served_while_neighbours_spin() {
     // (the default, 64, would too; the flag says what the test needs).
     let server = Server::start_with(
         &[
-            ("echo.wasm", sandgraph_tests::ECHO),
-            ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
-            ("fanout.wasm", sandgraph_tests::HOSTILE_FANOUT_SPIN),
+            ("echo_graph.wasm", sandgraph_tests::ECHO),
+            (
+                "hostile_infinite_loop.wasm",
+                sandgraph_tests::HOSTILE_INFINITE_LOOP,
+            ),
+            (
+                "hostile_fanout_spin.wasm",
+                sandgraph_tests::HOSTILE_FANOUT_SPIN,
+            ),
         ],
         NOISY_CONFIG,
         &["--max-concurrent-runs", "16"],
@@ -614,8 +623,8 @@ async fn three_hosts_share_durable_threads_through_postgres_and_survive_a_killed
     let pg = sandgraph_tests::postgres::TestPostgres::shared();
     let url = pg.fresh_db("three_hosts");
     let graphs = &[
-        ("loop.wasm", sandgraph_tests::LOOP_GRAPH),
-        ("durable.wasm", sandgraph_tests::GRAPH_DURABLE),
+        ("loop_graph.wasm", sandgraph_tests::LOOP_GRAPH),
+        ("graph_durable.wasm", sandgraph_tests::GRAPH_DURABLE),
     ];
     let config = "[graphs.loop_graph]\nas_tool = true\n[graphs.graph_durable]\nas_tool = true\n";
     let mut hosts = Vec::new();
@@ -829,7 +838,7 @@ async fn three_hosts_share_agent_graph_work_through_postgres_and_take_over_a_kil
         "[llm]\nbase_url = \"{}\"\nmodel = \"worker\"\n[controller]\nmax_new_activations = 2\n",
         llm.base_url()
     );
-    let graphs = &[("echo.wasm", sandgraph_tests::ECHO)];
+    let graphs = &[("echo_graph.wasm", sandgraph_tests::ECHO)];
     let mut hosts = Vec::new();
     for _ in 0..3 {
         let envs = [

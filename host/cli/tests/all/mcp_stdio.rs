@@ -138,9 +138,9 @@ fn text(r: &CallToolResult) -> &str {
 #[tokio::test]
 async fn an_mcp_client_lists_and_calls_the_graphs_of_a_folder() {
     let env = folder(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
-        ("fanout.wasm", sandgraph_tests::FANOUT),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
+        ("fanout_graph.wasm", sandgraph_tests::FANOUT),
     ]);
     let (client, _stderr) = connect(&env, &[]).await;
     let info = client.peer_info().unwrap();
@@ -179,8 +179,11 @@ async fn an_mcp_client_lists_and_calls_the_graphs_of_a_folder() {
 #[tokio::test]
 async fn a_cancelled_call_ends_its_run_and_the_server_serves_the_next() {
     let env = folder(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        (
+            "hostile_infinite_loop.wasm",
+            sandgraph_tests::HOSTILE_INFINITE_LOOP,
+        ),
     ]);
     let (client, stderr) = connect(&env, &[]).await;
     let handle = client
@@ -211,7 +214,7 @@ async fn a_cancelled_call_ends_its_run_and_the_server_serves_the_next() {
 
 #[tokio::test]
 async fn an_interrupted_call_is_logged_as_interrupted() {
-    let env = folder(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    let env = folder(&[("graph_interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
     env.write(
         "sandgraph.toml",
         "[graphs.graph_interrupt]\nas_tool = true\n",
@@ -232,12 +235,12 @@ async fn an_interrupted_call_is_logged_as_interrupted() {
 
 #[tokio::test]
 async fn with_watch_a_new_component_shows_up_in_the_tool_list() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let (client, _stderr) = connect(&env, &["--watch"]).await;
     assert_eq!(client.list_all_tools().await.unwrap().len(), 1);
     let tmp = env.graphs().join("greet.part");
     std::fs::copy(sandgraph_tests::GREET, &tmp).unwrap();
-    std::fs::rename(&tmp, env.graphs().join("greet.wasm")).unwrap();
+    std::fs::rename(&tmp, env.graphs().join("greet_graph.wasm")).unwrap();
     let mut rx = client.service().list_changed.subscribe();
     tokio::time::timeout(SOON, rx.wait_for(|n| *n >= 1))
         .await
@@ -280,8 +283,11 @@ async fn read_until(
 #[tokio::test]
 async fn stdout_carries_only_protocol_messages_with_progress_before_results() {
     let env = folder(&[
-        ("loop.wasm", sandgraph_tests::LOOP_GRAPH),
-        ("flood.wasm", sandgraph_tests::HOSTILE_STDOUT_FLOOD),
+        ("loop_graph.wasm", sandgraph_tests::LOOP_GRAPH),
+        (
+            "hostile_stdout_flood.wasm",
+            sandgraph_tests::HOSTILE_STDOUT_FLOOD,
+        ),
     ]);
     let mut child = serve(&env, &[])
         .stdin(Stdio::piped())
@@ -365,7 +371,7 @@ async fn stdout_carries_only_protocol_messages_with_progress_before_results() {
 
 #[tokio::test]
 async fn bad_http_options_are_refused_before_serving() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let out = serve(&env, &["--http", "0.0.0.0:0"])
         .output()
         .await

@@ -17,9 +17,9 @@ fn the_typescript_sdk_lists_calls_and_gets_errors_and_progress() {
     let graphs = dir.path().join("graphs");
     std::fs::create_dir(&graphs).unwrap();
     for (name, c) in [
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
-        ("loop.wasm", sandgraph_tests::LOOP_GRAPH),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
+        ("loop_graph.wasm", sandgraph_tests::LOOP_GRAPH),
     ] {
         std::fs::copy(c, graphs.join(name)).unwrap();
     }

@@ -12,8 +12,8 @@ use crate::common::{Env, output_off_runtime, stderr, stdout};
 /// A working folder with echo and greet in `graphs/` (see [`folder_with`]).
 fn folder() -> Env {
     folder_with(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
     ])
 }
 
@@ -125,7 +125,7 @@ async fn plain_text_prints_fallback_true() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_reply_fallback_and_configurable_keys_from_the_command_line() {
-    let env = folder_with(&[("ctx.wasm", sandgraph_tests::GRAPH_CONTEXT)]);
+    let env = folder_with(&[("graph_context.wasm", sandgraph_tests::GRAPH_CONTEXT)]);
     let server = ScriptedLlm::start([
         Reply::text("no tool fits"),
         Reply::tool_call("graph_context", r#"{"input":{}}"#),
@@ -553,7 +553,7 @@ async fn v_says_no_config_and_the_default_url_and_escapes_what_it_prints() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_routed_run_is_on_disk_when_route_returns() {
-    let env = folder_with(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    let env = folder_with(&[("graph_interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
     let server = ScriptedLlm::start([Reply::tool_call("graph_interrupt", r#"{"input":{}}"#)]).await;
     let db = env.path("threads.redb");
     let on_thread = ["--thread", "t1", "--db", db.to_str().unwrap()];
@@ -576,8 +576,8 @@ async fn an_interrupted_routed_run_is_on_disk_when_route_returns() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fallback_graph_runs_on_the_thread_too() {
     let env = folder_with(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("graph_fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
     ]);
     let server = ScriptedLlm::start([Reply::text("no tool fits")]).await;
     let db = env.path("threads.redb");

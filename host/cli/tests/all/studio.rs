@@ -52,8 +52,8 @@ impl Server {
     /// The server over greet and approval.
     async fn start() -> Server {
         Server::start_with(&[
-            ("greet.wasm", sandgraph_tests::GREET),
-            ("approval.wasm", sandgraph_tests::APPROVAL),
+            ("greet_graph.wasm", sandgraph_tests::GREET),
+            ("approval_graph.wasm", sandgraph_tests::APPROVAL),
         ])
         .await
     }
@@ -333,7 +333,11 @@ async fn a_wrong_token_gets_the_unauthorized_alert_and_no_data() {
 /// run ends with the `cancelled` error and the buttons are back to Run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_a_running_graph() {
-    let server = Server::start_with(&[("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP)]).await;
+    let server = Server::start_with(&[(
+        "hostile_infinite_loop.wasm",
+        sandgraph_tests::HOSTILE_INFINITE_LOOP,
+    )])
+    .await;
     let browser = Browser::start(GROUP).await;
     let form = "form[aria-label='run hostile_infinite_loop']";
     browser
@@ -357,7 +361,7 @@ async fn cancel_stops_a_running_graph() {
 /// its work and takes in new work on its own (it refreshes every 2 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_graph_page_shows_work_and_refreshes() {
-    let server = Server::start_with(&[("greet.wasm", sandgraph_tests::GREET)]).await;
+    let server = Server::start_with(&[("greet_graph.wasm", sandgraph_tests::GREET)]).await;
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", server.base))
             .auth_header(TOKEN),

@@ -17,11 +17,17 @@ const TOKEN: &str = "studio-token";
 
 /// The graphs the test servers mount: (file name, component).
 const GRAPHS: &[(&str, &str)] = &[
-    ("greet.wasm", sandgraph_tests::GREET),
-    ("approval.wasm", sandgraph_tests::APPROVAL),
-    ("echo.wasm", sandgraph_tests::ECHO),
-    ("escape.wasm", sandgraph_tests::HOSTILE_ESCAPE_ERROR),
-    ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
+    ("greet_graph.wasm", sandgraph_tests::GREET),
+    ("approval_graph.wasm", sandgraph_tests::APPROVAL),
+    ("echo_graph.wasm", sandgraph_tests::ECHO),
+    (
+        "hostile_escape_error.wasm",
+        sandgraph_tests::HOSTILE_ESCAPE_ERROR,
+    ),
+    (
+        "hostile_infinite_loop.wasm",
+        sandgraph_tests::HOSTILE_INFINITE_LOOP,
+    ),
 ];
 
 /// The config of a test server not given another: the shared token's
@@ -1026,7 +1032,10 @@ async fn a_client_that_never_reads_is_cut_off_and_the_run_finishes() {
         format!("{OPERATOR_CONFIG}\n[limits]\nrecursion_limit = 100\n"),
     )
     .unwrap();
-    let flood = [("flood.wasm", sandgraph_tests::HOSTILE_STREAM_FLOOD)];
+    let flood = [(
+        "hostile_stream_flood.wasm",
+        sandgraph_tests::HOSTILE_STREAM_FLOOD,
+    )];
     // The connection stays up however long the client waits.
     let args = ["--config", "sandgraph.toml", "--idle-timeout-ms", "600000"];
     let server = Server::start_in(dir, &args, &flood).await;

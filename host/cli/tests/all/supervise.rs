@@ -46,8 +46,8 @@ async fn run(env: &Env, args: Vec<String>) -> Output {
 /// `data.redb`.
 fn folder() -> Env {
     Env::new(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
     ])
     .with_log("warn")
     .with_db("data.redb")

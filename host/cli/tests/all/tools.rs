@@ -31,7 +31,7 @@ fn messy() -> Env {
     let env = folder(&[
         ("a_echo.wasm", sandgraph_tests::ECHO),
         ("b_echo_copy.wasm", sandgraph_tests::ECHO),
-        ("c_greet.wasm", sandgraph_tests::GREET),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
         ("d_reserved.wasm", sandgraph_tests::GRAPH_RESERVED_NAME),
     ]);
     std::fs::write(env.graphs().join("broken.wasm"), "not wasm").unwrap();
@@ -96,7 +96,7 @@ fn tools_list_json_prints_the_full_definitions() {
     assert_eq!(greet["name"], json!("greet_graph"));
     assert_eq!(greet["capabilities"], json!([]));
     assert_eq!(greet["timeout_ms"], json!(30000));
-    assert_eq!(greet["source"], json!("graphs/c_greet.wasm"));
+    assert_eq!(greet["source"], json!("graphs/greet_graph.wasm"));
     assert_eq!(
         greet["input_schema"],
         json!({
@@ -161,8 +161,14 @@ fn call_validates_runs_and_prints_pretty_json() {
         "{\n  \"name\": \"Ada\",\n  \"style\": \"formal\",\n  \"tags\": [],\n  \"greeting\": \"Good day, Ada.\"\n}\n"
     );
     // A graph without parameters takes `input`; arguments from a file.
-    // (The messy folder's two copies of echo_graph refuse each other.)
+    // (The messy folder's two copies of echo_graph refuse each other, and
+    // neither is named after it.)
     std::fs::remove_file(env.graphs().join("b_echo_copy.wasm")).unwrap();
+    std::fs::rename(
+        env.graphs().join("a_echo.wasm"),
+        env.graphs().join("echo_graph.wasm"),
+    )
+    .unwrap();
     std::fs::write(env.path("args.json"), r#"{"input": {"topic": "hi"}}"#).unwrap();
     let o = env.run(&[
         "call",
@@ -180,8 +186,8 @@ fn call_validates_runs_and_prints_pretty_json() {
 #[test]
 fn call_errors_have_codes_and_exit_codes() {
     let env = folder(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
     ]);
     let call =
         |name: &str, args: &str| env.run(&["call", name, "--graphs", "graphs", "--args", args]);
@@ -220,8 +226,11 @@ fn call_errors_have_codes_and_exit_codes() {
 #[test]
 fn the_operator_config_overrides_flags_and_limits() {
     let env = folder(&[
-        ("greet.wasm", sandgraph_tests::GREET),
-        ("loop.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
+        (
+            "hostile_infinite_loop.wasm",
+            sandgraph_tests::HOSTILE_INFINITE_LOOP,
+        ),
     ]);
     // ./sandgraph.toml is read by default.
     std::fs::write(
@@ -278,7 +287,7 @@ fn the_operator_config_overrides_flags_and_limits() {
 
 #[test]
 fn an_interrupted_call_exits_20_with_the_thread_id() {
-    let env = folder(&[("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
+    let env = folder(&[("graph_interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT)]);
     let o = env.run(&[
         "call",
         "graph_interrupt",
@@ -355,7 +364,7 @@ fn an_interrupted_call_exits_20_with_the_thread_id() {
 
 #[test]
 fn configurable_keys_reach_the_nodes_from_call_and_run() {
-    let env = folder(&[("ctx.wasm", sandgraph_tests::GRAPH_CONTEXT)]);
+    let env = folder(&[("graph_context.wasm", sandgraph_tests::GRAPH_CONTEXT)]);
     let o = env.run(&[
         "call",
         "graph_context",
@@ -372,7 +381,7 @@ fn configurable_keys_reach_the_nodes_from_call_and_run() {
     assert_eq!(v["context"]["thread_id"], Value::Null);
     let o = env.run(&[
         "run",
-        "graphs/ctx.wasm",
+        "graphs/graph_context.wasm",
         "--input",
         "{}",
         "--configurable",
@@ -383,7 +392,7 @@ fn configurable_keys_reach_the_nodes_from_call_and_run() {
     assert_eq!(v["context"]["configurable"], json!({"depth": 2}));
     let o = env.run(&[
         "run",
-        "graphs/ctx.wasm",
+        "graphs/graph_context.wasm",
         "--input",
         "{}",
         "--configurable",
@@ -399,7 +408,7 @@ fn configurable_keys_reach_the_nodes_from_call_and_run() {
 
 #[test]
 fn the_compile_cache_is_written_where_told_and_not_at_all_with_no_cache() {
-    let env = folder(&[("greet.wasm", sandgraph_tests::GREET)]).cold();
+    let env = folder(&[("greet_graph.wasm", sandgraph_tests::GREET)]).cold();
     let args = r#"{"name":"Ada","style":"casual"}"#;
     let o = env.run(&[
         "call",
@@ -465,7 +474,7 @@ fn read_until(
 
 #[test]
 fn tools_list_watch_prints_changes_as_they_happen() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let mut child = env
         .command(&["tools", "list", "--graphs", "graphs", "--watch"])
         .stdout(Stdio::piped())
@@ -495,11 +504,17 @@ fn tools_list_watch_prints_changes_as_they_happen() {
         &mut lines,
         "echo_graph  yes      yes            Echo the given topic.",
     );
-    let greet = env.graphs().join("greet.wasm");
+    let greet = env.graphs().join("greet_graph.wasm");
     deploy(&greet, sandgraph_tests::GREET);
-    read_until(&mut lines, "mounted greet_graph from graphs/greet.wasm");
-    std::fs::remove_file(env.graphs().join("echo.wasm")).unwrap();
-    read_until(&mut lines, "unmounted echo_graph from graphs/echo.wasm");
+    read_until(
+        &mut lines,
+        "mounted greet_graph from graphs/greet_graph.wasm",
+    );
+    std::fs::remove_file(env.graphs().join("echo_graph.wasm")).unwrap();
+    read_until(
+        &mut lines,
+        "unmounted echo_graph from graphs/echo_graph.wasm",
+    );
 }
 
 /// Copies `component` to `path` through a temporary name.
@@ -722,7 +737,7 @@ fn a_postgres_password_is_never_printed() {
     let unreachable = format!("postgres://sandgraph:s3cret-pw@127.0.0.1:{port}/sg");
     // Without --thread, `call` journals to $SANDGRAPH_DB when a capability
     // call is made.
-    let env = folder(&[("tools.wasm", sandgraph_tests::GRAPH_TOOLS)])
+    let env = folder(&[("graph_tools.wasm", sandgraph_tests::GRAPH_TOOLS)])
         .with_log("warn")
         .with_var("SANDGRAPH_DB", &unreachable);
     let args = json!({"input": {"tool": "nope", "args": {}}}).to_string();
@@ -758,7 +773,7 @@ fn a_postgres_password_is_never_printed() {
 #[cfg(unix)]
 #[test]
 fn a_symlinked_compile_cache_key_is_refused() {
-    let env = folder(&[("greet.wasm", sandgraph_tests::GREET)]).cold();
+    let env = folder(&[("greet_graph.wasm", sandgraph_tests::GREET)]).cold();
     let planted = env.path("planted.key");
     std::fs::write(&planted, [7u8; 32]).unwrap();
     std::os::unix::fs::symlink(&planted, env.path("cache.redb.key")).unwrap();

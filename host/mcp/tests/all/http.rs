@@ -34,11 +34,11 @@ fuel = 100000000000000
 fn folder() -> Folder {
     Folder::new(
         &[
-            ("echo.wasm", ECHO),
-            ("greet.wasm", GREET),
-            ("loop.wasm", LOOP_GRAPH),
-            ("coop.wasm", HOSTILE_COOPERATIVE),
-            ("spin.wasm", HOSTILE_INFINITE_LOOP),
+            ("echo_graph.wasm", ECHO),
+            ("greet_graph.wasm", GREET),
+            ("loop_graph.wasm", LOOP_GRAPH),
+            ("hostile_cooperative.wasm", HOSTILE_COOPERATIVE),
+            ("hostile_infinite_loop.wasm", HOSTILE_INFINITE_LOOP),
         ],
         CONFIG,
     )
@@ -300,7 +300,7 @@ async fn past_the_run_limit_a_call_is_busy_at_once() {
 async fn a_graceful_shutdown_lets_running_calls_finish() {
     // A run that ends by itself at its 1.5 s deadline, unless cancelled.
     let f = Folder::new(
-        &[("spin.wasm", HOSTILE_INFINITE_LOOP)],
+        &[("hostile_infinite_loop.wasm", HOSTILE_INFINITE_LOOP)],
         "[graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = 1500\n",
     );
     let (mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;

@@ -9,7 +9,10 @@ use serde_json::{Value, json};
 
 fn folder() -> Folder {
     Folder::new(
-        &[("approval.wasm", APPROVAL), ("ctx.wasm", GRAPH_CONTEXT)],
+        &[
+            ("approval_graph.wasm", APPROVAL),
+            ("graph_context.wasm", GRAPH_CONTEXT),
+        ],
         "[graphs.graph_context]\nas_tool = true\n\n[graphs.approval_graph]\nas_tool = true\n",
     )
 }

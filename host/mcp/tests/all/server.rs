@@ -34,12 +34,12 @@ fuel = 100000000000000
 fn folder() -> Folder {
     Folder::new(
         &[
-            ("echo.wasm", ECHO),
-            ("greet.wasm", GREET),
-            ("fanout.wasm", FANOUT),
-            ("loop.wasm", LOOP_GRAPH),
-            ("panic.wasm", HOSTILE_PANIC),
-            ("spin.wasm", HOSTILE_INFINITE_LOOP),
+            ("echo_graph.wasm", ECHO),
+            ("greet_graph.wasm", GREET),
+            ("fanout_graph.wasm", FANOUT),
+            ("loop_graph.wasm", LOOP_GRAPH),
+            ("hostile_panic.wasm", HOSTILE_PANIC),
+            ("hostile_infinite_loop.wasm", HOSTILE_INFINITE_LOOP),
         ],
         CONFIG,
     )
@@ -201,7 +201,10 @@ async fn each_completed_superstep_is_one_progress_notification() {
 #[tokio::test]
 async fn a_cancelled_call_stops_its_run_and_frees_its_slot() {
     let f = Folder::new(
-        &[("echo.wasm", ECHO), ("spin.wasm", HOSTILE_INFINITE_LOOP)],
+        &[
+            ("echo_graph.wasm", ECHO),
+            ("hostile_infinite_loop.wasm", HOSTILE_INFINITE_LOOP),
+        ],
         LONG_LOOP,
     );
     let (server, client) = connect(
@@ -230,7 +233,10 @@ async fn a_cancelled_call_stops_its_run_and_frees_its_slot() {
 #[tokio::test]
 async fn many_calls_run_at_once_including_several_of_one_graph() {
     let f = Folder::new(
-        &[("echo.wasm", ECHO), ("spin.wasm", HOSTILE_INFINITE_LOOP)],
+        &[
+            ("echo_graph.wasm", ECHO),
+            ("hostile_infinite_loop.wasm", HOSTILE_INFINITE_LOOP),
+        ],
         LONG_LOOP,
     );
     let (server, client) = connect(f.registry().await, ServerOptions::default()).await;
@@ -306,18 +312,18 @@ async fn specs_and_mermaid_diagrams_are_resources() {
 
 #[tokio::test]
 async fn dropping_a_graph_into_a_watched_folder_announces_a_list_change() {
-    let f = Folder::new(&[("echo.wasm", ECHO)], "");
+    let f = Folder::new(&[("echo_graph.wasm", ECHO)], "");
     let registry = f.registry().await;
     let _watching = registry.watch().unwrap();
     let (_server, client) = connect(registry, ServerOptions::default()).await;
     let before = client.list_all_tools().await.unwrap();
     assert_eq!(before.len(), 1);
-    drop_in(&f.graphs(), "greet.wasm", GREET);
+    drop_in(&f.graphs(), "greet_graph.wasm", GREET);
     client.service().wait_list_changed(1).await;
     let after = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = after.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, ["echo_graph", "greet_graph"]);
-    std::fs::remove_file(f.graphs().join("echo.wasm")).unwrap();
+    std::fs::remove_file(f.graphs().join("echo_graph.wasm")).unwrap();
     client.service().wait_list_changed(2).await;
     let names: Vec<String> = client
         .list_all_tools()
@@ -335,7 +341,7 @@ async fn a_2026_client_hears_list_changes_through_subscriptions_listen() {
     use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
     use rmcp::{ServiceExt, model::ServerNotification};
 
-    let f = Folder::new(&[("echo.wasm", ECHO)], "");
+    let f = Folder::new(&[("echo_graph.wasm", ECHO)], "");
     let registry = f.registry().await;
     let _watching = registry.watch().unwrap();
     let server = sandgraph_mcp::McpServer::new(registry, ServerOptions::default());
@@ -357,7 +363,7 @@ async fn a_2026_client_hears_list_changes_through_subscriptions_listen() {
     let filter = SubscriptionFilter::builder().tools_list_changed().build();
     let mut sub = client.listen(filter).await.unwrap();
     assert_eq!(sub.acknowledged().tools_list_changed, Some(true));
-    drop_in(&f.graphs(), "greet.wasm", GREET);
+    drop_in(&f.graphs(), "greet_graph.wasm", GREET);
     let n = tokio::time::timeout(SOON, sub.next())
         .await
         .expect("a notification")
@@ -376,7 +382,7 @@ async fn a_2026_client_hears_list_changes_through_subscriptions_listen() {
         .collect();
     assert_eq!(names, ["echo_graph", "greet_graph"]);
     // Still subscribed: the next change arrives too.
-    std::fs::remove_file(f.graphs().join("echo.wasm")).unwrap();
+    std::fs::remove_file(f.graphs().join("echo_graph.wasm")).unwrap();
     let n = tokio::time::timeout(SOON, sub.next())
         .await
         .expect("a second notification")

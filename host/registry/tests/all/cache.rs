@@ -70,7 +70,7 @@ fn corrupt_artifacts(db_path: &Path) -> usize {
 
 #[tokio::test]
 async fn a_second_start_with_a_warm_cache_compiles_nothing() {
-    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO), ("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
 
@@ -120,7 +120,7 @@ async fn a_second_start_with_a_warm_cache_compiles_nothing() {
 
 #[tokio::test]
 async fn without_a_cache_every_start_compiles_once_per_graph() {
-    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO), ("greet_graph.wasm", GREET)]);
     for _ in 0..2 {
         let rt = fresh_runtime();
         let (registry, _) = Registry::open(rt.clone(), options(&[dir.path()]))
@@ -142,7 +142,7 @@ async fn without_a_cache_every_start_compiles_once_per_graph() {
 
 #[tokio::test]
 async fn a_corrupt_artifact_is_recompiled_and_replaced() {
-    let dir = folder(&[("greet.wasm", GREET)]);
+    let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let db_path = cache_dir.path().join("cache.redb");
     {
@@ -180,7 +180,7 @@ async fn a_corrupt_artifact_is_recompiled_and_replaced() {
 
 #[tokio::test]
 async fn an_artifact_that_does_not_deserialize_is_recompiled() {
-    let dir = folder(&[("greet.wasm", GREET)]);
+    let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
     let rt = fresh_runtime();
@@ -212,7 +212,7 @@ async fn an_artifact_that_does_not_deserialize_is_recompiled() {
 
 #[tokio::test]
 async fn a_bad_cached_spec_is_a_miss() {
-    let dir = folder(&[("greet.wasm", GREET)]);
+    let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
     let digest = sandgraph_store::sha256_hex(&std::fs::read(GREET).unwrap());
@@ -237,7 +237,7 @@ async fn a_bad_cached_spec_is_a_miss() {
 /// and keeps its own name; no `research` is mounted.
 #[tokio::test]
 async fn a_tampered_cached_spec_does_not_rename_a_graph() {
-    let dir = folder(&[("greet.wasm", GREET)]);
+    let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let db_path = cache_dir.path().join("cache.redb");
     {
@@ -307,7 +307,7 @@ async fn concurrent_first_calls(registry: &Registry, n: usize) {
 
 #[tokio::test]
 async fn concurrent_first_calls_on_a_cold_graph_compile_it_once() {
-    let dir = folder(&[("greet.wasm", GREET)]);
+    let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let db_path = cache_dir.path().join("cache.redb");
     {
@@ -359,7 +359,7 @@ const RETRIED: &str = "; it is retried when the file changes";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graph_that_failed_to_load_is_skipped_at_once_until_its_file_changes() {
     let dir = folder(&[
-        ("a_echo.wasm", ECHO),
+        ("echo_graph.wasm", ECHO),
         ("b_spin.wasm", HOSTILE_DESCRIBE_SPIN),
         ("c_alloc.wasm", HOSTILE_DESCRIBE_ALLOC),
         ("d_trap.wasm", HOSTILE_DESCRIBE_TRAP),
@@ -410,9 +410,11 @@ async fn a_graph_that_failed_to_load_is_skipped_at_once_until_its_file_changes()
     }
     drop(registry);
 
-    // The files change: the spin becomes greet (mounted), the trap becomes
-    // the alloc (failed before: skipped at once), the alloc is unchanged.
-    std::fs::copy(GREET, at(d, "b_spin.wasm")).unwrap();
+    // The files change: the spin is replaced by greet (mounted), the trap
+    // becomes the alloc (failed before: skipped at once), the alloc is
+    // unchanged.
+    std::fs::remove_file(at(d, "b_spin.wasm")).unwrap();
+    std::fs::copy(GREET, at(d, "greet_graph.wasm")).unwrap();
     std::fs::copy(HOSTILE_DESCRIBE_ALLOC, at(d, "d_trap.wasm")).unwrap();
     let rt = fresh_runtime();
     let (registry, third) = open_reporting(&rt, d, &store).await;
@@ -429,7 +431,7 @@ async fn a_graph_that_failed_to_load_is_skipped_at_once_until_its_file_changes()
 
 #[tokio::test]
 async fn more_generous_load_limits_retry_a_remembered_failure() {
-    let dir = folder(&[("trap.wasm", HOSTILE_DESCRIBE_TRAP)]);
+    let dir = folder(&[("hostile_describe_trap.wasm", HOSTILE_DESCRIBE_TRAP)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
     let rt = fresh_runtime();
@@ -504,7 +506,7 @@ async fn a_load_that_finds_the_host_busy_is_not_remembered() {
         panic!("the sleeper ended early: {:?}", run.await.unwrap());
     }
 
-    let dir = folder(&[("echo.wasm", ECHO)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
     let (registry, report) = open_reporting(&rt, dir.path(), &store).await;
@@ -545,7 +547,7 @@ fn swap_artifacts(db_path: &Path) {
 
 #[tokio::test]
 async fn an_artifact_swapped_for_another_graphs_is_recompiled_not_deserialized() {
-    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO), ("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
     let db_path = cache_dir.path().join("cache.redb");
     {

@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 
 async fn registry() -> (Registry, tempfile::TempDir) {
     let dir = folder(&[
-        ("echo.wasm", ECHO),
-        ("greet.wasm", GREET),
-        ("ctx.wasm", GRAPH_CONTEXT),
-        ("interrupt.wasm", GRAPH_INTERRUPT),
-        ("coop.wasm", HOSTILE_COOPERATIVE),
-        ("panic.wasm", HOSTILE_PANIC),
-        ("nan.wasm", HOSTILE_NAN_OUTPUT),
+        ("echo_graph.wasm", ECHO),
+        ("greet_graph.wasm", GREET),
+        ("graph_context.wasm", GRAPH_CONTEXT),
+        ("graph_interrupt.wasm", GRAPH_INTERRUPT),
+        ("hostile_cooperative.wasm", HOSTILE_COOPERATIVE),
+        ("hostile_panic.wasm", HOSTILE_PANIC),
+        ("hostile_nan_output.wasm", HOSTILE_NAN_OUTPUT),
     ]);
     // The components compile once for the binary: these tests are about
     // calls, not compiling.
@@ -388,7 +388,7 @@ impl sandgraph_llm::Provider for EchoModel {
 async fn grants_in_the_config_reach_the_graph_tools_runs() {
     let dir = folder(&[
         ("graph_llm.wasm", sandgraph_tests::GRAPH_LLM),
-        ("echo.wasm", ECHO),
+        ("echo_graph.wasm", ECHO),
     ]);
     let toml = "[llm.models]\nfast = \"deepseek-chat\"\n\
                 [graphs.graph_llm.grants]\nllm = { models = [\"fast\"], max_calls = 1 }\n";

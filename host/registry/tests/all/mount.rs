@@ -23,7 +23,7 @@ fn messy_folder() -> tempfile::TempDir {
     let dir = folder(&[
         ("a_echo.wasm", ECHO),
         ("c_echo_again.wasm", ECHO),
-        ("d_greet.wasm", GREET),
+        ("greet_graph.wasm", GREET),
         ("e_reserved.wasm", GRAPH_RESERVED_NAME),
         ("f_bad_params.wasm", GRAPH_BAD_PARAMS),
         ("g_invalid_spec.wasm", GRAPH_INVALID_SPEC),
@@ -52,7 +52,10 @@ async fn broken_duplicate_reserved_and_unsupported_graphs_do_not_block_the_good_
         .map(|m| (m.name.as_str(), m.path.as_path()))
         .collect();
     // Both files claiming echo_graph are refused.
-    assert_eq!(mounted, [("greet_graph", at(d, "d_greet.wasm").as_path())]);
+    assert_eq!(
+        mounted,
+        [("greet_graph", at(d, "greet_graph.wasm").as_path())]
+    );
     assert_eq!(registry.names(), ["greet_graph"]);
 
     let warnings: Vec<(&Path, MountErrorKind, &str)> = report
@@ -157,7 +160,7 @@ async fn strict_mode_turns_the_warnings_into_a_failure() {
     assert!(msg.contains("the name \"run_code\" is reserved"), "{msg}");
 
     // A clean folder passes strict mode.
-    let clean = folder(&[("greet.wasm", GREET)]);
+    let clean = folder(&[("greet_graph.wasm", GREET)]);
     let opts = RegistryOptions {
         strict: true,
         ..cached_options(&[clean.path()])
@@ -172,8 +175,11 @@ async fn one_name_claimed_in_two_folders_is_refused_whatever_order_they_are_give
     let root = tempfile::tempdir().unwrap();
     let d1 = root.path().join("d1");
     let d2 = root.path().join("d2");
-    sandgraph_tests::copy_graphs(&d1, &[("z.wasm", ECHO), ("greet.wasm", GREET)]);
-    sandgraph_tests::copy_graphs(&d2, &[("a.wasm", ECHO)]);
+    sandgraph_tests::copy_graphs(
+        &d1,
+        &[("echo_graph.wasm", ECHO), ("greet_graph.wasm", GREET)],
+    );
+    sandgraph_tests::copy_graphs(&d2, &[("echo_graph.wasm", ECHO)]);
     for dirs in [[&d1, &d2], [&d2, &d1]] {
         let (registry, report) = Registry::open(runtime(), cached_options(&[dirs[0], dirs[1]]))
             .await
@@ -188,14 +194,22 @@ async fn one_name_claimed_in_two_folders_is_refused_whatever_order_they_are_give
         assert_eq!(
             refused,
             [
-                (d1.join("z.wasm").as_path(), MountErrorKind::Duplicate),
-                (d2.join("a.wasm").as_path(), MountErrorKind::Duplicate),
+                (
+                    d1.join("echo_graph.wasm").as_path(),
+                    MountErrorKind::Duplicate
+                ),
+                (
+                    d2.join("echo_graph.wasm").as_path(),
+                    MountErrorKind::Duplicate
+                ),
             ]
         );
         for w in &report.warnings {
             assert!(
-                w.reason.contains(&d1.join("z.wasm").display().to_string())
-                    && w.reason.contains(&d2.join("a.wasm").display().to_string()),
+                w.reason
+                    .contains(&d1.join("echo_graph.wasm").display().to_string())
+                    && w.reason
+                        .contains(&d2.join("echo_graph.wasm").display().to_string()),
                 "{w}"
             );
         }
@@ -220,9 +234,9 @@ async fn a_missing_folder_is_an_error_naming_it() {
 #[tokio::test]
 async fn declarations_come_from_the_spec_and_a_tool_without_parameters_gets_a_notice() {
     let dir = folder(&[
-        ("echo.wasm", ECHO),
-        ("greet.wasm", GREET),
-        ("loop.wasm", HOSTILE_INFINITE_LOOP),
+        ("echo_graph.wasm", ECHO),
+        ("greet_graph.wasm", GREET),
+        ("hostile_infinite_loop.wasm", HOSTILE_INFINITE_LOOP),
     ]);
     let (registry, report) = open_cached(dir.path()).await;
     let flags: Vec<(String, bool, bool)> = registry
@@ -253,7 +267,7 @@ async fn declarations_come_from_the_spec_and_a_tool_without_parameters_gets_a_no
     // echo_graph is `as_tool` without parameters: advice, not a failure.
     assert!(report.warnings.is_empty());
     assert_eq!(report.notices.len(), 1, "{:?}", report.notices);
-    assert_eq!(report.notices[0].path, at(dir.path(), "echo.wasm"));
+    assert_eq!(report.notices[0].path, at(dir.path(), "echo_graph.wasm"));
     assert_eq!(report.notices[0].kind, MountErrorKind::Advice);
     assert!(
         report.notices[0].reason.starts_with(
@@ -267,9 +281,9 @@ async fn declarations_come_from_the_spec_and_a_tool_without_parameters_gets_a_no
 #[tokio::test]
 async fn the_operator_config_overrides_declarations_and_sets_limits_per_graph() {
     let dir = folder(&[
-        ("echo.wasm", ECHO),
-        ("greet.wasm", GREET),
-        ("loop.wasm", HOSTILE_INFINITE_LOOP),
+        ("echo_graph.wasm", ECHO),
+        ("greet_graph.wasm", GREET),
+        ("hostile_infinite_loop.wasm", HOSTILE_INFINITE_LOOP),
     ]);
     let cfg = config(
         "[graphs.greet_graph]\nas_tool = false\nas_graph_tool = false\n\n\
@@ -323,7 +337,10 @@ async fn the_operator_config_overrides_declarations_and_sets_limits_per_graph() 
 
 #[tokio::test]
 async fn per_graph_limits_stay_under_the_operator_caps_and_the_graph_timeout_under_both() {
-    let dir = folder(&[("ctx.wasm", GRAPH_CONTEXT), ("greet.wasm", GREET)]);
+    let dir = folder(&[
+        ("graph_context.wasm", GRAPH_CONTEXT),
+        ("greet_graph.wasm", GREET),
+    ]);
     let open_with = |text: &str| {
         let opts = RegistryOptions {
             config: config(text),
@@ -377,18 +394,21 @@ async fn config_files_are_read_and_their_errors_name_file_line_and_column() {
 
 #[tokio::test]
 async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
-    let dir = folder(&[("echo.wasm", ECHO), ("greet.wasm", GREET)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO), ("greet_graph.wasm", GREET)]);
     let (registry, _) = open_cached(dir.path()).await;
     let mut events = registry.subscribe();
     let scope = registry.scope("agent-1");
     // Another component under a global name: echo's bytes, scoped.
-    let other = folder(&[("echo_v2.wasm", ECHO), ("ctx.wasm", GRAPH_CONTEXT)]);
+    let other = folder(&[
+        ("echo_graph.wasm", ECHO),
+        ("graph_context.wasm", GRAPH_CONTEXT),
+    ]);
     let shadow = scope
-        .mount_file(&at(other.path(), "echo_v2.wasm"))
+        .mount_file(&at(other.path(), "echo_graph.wasm"))
         .await
         .unwrap();
     let own = registry
-        .mount_file(&at(other.path(), "ctx.wasm"), Some(&scope))
+        .mount_file(&at(other.path(), "graph_context.wasm"), Some(&scope))
         .await
         .unwrap();
     assert_eq!(own.name(), "graph_context");
@@ -396,7 +416,7 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
         common::next_event(&mut events).await,
         RegistryEvent::Mounted {
             name: "echo_graph".into(),
-            path: Some(at(other.path(), "echo_v2.wasm")),
+            path: Some(at(other.path(), "echo_graph.wasm")),
             scope: Some("agent-1".into()),
         }
     );
@@ -407,7 +427,7 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
     assert!(std::sync::Arc::ptr_eq(&seen, &shadow));
     assert_eq!(
         registry.get("echo_graph").unwrap().source(),
-        &ToolSource::File(at(dir.path(), "echo.wasm"))
+        &ToolSource::File(at(dir.path(), "echo_graph.wasm"))
     );
     let listed: Vec<String> = scope
         .list()
@@ -417,16 +437,25 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
     assert_eq!(
         listed,
         [
-            format!("echo_graph@{}", at(other.path(), "echo_v2.wasm").display()),
-            format!("graph_context@{}", at(other.path(), "ctx.wasm").display()),
-            format!("greet_graph@{}", at(dir.path(), "greet.wasm").display()),
+            format!(
+                "echo_graph@{}",
+                at(other.path(), "echo_graph.wasm").display()
+            ),
+            format!(
+                "graph_context@{}",
+                at(other.path(), "graph_context.wasm").display()
+            ),
+            format!(
+                "greet_graph@{}",
+                at(dir.path(), "greet_graph.wasm").display()
+            ),
         ]
     );
     assert!(registry.get("graph_context").is_none(), "scoped only");
     assert_eq!(registry.names(), ["echo_graph", "greet_graph"]);
     // Names are unique within a scope.
     let dup = scope
-        .mount_file(&at(other.path(), "echo_v2.wasm"))
+        .mount_file(&at(other.path(), "echo_graph.wasm"))
         .await
         .unwrap_err();
     assert_eq!(dup.kind, MountErrorKind::Duplicate);
@@ -435,7 +464,7 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
     let scope2 = registry.scope("agent-2");
     assert_eq!(
         scope2.get("echo_graph").unwrap().source(),
-        &ToolSource::File(at(dir.path(), "echo.wasm"))
+        &ToolSource::File(at(dir.path(), "echo_graph.wasm"))
     );
     assert!(scope2.get("graph_context").is_none());
 
@@ -451,12 +480,12 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
         [
             RegistryEvent::Unmounted {
                 name: "echo_graph".into(),
-                path: Some(at(other.path(), "echo_v2.wasm")),
+                path: Some(at(other.path(), "echo_graph.wasm")),
                 scope: Some("agent-1".into()),
             },
             RegistryEvent::Unmounted {
                 name: "graph_context".into(),
-                path: Some(at(other.path(), "ctx.wasm")),
+                path: Some(at(other.path(), "graph_context.wasm")),
                 scope: Some("agent-1".into()),
             },
         ]
@@ -467,7 +496,7 @@ async fn scopes_shadow_global_tools_and_take_their_entries_with_them() {
     let (other_registry, _) = open_cached(dir.path()).await;
     let foreign = other_registry.scope("x");
     let err = registry
-        .mount_file(&at(other.path(), "ctx.wasm"), Some(&foreign))
+        .mount_file(&at(other.path(), "graph_context.wasm"), Some(&foreign))
         .await
         .unwrap_err();
     assert_eq!(err.kind, MountErrorKind::ForeignScope);
@@ -506,7 +535,7 @@ async fn create_builds_a_one_off_tool_of_a_loaded_graph_and_registers_nothing() 
 
 #[tokio::test]
 async fn an_oversized_file_is_refused_without_reading_it_whole() {
-    let dir = folder(&[("greet.wasm", GREET)]);
+    let dir = folder(&[("greet_graph.wasm", GREET)]);
     let big = std::fs::File::create(at(dir.path(), "big.wasm")).unwrap();
     // Sparse: instant to create.
     big.set_len((64 << 20) + 1).unwrap();
@@ -534,10 +563,10 @@ async fn graphs_whose_describe_spins_allocates_or_traps_are_stopped_by_the_load_
     let dir = folder(&[
         ("a_spin.wasm", HOSTILE_DESCRIBE_SPIN),
         ("b_alloc.wasm", HOSTILE_DESCRIBE_ALLOC),
-        ("c_echo.wasm", ECHO),
+        ("echo_graph.wasm", ECHO),
         ("d_trap.wasm", HOSTILE_DESCRIBE_TRAP),
         ("e_spin_again.wasm", HOSTILE_DESCRIBE_SPIN),
-        ("f_greet.wasm", GREET),
+        ("greet_graph.wasm", GREET),
     ]);
     let d = dir.path();
     let started = Instant::now();
@@ -609,7 +638,7 @@ async fn graphs_whose_describe_spins_allocates_or_traps_are_stopped_by_the_load_
 
 #[tokio::test]
 async fn locked_opening_fails_on_a_changed_missing_or_extra_graph_and_mounts_the_pinned_set() {
-    let dir = common::folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
+    let dir = common::folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
     let d = dir.path();
     let locked = || RegistryOptions {
         locked: true,
@@ -623,9 +652,9 @@ async fn locked_opening_fails_on_a_changed_missing_or_extra_graph_and_mounts_the
     assert!(refused(err).contains("no lock file"));
 
     let entry = sandgraph_artifact::LockEntry {
-        file: "echo.wasm".into(),
+        file: "echo_graph.wasm".into(),
         name: "echo_graph".into(),
-        sha256: sandgraph_artifact::sha256_file(&d.join("echo.wasm")).unwrap(),
+        sha256: sandgraph_artifact::sha256_file(&d.join("echo_graph.wasm")).unwrap(),
     };
     sandgraph_artifact::LockFile::new(vec![entry.clone()])
         .unwrap()
@@ -651,21 +680,21 @@ async fn locked_opening_fails_on_a_changed_missing_or_extra_graph_and_mounts_the
         .write(d)
         .unwrap();
 
-    std::fs::copy(sandgraph_tests::GREET, d.join("greet.wasm")).unwrap();
+    std::fs::copy(sandgraph_tests::GREET, d.join("greet_graph.wasm")).unwrap();
     let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
-    assert!(err.contains("greet.wasm: not in"), "{err}");
-    std::fs::remove_file(d.join("greet.wasm")).unwrap();
+    assert!(err.contains("greet_graph.wasm: not in"), "{err}");
+    std::fs::remove_file(d.join("greet_graph.wasm")).unwrap();
 
-    let mut bytes = std::fs::read(d.join("echo.wasm")).unwrap();
+    let mut bytes = std::fs::read(d.join("echo_graph.wasm")).unwrap();
     bytes.extend_from_slice(&[0, 1, 0]); // an empty custom section
-    std::fs::write(d.join("echo.wasm"), &bytes).unwrap();
+    std::fs::write(d.join("echo_graph.wasm"), &bytes).unwrap();
     let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
     assert!(
-        err.contains("echo.wasm: changed since it was locked"),
+        err.contains("echo_graph.wasm: changed since it was locked"),
         "{err}"
     );
 
-    std::fs::remove_file(d.join("echo.wasm")).unwrap();
+    std::fs::remove_file(d.join("echo_graph.wasm")).unwrap();
     let err = refused(Registry::open(runtime(), locked()).await.unwrap_err());
-    assert!(err.contains("echo.wasm: missing"), "{err}");
+    assert!(err.contains("echo_graph.wasm: missing"), "{err}");
 }

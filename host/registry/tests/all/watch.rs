@@ -50,14 +50,14 @@ fn unmounted(name: &str, path: &Path) -> RegistryEvent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() {
-    let dir = folder(&[("echo.wasm", ECHO)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO)]);
     let d = dir.path();
     let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
     let _watch = registry.watch().unwrap();
 
     // Add.
-    let greet_path = at(d, "greet.wasm");
+    let greet_path = at(d, "greet_graph.wasm");
     deploy(&greet_path, &std::fs::read(GREET).unwrap());
     assert_eq!(
         next_event(&mut events).await,
@@ -75,7 +75,7 @@ async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() 
     assert_eq!(out.value["greeting"], json!("Hey Ada!"));
 
     // Replace with another build of the same graph: remounted.
-    let echo_path = at(d, "echo.wasm");
+    let echo_path = at(d, "echo_graph.wasm");
     let before = registry.get("echo_graph").unwrap();
     let v2 = with_custom_section(&std::fs::read(ECHO).unwrap(), b"v2");
     deploy(&echo_path, &v2);
@@ -94,7 +94,7 @@ async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() 
     );
 
     // Replace with another graph: the old name leaves; the new one is
-    // greet_graph, already mounted from greet.wasm, so both files claim it
+    // greet_graph, already mounted from greet_graph.wasm, so both files claim it
     // and neither keeps it (fail closed), each failure naming both.
     deploy(&echo_path, &std::fs::read(GREET).unwrap());
     assert_eq!(
@@ -122,20 +122,22 @@ async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() 
     }
     assert!(registry.names().is_empty());
 
-    // Remove greet.wasm: echo.wasm (now holding greet_graph too) is the
-    // only file claiming the name, and is mounted as a fresh start would.
+    // Remove greet_graph.wasm: echo_graph.wasm (now holding greet_graph) is
+    // the only file claiming the name, but it is not named after it: it is
+    // refused as a fresh start would refuse it.
     std::fs::remove_file(&greet_path).unwrap();
     assert_eq!(
         next_event(&mut events).await,
-        mounted("greet_graph", &echo_path)
-    );
-    assert_eq!(registry.names(), ["greet_graph"]);
-
-    // Remove the last one.
-    std::fs::remove_file(&echo_path).unwrap();
-    assert_eq!(
-        next_event(&mut events).await,
-        unmounted("greet_graph", &echo_path)
+        RegistryEvent::Failed {
+            path: echo_path.clone(),
+            reason: format!(
+                "the component calls itself \"greet_graph\" but the file is echo_graph.wasm, not \
+                 greet_graph.wasm, and its folder's sandgraph.lock does not pin it under that \
+                 name: it is not mounted, so that no component takes a name's grants, threads or \
+                 tool by calling itself that name; rename the file to greet_graph.wasm or pin it \
+                 with `sandgraph lock`"
+            ),
+        }
     );
     assert!(registry.names().is_empty());
 }
@@ -150,7 +152,7 @@ async fn a_file_being_written_is_not_mounted_half_written() {
 
     let bytes = std::fs::read(GREET).unwrap();
     let (first, second) = bytes.split_at(bytes.len() / 2);
-    let path = at(d, "greet.wasm");
+    let path = at(d, "greet_graph.wasm");
     let mut file = std::fs::File::create(&path).unwrap();
     file.write_all(first).unwrap();
     file.flush().unwrap();
@@ -176,7 +178,7 @@ async fn a_file_written_slowly_for_longer_than_a_pass_can_wait_is_postponed() {
     // Writes keep coming for ~3 s, each within the debounce of the last:
     // a pass runs anyway after at most 2 s and must leave the file alone.
     let bytes = std::fs::read(GREET).unwrap();
-    let path = at(d, "greet.wasm");
+    let path = at(d, "greet_graph.wasm");
     let mut file = std::fs::File::create(&path).unwrap();
     for chunk in bytes.chunks(bytes.len().div_ceil(60)) {
         file.write_all(chunk).unwrap();
@@ -198,7 +200,7 @@ async fn a_broken_file_fails_and_is_retried_when_it_changes() {
     let mut events = registry.subscribe();
     let _watch = registry.watch().unwrap();
 
-    let path = at(d, "g.wasm");
+    let path = at(d, "echo_graph.wasm");
     deploy(&path, b"not wasm yet");
     match next_event(&mut events).await {
         RegistryEvent::Failed { path: p, reason } => {
@@ -223,13 +225,13 @@ async fn dropping_the_handle_stops_watching() {
     let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
     let watch = registry.watch().unwrap();
-    deploy(&at(d, "echo.wasm"), &std::fs::read(ECHO).unwrap());
+    deploy(&at(d, "echo_graph.wasm"), &std::fs::read(ECHO).unwrap());
     assert_eq!(
         next_event(&mut events).await,
-        mounted("echo_graph", &at(d, "echo.wasm"))
+        mounted("echo_graph", &at(d, "echo_graph.wasm"))
     );
     drop(watch);
-    deploy(&at(d, "greet.wasm"), &std::fs::read(GREET).unwrap());
+    deploy(&at(d, "greet_graph.wasm"), &std::fs::read(GREET).unwrap());
     let after = events_within(&mut events, DEBOUNCE * 5).await;
     assert!(after.is_empty(), "{after:?}");
     assert_eq!(registry.names(), ["echo_graph"]);
@@ -237,20 +239,20 @@ async fn dropping_the_handle_stops_watching() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_between_open_and_watch_are_picked_up() {
-    let dir = folder(&[("echo.wasm", ECHO)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO)]);
     let d = dir.path();
     let (registry, _) = open_cached(d).await;
     let mut events = registry.subscribe();
-    std::fs::remove_file(at(d, "echo.wasm")).unwrap();
-    deploy(&at(d, "greet.wasm"), &std::fs::read(GREET).unwrap());
+    std::fs::remove_file(at(d, "echo_graph.wasm")).unwrap();
+    deploy(&at(d, "greet_graph.wasm"), &std::fs::read(GREET).unwrap());
     let _watch = registry.watch().unwrap();
     let mut got = vec![next_event(&mut events).await, next_event(&mut events).await];
     got.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(
         got,
         [
-            mounted("greet_graph", &at(d, "greet.wasm")),
-            unmounted("echo_graph", &at(d, "echo.wasm")),
+            mounted("greet_graph", &at(d, "greet_graph.wasm")),
+            unmounted("echo_graph", &at(d, "echo_graph.wasm")),
         ]
     );
 }
@@ -288,9 +290,9 @@ fn lock(dir: &Path, files: &[(&str, &str)]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locked_a_changed_file_is_refused_and_its_graph_unmounted_an_extra_one_refused() {
-    let dir = folder(&[("echo.wasm", ECHO)]);
+    let dir = folder(&[("echo_graph.wasm", ECHO)]);
     let d = dir.path();
-    lock(d, &[("echo.wasm", "echo_graph")]);
+    lock(d, &[("echo_graph.wasm", "echo_graph")]);
     let options = sandgraph_registry::RegistryOptions {
         locked: true,
         ..common::cached_options(&[d])
@@ -303,7 +305,7 @@ async fn locked_a_changed_file_is_refused_and_its_graph_unmounted_an_extra_one_r
     let _watch = registry.watch().unwrap();
 
     // Another build of the same graph, not the pinned bytes.
-    let echo = at(d, "echo.wasm");
+    let echo = at(d, "echo_graph.wasm");
     deploy(
         &echo,
         &with_custom_section(&std::fs::read(ECHO).unwrap(), b"v2"),
@@ -316,7 +318,7 @@ async fn locked_a_changed_file_is_refused_and_its_graph_unmounted_an_extra_one_r
     assert!(registry.names().is_empty());
 
     // A file the lock does not name.
-    let greet = at(d, "greet.wasm");
+    let greet = at(d, "greet_graph.wasm");
     deploy(&greet, &std::fs::read(GREET).unwrap());
     expect_failure(&mut events, &greet, "not in").await;
 
@@ -342,7 +344,7 @@ async fn trusted_keys_a_graph_mounts_once_its_signature_arrives() {
     let mut events = registry.subscribe();
     let _watch = registry.watch().unwrap();
 
-    let echo = at(d, "echo.wasm");
+    let echo = at(d, "echo_graph.wasm");
     let bytes = std::fs::read(ECHO).unwrap();
     deploy(&echo, &bytes);
     expect_failure(&mut events, &echo, "not signed").await;

@@ -20,17 +20,23 @@ const KEY: &str = "cache.redb.key";
 
 /// The guests the template holds compiled: those many tests serve.
 const GUESTS: [(&str, &str); 11] = [
-    ("echo.wasm", sandgraph_tests::ECHO),
-    ("greet.wasm", sandgraph_tests::GREET),
-    ("approval.wasm", sandgraph_tests::APPROVAL),
-    ("loop.wasm", sandgraph_tests::LOOP_GRAPH),
-    ("spin.wasm", sandgraph_tests::HOSTILE_INFINITE_LOOP),
-    ("llm.wasm", sandgraph_tests::GRAPH_LLM),
-    ("interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT),
-    ("tools.wasm", sandgraph_tests::GRAPH_TOOLS),
-    ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
-    ("durable.wasm", sandgraph_tests::GRAPH_DURABLE),
-    ("escape.wasm", sandgraph_tests::HOSTILE_ESCAPE_ERROR),
+    ("echo_graph.wasm", sandgraph_tests::ECHO),
+    ("greet_graph.wasm", sandgraph_tests::GREET),
+    ("approval_graph.wasm", sandgraph_tests::APPROVAL),
+    ("loop_graph.wasm", sandgraph_tests::LOOP_GRAPH),
+    (
+        "hostile_infinite_loop.wasm",
+        sandgraph_tests::HOSTILE_INFINITE_LOOP,
+    ),
+    ("graph_llm.wasm", sandgraph_tests::GRAPH_LLM),
+    ("graph_interrupt.wasm", sandgraph_tests::GRAPH_INTERRUPT),
+    ("graph_tools.wasm", sandgraph_tests::GRAPH_TOOLS),
+    ("graph_fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
+    ("graph_durable.wasm", sandgraph_tests::GRAPH_DURABLE),
+    (
+        "hostile_escape_error.wasm",
+        sandgraph_tests::HOSTILE_ESCAPE_ERROR,
+    ),
 ];
 
 /// Templates of other `sandgraph` binaries older than this are removed.

@@ -38,17 +38,19 @@ fn lints(graph: &Value) -> Vec<&str> {
 
 #[test]
 fn check_reports_the_world_capabilities_size_digest_and_lints() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]);
-    let o = env.run(&["check", "echo.wasm"]);
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]);
+    let o = env.run(&["check", "echo_graph.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
-    let size = std::fs::metadata(env.path("echo.wasm")).unwrap().len();
+    let size = std::fs::metadata(env.path("echo_graph.wasm"))
+        .unwrap()
+        .len();
     for line in [
-        "echo.wasm: graph echo_graph".to_owned(),
+        "echo_graph.wasm: graph echo_graph".to_owned(),
         "  world         sandgraph:graph@0.2.0".to_owned(),
         "  capabilities  none".to_owned(),
         format!("  size          {size} bytes"),
-        format!("  sha256        {}", sha256(&env.path("echo.wasm"))),
+        format!("  sha256        {}", sha256(&env.path("echo_graph.wasm"))),
         "checked 1 graph(s): 1 loaded, 0 failed to load, 1 warning(s)".to_owned(),
     ] {
         assert!(
@@ -61,7 +63,7 @@ fn check_reports_the_world_capabilities_size_digest_and_lints() {
         text.contains("  warning[no_parameters]: graph \"echo_graph\" is listed as a tool"),
         "{text}"
     );
-    let (o, v) = check_json(&env, &["echo.wasm"]);
+    let (o, v) = check_json(&env, &["echo_graph.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let g = &v["graphs"][0];
     assert_eq!(g["ok"], true);
@@ -69,32 +71,32 @@ fn check_reports_the_world_capabilities_size_digest_and_lints() {
     assert_eq!(g["world"], "sandgraph:graph@0.2.0");
     assert_eq!(g["capabilities"], serde_json::json!([]));
     assert_eq!(g["size_bytes"], size);
-    assert_eq!(g["sha256"], sha256(&env.path("echo.wasm")));
+    assert_eq!(g["sha256"], sha256(&env.path("echo_graph.wasm")));
     assert_eq!(lints(g), ["no_parameters"]);
 }
 
 #[test]
 fn deny_warnings_fails_on_a_lint_and_passes_a_clean_graph() {
     let env = folder(&[
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("graph_fallback.wasm", sandgraph_tests::GRAPH_FALLBACK),
     ]);
-    let o = env.run(&["check", "--deny-warnings", "echo.wasm"]);
+    let o = env.run(&["check", "--deny-warnings", "echo_graph.wasm"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stderr(&o).starts_with("error[lint]: 1 warning(s) with --deny-warnings"),
         "{}",
         stderr(&o)
     );
-    let o = env.run(&["check", "--deny-warnings", "fallback.wasm"]);
+    let o = env.run(&["check", "--deny-warnings", "graph_fallback.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert!(!stdout(&o).contains("warning["), "{}", stdout(&o));
 }
 
 #[test]
 fn the_lints_of_a_graph_without_description_or_parameters() {
-    let env = folder(&[("rec.wasm", sandgraph_tests::HOSTILE_RECURSION)]);
-    let (o, v) = check_json(&env, &["rec.wasm"]);
+    let env = folder(&[("hostile_recursion.wasm", sandgraph_tests::HOSTILE_RECURSION)]);
+    let (o, v) = check_json(&env, &["hostile_recursion.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let g = &v["graphs"][0];
     assert_eq!(lints(g), ["no_parameters", "missing_description"], "{g}");
@@ -104,11 +106,11 @@ fn the_lints_of_a_graph_without_description_or_parameters() {
 
 #[test]
 fn the_capabilities_a_graph_imports_are_listed() {
-    let env = folder(&[("llm.wasm", sandgraph_tests::GRAPH_LLM)]);
-    let (o, v) = check_json(&env, &["llm.wasm"]);
+    let env = folder(&[("graph_llm.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let (o, v) = check_json(&env, &["graph_llm.wasm"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(v["graphs"][0]["capabilities"], serde_json::json!(["llm"]));
-    let o = env.run(&["check", "llm.wasm"]);
+    let o = env.run(&["check", "graph_llm.wasm"]);
     assert!(
         stdout(&o).lines().any(|l| l == "  capabilities  llm"),
         "{}",
@@ -167,8 +169,8 @@ const LOADED: &str = "compile cache: loaded the compiled artifact";
 
 #[test]
 fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]).cold();
-    let run = ["run", "echo.wasm", "--input", r#"{"topic": "x"}"#];
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]).cold();
+    let run = ["run", "echo_graph.wasm", "--input", r#"{"topic": "x"}"#];
     let (o, log) = cache_log(&env, &run);
     assert_eq!(o.status.code(), Some(0), "{log}");
     assert!(log.contains(COMPILED) && !log.contains(LOADED), "{log}");
@@ -183,7 +185,10 @@ fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
     let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(state["log"], serde_json::json!(["seen:x"]));
     // inspect and check go through the same cache.
-    for args in [&["inspect", "echo.wasm"][..], &["check", "echo.wasm"][..]] {
+    for args in [
+        &["inspect", "echo_graph.wasm"][..],
+        &["check", "echo_graph.wasm"][..],
+    ] {
         let (o, log) = cache_log(&env, args);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {log}");
         assert!(
@@ -192,7 +197,10 @@ fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
         );
     }
     // --no-cache neither reads nor writes it; --cache names another file.
-    let (_, log) = cache_log(&env, &["run", "echo.wasm", "--no-cache", "--input", "{}"]);
+    let (_, log) = cache_log(
+        &env,
+        &["run", "echo_graph.wasm", "--no-cache", "--input", "{}"],
+    );
     assert!(!log.contains(LOADED) && !log.contains(COMPILED), "{log}");
     let other = env.path("other.redb");
     let mut args = run.to_vec();
@@ -204,10 +212,10 @@ fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
 
 #[test]
 fn a_thread_run_and_threads_update_load_the_cached_artifact() {
-    let env = folder(&[("approval.wasm", sandgraph_tests::APPROVAL)]).cold();
+    let env = folder(&[("approval_graph.wasm", sandgraph_tests::APPROVAL)]).cold();
     let args = [
         "run",
-        "approval.wasm",
+        "approval_graph.wasm",
         "--thread",
         "t1",
         "--input",
@@ -221,7 +229,7 @@ fn a_thread_run_and_threads_update_load_the_cached_artifact() {
         "update",
         "t1",
         "--graph",
-        "approval.wasm",
+        "approval_graph.wasm",
         "--values",
         r#"{"topic": "y"}"#,
     ];
@@ -234,13 +242,13 @@ fn a_thread_run_and_threads_update_load_the_cached_artifact() {
 
 #[test]
 fn run_stream_stderr_stays_json_while_another_process_holds_the_cache() {
-    let env = folder(&[("echo.wasm", sandgraph_tests::ECHO)]).cold();
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]).cold();
     // This process holds the cache file, as a running `serve` would.
     let held = sandgraph_store::Store::open(&env.path("cache.redb"));
     let _held = held.expect("the cache opens");
     let o = env.run(&[
         "run",
-        "echo.wasm",
+        "echo_graph.wasm",
         "--stream",
         "--input",
         r#"{"topic": "x"}"#,

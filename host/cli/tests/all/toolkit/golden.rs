@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 use super::folder;
 use crate::common::{Env, stderr, stdout};
 
-/// A folder with `graph.wasm` (a copy of `component`) and the case files
+/// A folder with `graph_llm.wasm` (a copy of `component`) and the case files
 /// `tests/<name>` beside it.
 fn suite(component: &str, cases: &[(&str, Value)]) -> Env {
-    let env = folder(&[("graph.wasm", component)]);
+    let env = folder(&[("graph_llm.wasm", component)]);
     for (name, case) in cases {
         env.write(
             &format!("tests/{name}"),
@@ -22,7 +22,7 @@ fn suite(component: &str, cases: &[(&str, Value)]) -> Env {
 }
 
 fn test(env: &Env, extra: &[&str]) -> Output {
-    let mut args = vec!["test", "graph.wasm"];
+    let mut args = vec!["test", "graph_llm.wasm"];
     args.extend_from_slice(extra);
     env.run(&args)
 }
@@ -214,7 +214,7 @@ async fn a_cassette_answers_the_model_offline() {
     const KEY: &str = "sk-golden-test-4kQ9";
     let server =
         sandgraph_test_llm::ScriptedLlm::start([sandgraph_test_llm::Reply::text("recorded")]).await;
-    let env = folder(&[("graph.wasm", sandgraph_tests::GRAPH_LLM)]);
+    let env = folder(&[("graph_llm.wasm", sandgraph_tests::GRAPH_LLM)]);
     env.write(
         "ops.toml",
         &format!(
@@ -271,7 +271,7 @@ async fn a_cassette_answers_the_model_offline() {
     // No key, no server: the answer comes from the cassette.
     let run = |config: &str| {
         tokio::task::block_in_place(|| {
-            env.command(&["test", "graph.wasm", "--config", config])
+            env.command(&["test", "graph_llm.wasm", "--config", config])
                 .env_remove("SANDGRAPH_GOLDEN_TEST_KEY")
                 .output()
                 .unwrap()

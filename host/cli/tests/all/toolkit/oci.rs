@@ -668,8 +668,8 @@ async fn pull_names_the_file_after_the_reference_never_after_the_publishers_grap
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["notes.wasm"]);
-    // Mounted, it keeps the name it claims but not that name's grants,
-    // and the operator is told.
+    // It is not mounted under the name it claims, and the operator is
+    // told.
     env.write(
         "ops.toml",
         "[llm.models]\nfast = \"deepseek-chat\"\n\
@@ -682,8 +682,8 @@ async fn pull_names_the_file_after_the_reference_never_after_the_publishers_grap
     assert!(o.status.success(), "{err}");
     assert!(
         err.contains(
-            "warning: graphs/notes.wasm: graph \"graph_llm\" is mounted from notes.wasm, not from \
-             graph_llm.wasm"
+            "warning: graphs/notes.wasm: the component calls itself \"graph_llm\" but the file \
+             is notes.wasm, not graph_llm.wasm"
         ),
         "{err}"
     );

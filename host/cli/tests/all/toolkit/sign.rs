@@ -13,8 +13,8 @@ fn graphs() -> Env {
     let env = folder(&[]);
     std::fs::create_dir(env.path("graphs")).unwrap();
     for (name, component) in [
-        ("echo.wasm", sandgraph_tests::ECHO),
-        ("greet.wasm", sandgraph_tests::GREET),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+        ("greet_graph.wasm", sandgraph_tests::GREET),
     ] {
         std::fs::copy(component, env.path("graphs").join(name)).unwrap();
     }
@@ -67,7 +67,7 @@ fn lock_pins_the_folder_and_locked_mounting_refuses_changed_missing_and_extra_gr
     assert_eq!(lock["version"].as_integer(), Some(1));
     let pinned = lock["graph"].as_array().unwrap();
     assert_eq!(pinned.len(), 2);
-    assert_eq!(pinned[0]["file"].as_str(), Some("echo.wasm"));
+    assert_eq!(pinned[0]["file"].as_str(), Some("echo_graph.wasm"));
     assert_eq!(pinned[0]["name"].as_str(), Some("echo_graph"));
     let echo_digest = {
         use sha2::Digest;
@@ -93,22 +93,22 @@ fn lock_pins_the_folder_and_locked_mounting_refuses_changed_missing_and_extra_gr
     std::fs::remove_file(env.path("graphs/approval.wasm")).unwrap();
 
     // Changed: one byte of a pinned graph.
-    tamper(&env, "graphs/greet.wasm");
+    tamper(&env, "graphs/greet_graph.wasm");
     refused(
         &list_locked(&env),
         3,
         &[
-            "graphs/greet.wasm: changed since it was locked",
+            "graphs/greet_graph.wasm: changed since it was locked",
             "graphs/sandgraph.lock pins",
         ],
     );
 
     // Missing: a pinned graph gone.
-    std::fs::remove_file(env.path("graphs/greet.wasm")).unwrap();
+    std::fs::remove_file(env.path("graphs/greet_graph.wasm")).unwrap();
     refused(
         &list_locked(&env),
         3,
-        &["graphs/greet.wasm: missing: graphs/sandgraph.lock pins it"],
+        &["graphs/greet_graph.wasm: missing: graphs/sandgraph.lock pins it"],
     );
     // Without --locked the folder mounts as it is.
     let o = env.run(&["tools", "list", "--graphs", "graphs"]);
@@ -135,15 +135,19 @@ fn call_and_serve_with_locked_run_the_pinned_graphs_and_refuse_a_changed_one() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v, json!({"topic": "hi", "log": ["seen:hi"]}));
 
-    tamper(&env, "graphs/echo.wasm");
+    tamper(&env, "graphs/echo_graph.wasm");
     refused(
         &call(&env),
         3,
-        &["graphs/echo.wasm: changed since it was locked"],
+        &["graphs/echo_graph.wasm: changed since it was locked"],
     );
     // serve refuses to start (it would otherwise serve stdio until closed).
     let o = env.run(&["serve", "--graphs", "graphs", "--locked"]);
-    refused(&o, 3, &["graphs/echo.wasm: changed since it was locked"]);
+    refused(
+        &o,
+        3,
+        &["graphs/echo_graph.wasm: changed since it was locked"],
+    );
     // route and supervise mount the same way, before any model is asked
     // (the model's address is a closed port: nothing is ever sent).
     let config = env.write(
@@ -159,7 +163,11 @@ fn call_and_serve_with_locked_run_the_pinned_graphs_and_refuse_a_changed_one() {
             .env("SANDGRAPH_SIGN_TEST_KEY", "not-a-key")
             .output()
             .unwrap();
-        refused(&o, 3, &["graphs/echo.wasm: changed since it was locked"]);
+        refused(
+            &o,
+            3,
+            &["graphs/echo_graph.wasm: changed since it was locked"],
+        );
     }
 }
 
@@ -205,23 +213,31 @@ fn keygen_sign_and_verify_and_each_bad_signature_is_refused() {
     std::fs::create_dir(env.path("trusted")).unwrap();
     std::fs::copy(env.path("ci.key.pub"), env.path("trusted/ci.pub")).unwrap();
 
-    let verify = |env: &Env| env.run(&["verify", "graphs/echo.wasm", "--trusted-keys", "trusted"]);
+    let verify = |env: &Env| {
+        env.run(&[
+            "verify",
+            "graphs/echo_graph.wasm",
+            "--trusted-keys",
+            "trusted",
+        ])
+    };
     refused(
         &verify(&env),
         1,
-        &["graphs/echo.wasm: not signed", "sandgraph sign"],
+        &["graphs/echo_graph.wasm: not signed", "sandgraph sign"],
     );
 
-    let before = std::fs::read(env.path("graphs/echo.wasm")).unwrap();
-    let o = env.run(&["sign", "graphs/echo.wasm", "--key", "ci.key"]);
+    let before = std::fs::read(env.path("graphs/echo_graph.wasm")).unwrap();
+    let o = env.run(&["sign", "graphs/echo_graph.wasm", "--key", "ci.key"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
-        std::fs::read(env.path("graphs/echo.wasm")).unwrap(),
+        std::fs::read(env.path("graphs/echo_graph.wasm")).unwrap(),
         before,
         "signing does not change the component"
     );
     let sidecar: Value =
-        serde_json::from_slice(&std::fs::read(env.path("graphs/echo.wasm.sig")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(env.path("graphs/echo_graph.wasm.sig")).unwrap())
+            .unwrap();
     assert_eq!(sidecar["algorithm"], "ed25519");
     assert_eq!(sidecar["key_id"], key_id.as_str());
 
@@ -229,67 +245,67 @@ fn keygen_sign_and_verify_and_each_bad_signature_is_refused() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains(&key_id), "{}", stdout(&o));
     // --key names one trusted public key file.
-    let o = env.run(&["verify", "graphs/echo.wasm", "--key", "ci.key.pub"]);
+    let o = env.run(&["verify", "graphs/echo_graph.wasm", "--key", "ci.key.pub"]);
     assert!(o.status.success(), "{}", stderr(&o));
 
     // Another key: not trusted.
     assert!(env.run(&["keygen", "--out", "other.key"]).status.success());
     refused(
-        &env.run(&["verify", "graphs/echo.wasm", "--key", "other.key.pub"]),
+        &env.run(&["verify", "graphs/echo_graph.wasm", "--key", "other.key.pub"]),
         1,
         &[&format!("signed by key {key_id}, which is not trusted")],
     );
     // Signed with another key, checked against ours.
     assert!(
-        env.run(&["sign", "graphs/echo.wasm", "--key", "other.key"])
+        env.run(&["sign", "graphs/echo_graph.wasm", "--key", "other.key"])
             .status
             .success()
     );
     refused(&verify(&env), 1, &["which is not trusted"]);
     assert!(
-        env.run(&["sign", "graphs/echo.wasm", "--key", "ci.key"])
+        env.run(&["sign", "graphs/echo_graph.wasm", "--key", "ci.key"])
             .status
             .success()
     );
 
     // A malformed sidecar.
-    let good = std::fs::read(env.path("graphs/echo.wasm.sig")).unwrap();
-    std::fs::write(env.path("graphs/echo.wasm.sig"), "{\"version\": 2}").unwrap();
-    refused(&verify(&env), 1, &["graphs/echo.wasm.sig: malformed"]);
+    let good = std::fs::read(env.path("graphs/echo_graph.wasm.sig")).unwrap();
+    std::fs::write(env.path("graphs/echo_graph.wasm.sig"), "{\"version\": 2}").unwrap();
+    refused(&verify(&env), 1, &["graphs/echo_graph.wasm.sig: malformed"]);
     // A sidecar of before signatures covered the name: sign again.
-    std::fs::write(env.path("graphs/echo.wasm.sig"), "{\"version\": 1}").unwrap();
+    std::fs::write(env.path("graphs/echo_graph.wasm.sig"), "{\"version\": 1}").unwrap();
     refused(
         &verify(&env),
         1,
         &[
-            "graphs/echo.wasm: graphs/echo.wasm.sig is a version 1 signature, which does not \
-             cover the graph name; sign it again with `sandgraph sign graphs/echo.wasm --key KEY`",
+            "graphs/echo_graph.wasm: graphs/echo_graph.wasm.sig is a version 1 signature, which does not \
+             cover the graph name; sign it again with `sandgraph sign graphs/echo_graph.wasm --key KEY`",
         ],
     );
     // The signature moved to another name: it does not verify.
     let text = String::from_utf8(good.clone()).unwrap();
     assert!(text.contains("\"name\": \"echo_graph\""), "{text}");
     std::fs::write(
-        env.path("graphs/echo.wasm.sig"),
+        env.path("graphs/echo_graph.wasm.sig"),
         text.replace("\"name\": \"echo_graph\"", "\"name\": \"research\""),
     )
     .unwrap();
     refused(&verify(&env), 1, &["does not verify with key"]);
-    std::fs::write(env.path("graphs/echo.wasm.sig"), &good).unwrap();
+    std::fs::write(env.path("graphs/echo_graph.wasm.sig"), &good).unwrap();
     let o = verify(&env);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).starts_with("verified graphs/echo.wasm (graph \"echo_graph\", sha256:"),
+        stdout(&o).starts_with("verified graphs/echo_graph.wasm (graph \"echo_graph\", sha256:"),
         "{}",
         stdout(&o)
     );
 
     // One byte of the component changed.
-    tamper(&env, "graphs/echo.wasm");
+    tamper(&env, "graphs/echo_graph.wasm");
     refused(
         &verify(&env),
         1,
-        &["graphs/echo.wasm: changed after it was signed"],
+        &["graphs/echo_graph.wasm: changed after it was signed"],
     );
 }
 
@@ -300,7 +316,7 @@ fn trusted_keys_mount_only_the_signed_graph_and_strict_fails_on_the_unsigned_one
     std::fs::create_dir(env.path("trusted")).unwrap();
     std::fs::copy(env.path("ci.key.pub"), env.path("trusted/ci.pub")).unwrap();
     assert!(
-        env.run(&["sign", "graphs/echo.wasm", "--key", "ci.key"])
+        env.run(&["sign", "graphs/echo_graph.wasm", "--key", "ci.key"])
             .status
             .success()
     );
@@ -328,16 +344,20 @@ fn trusted_keys_mount_only_the_signed_graph_and_strict_fails_on_the_unsigned_one
         .collect();
     assert_eq!(names, ["echo_graph"]);
     assert!(
-        stderr(&o).contains("warning: graphs/greet.wasm: not signed"),
+        stderr(&o).contains("warning: graphs/greet_graph.wasm: not signed"),
         "{}",
         stderr(&o)
     );
-    refused(&list(&["--strict"]), 3, &["graphs/greet.wasm: not signed"]);
+    refused(
+        &list(&["--strict"]),
+        3,
+        &["graphs/greet_graph.wasm: not signed"],
+    );
 
     // Locked and signed together: the lock made before signing still holds.
     assert!(env.run(&["lock", "--graphs", "graphs"]).status.success());
     assert!(
-        env.run(&["sign", "graphs/greet.wasm", "--key", "ci.key"])
+        env.run(&["sign", "graphs/greet_graph.wasm", "--key", "ci.key"])
             .status
             .success()
     );

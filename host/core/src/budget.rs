@@ -3,10 +3,12 @@
 //! interrupt payloads, step events, checkpoint copies), counted as
 //! [`json::value_cost`](crate::json::value_cost) counts it.
 //!
-//! Two parts: the committed `state` (set at every barrier to the cost of
-//! the channels plus the pending sends) and the `transient` bytes of the
-//! step in progress (outputs as they are parsed, the step event, a
-//! checkpoint copy while it is written), which the barrier settles. Every
+//! Three parts: the committed `state` (set at every barrier to the cost of
+//! the channels plus the pending sends), the `transient` bytes of the step
+//! in progress (outputs as they are parsed, the step event, a checkpoint
+//! copy while it is written), which the barrier settles, and the `held`
+//! bytes of things that outlive a step until they are given back (journal
+//! rows waiting to be written), which the barrier leaves alone. Every
 //! byte is also reserved from the [`HostMemory`] budget shared by all runs,
 //! so N concurrent runs cannot add up past it.
 
@@ -36,12 +38,15 @@ pub struct ByteBudget {
 struct Held {
     state: usize,
     transient: usize,
+    held: usize,
     peak: usize,
 }
 
 impl Held {
     fn total(&self) -> usize {
-        self.state.saturating_add(self.transient)
+        self.state
+            .saturating_add(self.transient)
+            .saturating_add(self.held)
     }
 }
 
@@ -52,6 +57,7 @@ impl std::fmt::Debug for ByteBudget {
             .field("limit", &self.limit)
             .field("state", &held.state)
             .field("transient", &held.transient)
+            .field("held", &held.held)
             .finish()
     }
 }
@@ -138,27 +144,56 @@ impl ByteBudget {
         }
     }
 
+    /// Holds `bytes` past the step's barrier, until [`ByteBudget::unhold`]
+    /// gives them back; `false` (and nothing held) if they do not fit.
+    pub fn hold(&self, bytes: usize) -> bool {
+        let mut held = self.held();
+        let total = held.total().saturating_add(bytes);
+        if total > self.limit {
+            return false;
+        }
+        if let Some(host) = &self.host
+            && !host.try_reserve(bytes)
+        {
+            return false;
+        }
+        held.held += bytes;
+        held.peak = held.peak.max(total);
+        true
+    }
+
+    /// Gives back `bytes` held earlier with [`ByteBudget::hold`].
+    pub fn unhold(&self, bytes: usize) {
+        let mut held = self.held();
+        let bytes = bytes.min(held.held);
+        held.held -= bytes;
+        if let Some(host) = &self.host {
+            host.release(bytes);
+        }
+    }
+
     /// The barrier: the committed state now costs `state` bytes and the
     /// step's transient bytes are gone. Fails with `memory_limit` when the
     /// state alone is over the budget.
     pub fn settle(&self, state: usize, what: &dyn Fn() -> String) -> Result<(), RunError> {
         let mut held = self.held();
         let before = held.total();
-        if state > self.limit {
-            return Err(self.over(&what(), state.saturating_sub(before), &held));
+        let after = state.saturating_add(held.held);
+        if after > self.limit {
+            return Err(self.over(&what(), after.saturating_sub(before), &held));
         }
-        if state > before {
+        if after > before {
             if let Some(host) = &self.host
-                && !host.try_reserve(state - before)
+                && !host.try_reserve(after - before)
             {
                 return Err(self.host_spent(&what()));
             }
         } else if let Some(host) = &self.host {
-            host.release(before - state);
+            host.release(before - after);
         }
         held.state = state;
         held.transient = 0;
-        held.peak = held.peak.max(state);
+        held.peak = held.peak.max(after);
         Ok(())
     }
 }
@@ -225,6 +260,27 @@ mod tests {
         assert_eq!(host.0.load(Ordering::Acquire), MIB);
         assert_eq!(b.peak(), 3 * MIB);
         assert!(b.settle(5 * MIB, &|| "state".into()).is_err());
+        drop(b);
+        assert_eq!(host.0.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn held_bytes_outlive_the_barrier_until_given_back() {
+        let host = Arc::new(Host(AtomicUsize::new(0), 10 * MIB));
+        let b = ByteBudget::new(4 * MIB, Some(host.clone()));
+        assert!(b.hold(MIB));
+        b.charge(MIB, &String::new).unwrap();
+        b.settle(MIB, &|| "state".into()).unwrap();
+        // The transient MiB is gone; the held one is not.
+        assert_eq!(b.used(), 2 * MIB);
+        assert_eq!(host.0.load(Ordering::Acquire), 2 * MIB);
+        // Held bytes count against the budget, at a barrier too.
+        assert!(!b.hold(3 * MIB));
+        assert!(b.settle(3 * MIB + 1, &|| "state".into()).is_err());
+        b.unhold(MIB);
+        assert_eq!(b.used(), MIB);
+        assert_eq!(host.0.load(Ordering::Acquire), MIB);
+        b.settle(3 * MIB, &|| "state".into()).unwrap();
         drop(b);
         assert_eq!(host.0.load(Ordering::Acquire), 0);
     }

@@ -70,7 +70,8 @@ pub(crate) const MAX_REFUSAL_KINDS: usize = 256;
 /// Bytes of journal rows one outermost run may have queued and not yet
 /// written (a row is at most about 2 KiB: its target and reason are
 /// capped). A run whose rows outpace the journal's disk waits, within its
-/// deadline, rather than growing the queue.
+/// deadline, rather than growing the queue. Each queued row is also held
+/// in its run's host byte budget until written.
 pub(crate) const MAX_QUEUED_JOURNAL_BYTES: usize = 256 * 1024;
 
 /// `http` requests one run may have in flight at once, from the moment

@@ -11,6 +11,9 @@
 //!   kind (graph, capability, decision) and journaled as one row each with
 //!   their count when the outermost run ends: a graph looping on a refused
 //!   call costs the journal one row.
+//! - Rows queued for the journal hold their bytes in the chain's allowance
+//!   ([`MAX_QUEUED_JOURNAL_BYTES`]) and in their run's host byte budget
+//!   until the journal has written them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -123,6 +126,18 @@ impl Account {
             }
             written.await;
         }
+    }
+
+    /// Resolves once a queued row of the chain has been written (or its
+    /// bytes otherwise given back); register before checking, as
+    /// [`tokio::sync::Notify::notified`] says.
+    pub(crate) fn row_written(&self) -> tokio::sync::futures::Notified<'_> {
+        self.written.notified()
+    }
+
+    /// Wakes those waiting in [`Account::row_written`].
+    pub(crate) fn notify_row_written(&self) {
+        self.written.notify_waiters();
     }
 
     /// Counts a refusal under its kind; the first of a kind keeps its row.

@@ -120,8 +120,8 @@ pub(crate) async fn record(control: &Arc<RunControl>, call: Call<'_>) {
 /// Host bytes a queued row is charged for besides its strings.
 const ROW_OVERHEAD_BYTES: usize = 256;
 
-/// Queues `row` for `log`, its bytes held in the run's journal allowance
-/// until it is written.
+/// Queues `row` for `log`, its bytes held in the chain's journal
+/// allowance and in the run's host byte budget until it is written.
 async fn queue(control: &Arc<RunControl>, log: &Arc<dyn CapabilityLog>, row: CapabilityCall) {
     let cost = ROW_OVERHEAD_BYTES
         + row.graph.len()
@@ -130,8 +130,9 @@ async fn queue(control: &Arc<RunControl>, log: &Arc<dyn CapabilityLog>, row: Cap
         + row.reason.as_ref().map_or(0, String::len);
     let deadline = tokio::time::Instant::from_std(control.hard_deadline());
     let queued = async {
-        let held = control.account.hold_row_bytes(cost).await;
-        log.record(row, Box::new(held)).await;
+        let allowance = control.account.hold_row_bytes(cost).await;
+        let budget = RowInBudget::hold(control, cost).await;
+        log.record(row, Box::new((allowance, budget))).await;
     };
     tokio::select! {
         () = queued => {}
@@ -141,6 +142,38 @@ async fn queue(control: &Arc<RunControl>, log: &Arc<dyn CapabilityLog>, row: Cap
                 "the capability journal could not take a row before the run's deadline: row dropped"
             );
         }
+    }
+}
+
+/// A queued row's bytes in its run's host byte budget, given back when the
+/// journal has written the row (and drops this).
+struct RowInBudget {
+    control: Arc<RunControl>,
+    bytes: usize,
+}
+
+impl RowInBudget {
+    /// Holds `bytes` in the budget of `control`, waiting while it is full
+    /// for rows the chain has queued to be written (the caller bounds the
+    /// wait by the run's deadline).
+    async fn hold(control: &Arc<RunControl>, bytes: usize) -> RowInBudget {
+        loop {
+            let written = control.account.row_written();
+            if control.bytes().hold(bytes) {
+                return RowInBudget {
+                    control: control.clone(),
+                    bytes,
+                };
+            }
+            written.await;
+        }
+    }
+}
+
+impl Drop for RowInBudget {
+    fn drop(&mut self) {
+        self.control.bytes().unhold(self.bytes);
+        self.control.account.notify_row_written();
     }
 }
 
@@ -168,4 +201,67 @@ pub(crate) struct Call<'a> {
     pub(crate) response_bytes: u64,
     pub(crate) tokens: Option<u64>,
     pub(crate) started: std::time::Instant,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandgraph_core::audit::Written;
+    use std::pin::Pin;
+    use std::sync::Mutex;
+
+    /// A journal that keeps every row's `written` token: nothing it was
+    /// given is written until the test clears it.
+    #[derive(Default)]
+    struct Stalled(Mutex<Vec<Written>>);
+
+    impl CapabilityLog for Stalled {
+        fn record(
+            &self,
+            _: CapabilityCall,
+            written: Written,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            self.0.lock().unwrap().push(written);
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn queued_rows_are_charged_to_the_run_byte_budget_until_written() {
+        let log = Arc::new(Stalled::default());
+        let caps = Capabilities {
+            log: Some(log.clone()),
+            ..Capabilities::default()
+        };
+        let control = RunControl::build(
+            crate::Limits::default(),
+            tokio_util::sync::CancellationToken::new(),
+            None,
+            Arc::new(caps),
+            None,
+            Arc::from("g"),
+        );
+        let target = "GET http://127.0.0.1:1";
+        for _ in 0..3 {
+            let call = Call {
+                capability: "http",
+                target,
+                decision: "allowed",
+                reason: None,
+                request_bytes: 0,
+                response_bytes: 0,
+                tokens: None,
+                started: std::time::Instant::now(),
+            };
+            record(&control, call).await;
+        }
+        let row = ROW_OVERHEAD_BYTES + "g".len() + target.len();
+        assert_eq!(control.bytes().used(), 3 * row);
+        // A barrier settles the step's transient bytes, not queued rows.
+        control.bytes().settle(0, &String::new).unwrap();
+        assert_eq!(control.bytes().used(), 3 * row);
+        // Written: given back.
+        log.0.lock().unwrap().clear();
+        assert_eq!(control.bytes().used(), 0);
+    }
 }

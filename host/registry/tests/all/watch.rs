@@ -130,13 +130,13 @@ async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() 
         next_event(&mut events).await,
         RegistryEvent::Failed {
             path: echo_path.clone(),
-            reason: format!(
+            reason:
                 "the component calls itself \"greet_graph\" but the file is echo_graph.wasm, not \
                  greet_graph.wasm, and its folder's sandgraph.lock does not pin it under that \
                  name: it is not mounted, so that no component takes a name's grants, threads or \
                  tool by calling itself that name; rename the file to greet_graph.wasm or pin it \
                  with `sandgraph lock`"
-            ),
+                    .to_owned(),
         }
     );
     assert!(registry.names().is_empty());

@@ -39,36 +39,8 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PgLog<T> {
     /// Appends the row `make(seq)` under the next sequence number, durably
     /// (synchronous commit), and returns that number.
     fn append(&self, make: impl Fn(u64) -> T + Send + Sync + 'static) -> Result<u64, StoreError> {
-        let make = Arc::new(make);
-        let (table, name) = (self.table, self.name);
-        let what = format!("cannot append to {name}");
-        self.pg.transaction_blocking(&what, true, move |tx| {
-            let make = make.clone();
-            async move {
-                tx.batch_execute(&format!("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))
-                    .await?;
-                let seq: i64 = tx
-                    .query_one(
-                        &format!("SELECT coalesce(max(seq), 0) + 1 FROM {table}"),
-                        &[],
-                    )
-                    .await?
-                    .get(0);
-                let seq_u = u64::try_from(seq).unwrap_or(0);
-                let text =
-                    serde_json::to_string(&make(seq_u)).map_err(|e| StoreError::Corrupt {
-                        table: name,
-                        message: format!("cannot encode row {seq}: {e}"),
-                    })?;
-                tx.execute(
-                    &format!("INSERT INTO {table} (seq, entry) VALUES ($1, $2)"),
-                    &[&seq, &text],
-                )
-                .await?;
-                Ok::<_, PgTxError>(seq_u)
-            }
-            .boxed()
-        })
+        self.append_n(1, move |seq, _| make(seq))
+            .map(|last| last.unwrap_or_default())
     }
 
     /// Appends the rows `make(seq, i)` for `i` in `0..n`, in order, under

@@ -225,7 +225,7 @@ fn idle_sockets(n: usize) -> Vec<std::net::TcpStream> {
 /// One round: `SOCKET_SESSIONS` sessions on `url`, each making
 /// `SOCKET_CALLS` echo calls; the server's CPU per call, calls per second
 /// and the latencies.
-async fn socket_round(url: &str, token: Option<&str>) -> (Duration, f64, Vec<Duration>) {
+async fn socket_round(url: &str, token: Option<&str>) -> Round {
     let mut sessions = Vec::new();
     for _ in 0..SOCKET_SESSIONS {
         let mut config =
@@ -277,6 +277,55 @@ async fn socket_round(url: &str, token: Option<&str>) -> (Duration, f64, Vec<Dur
     )
 }
 
+/// One round's results: server CPU per call, calls per second, latencies.
+type Round = (Duration, f64, Vec<Duration>);
+
+/// Prints the mean of `rounds` of one mode; its server CPU per call.
+fn report(what: &str, rounds: &[Round]) -> Duration {
+    let cpu: Duration = rounds.iter().map(|r| r.0).sum::<Duration>() / rounds.len() as u32;
+    let rate = rounds.iter().map(|r| r.1).sum::<f64>() / rounds.len() as f64;
+    let mut lat: Vec<Duration> = rounds.iter().flat_map(|r| r.2.iter().copied()).collect();
+    lat.sort();
+    let p99 = lat[((lat.len() as f64 - 1.0) * 0.99).round() as usize];
+    println!(
+        "{what:<14} server CPU {:>7.1} us/call  {:>7.0} calls/s  p99 {:>7.2} ms",
+        cpu.as_secs_f64() * 1e6,
+        rate,
+        p99.as_secs_f64() * 1e3
+    );
+    cpu
+}
+
+/// Sockets listed in a `/proc/net/tcp`-style table (0 when unreadable).
+fn tcp_sockets(table: &str) -> usize {
+    std::fs::read_to_string(table)
+        .map(|t| t.lines().count().saturating_sub(1))
+        .unwrap_or(0)
+}
+
+/// Echo served twice over MCP HTTP from one registry: without a token
+/// (loopback peers told apart by their socket's owner) and with `token`.
+async fn serve_echo_twice(token: &str) -> (HttpServer, HttpServer, tempfile::TempDir) {
+    let (registry, dir) = registry().await;
+    let serve = |token: Option<&str>| {
+        let server = McpServer::new(
+            registry.clone(),
+            ServerOptions {
+                max_concurrent_runs: 1024,
+                // All 32 sessions are one principal in either mode.
+                max_runs_per_principal: 1024,
+                ..ServerOptions::default()
+            },
+        );
+        let mut options = HttpOptions::new("127.0.0.1:0".parse().expect("an address"));
+        options.token = token.map(str::to_owned);
+        HttpServer::bind(server, options)
+    };
+    let open = serve(None).await.expect("the server binds");
+    let tokened = serve(Some(token)).await.expect("the server binds");
+    (open, tokened, dir)
+}
+
 /// The `sockets` mode (see the module docs).
 fn sockets(idle: usize) {
     let _held = idle_sockets(idle);
@@ -299,32 +348,8 @@ fn sockets(idle: usize) {
         .build()
         .expect("a tokio runtime");
     const TOKEN: &str = "bench-token";
-    let (open, tokened, _dir) = server_rt.block_on(async {
-        let (registry, dir) = registry().await;
-        let serve = |token: Option<&str>| {
-            let server = McpServer::new(
-                registry.clone(),
-                ServerOptions {
-                    max_concurrent_runs: 1024,
-                    // All 32 sessions are one principal in either mode.
-                    max_runs_per_principal: 1024,
-                    ..ServerOptions::default()
-                },
-            );
-            let mut options = HttpOptions::new("127.0.0.1:0".parse().expect("an address"));
-            options.token = token.map(str::to_owned);
-            HttpServer::bind(server, options)
-        };
-        let open = serve(None).await.expect("the server binds");
-        let tokened = serve(Some(TOKEN)).await.expect("the server binds");
-        (open, tokened, dir)
-    });
-    let sockets_now = std::fs::read_to_string("/proc/net/tcp")
-        .map(|t| t.lines().count().saturating_sub(1))
-        .unwrap_or(0)
-        + std::fs::read_to_string("/proc/net/tcp6")
-            .map(|t| t.lines().count().saturating_sub(1))
-            .unwrap_or(0);
+    let (open, tokened, _dir) = server_rt.block_on(serve_echo_twice(TOKEN));
+    let sockets_now = tcp_sockets("/proc/net/tcp") + tcp_sockets("/proc/net/tcp6");
     println!(
         "echo_graph over MCP HTTP, {SOCKET_SESSIONS} sessions x {SOCKET_CALLS} calls per round, \
          {sockets_now} TCP sockets on the host"
@@ -339,20 +364,6 @@ fn sockets(idle: usize) {
             with.push(socket_round(&tokened.url(), Some(TOKEN)).await);
         }
     });
-    let report = |what: &str, rounds: &[(Duration, f64, Vec<Duration>)]| {
-        let cpu: Duration = rounds.iter().map(|r| r.0).sum::<Duration>() / rounds.len() as u32;
-        let rate = rounds.iter().map(|r| r.1).sum::<f64>() / rounds.len() as f64;
-        let mut lat: Vec<Duration> = rounds.iter().flat_map(|r| r.2.iter().copied()).collect();
-        lat.sort();
-        let p99 = lat[((lat.len() as f64 - 1.0) * 0.99).round() as usize];
-        println!(
-            "{what:<14} server CPU {:>7.1} us/call  {:>7.0} calls/s  p99 {:>7.2} ms",
-            cpu.as_secs_f64() * 1e6,
-            rate,
-            p99.as_secs_f64() * 1e3
-        );
-        cpu
-    };
     let a = report("without tokens", &without);
     let b = report("with a token", &with);
     let ratio = a.as_secs_f64() / b.as_secs_f64().max(1e-9);

@@ -148,9 +148,15 @@ impl Drop for Writer {
     fn drop(&mut self) {
         // Closing the queue ends the thread once it has written the rest.
         drop(lock(&self.queue).take());
-        if let Some(thread) = lock(&self.thread).take()
-            && thread.join().is_err()
-        {
+        let Some(thread) = lock(&self.thread).take() else {
+            return;
+        };
+        // The writer thread itself may let go of the last handle (through
+        // a row's hold); it ends on its own once the queue is closed.
+        if thread.thread().id() == std::thread::current().id() {
+            return;
+        }
+        if thread.join().is_err() {
             tracing::warn!("the capability journal writer panicked");
         }
     }

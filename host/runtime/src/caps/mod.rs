@@ -146,9 +146,13 @@ async fn queue(control: &Arc<RunControl>, log: &Arc<dyn CapabilityLog>, row: Cap
 }
 
 /// A queued row's bytes in its run's host byte budget, given back when the
-/// journal has written the row (and drops this).
+/// journal has written the row (and drops this). The run is held weakly:
+/// the journal's writer holds queued rows, and a strong hold would keep
+/// the run, its capabilities and so the journal itself alive until the
+/// row is written, so a process ending would not wait for the writer.
+/// A run that ended first gave its whole budget back when it was dropped.
 struct RowInBudget {
-    control: Arc<RunControl>,
+    control: std::sync::Weak<RunControl>,
     bytes: usize,
 }
 
@@ -161,7 +165,7 @@ impl RowInBudget {
             let written = control.account.row_written();
             if control.bytes().hold(bytes) {
                 return RowInBudget {
-                    control: control.clone(),
+                    control: Arc::downgrade(control),
                     bytes,
                 };
             }
@@ -172,8 +176,10 @@ impl RowInBudget {
 
 impl Drop for RowInBudget {
     fn drop(&mut self) {
-        self.control.bytes().unhold(self.bytes);
-        self.control.account.notify_row_written();
+        if let Some(control) = self.control.upgrade() {
+            control.bytes().unhold(self.bytes);
+            control.account.notify_row_written();
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 use std::fmt;
 use std::rc::Rc;
 
-use sandgraph_spec::{Audience, ChannelSpec, GraphSpec, NodeSpec, PathEntry, Registration};
+use sandgraph_spec::{
+    Audience, ChannelSpec, GOTO_ROUTER, GraphSpec, NodeSpec, PathEntry, Registration,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -145,6 +147,8 @@ pub(crate) struct ConditionalEdge {
     pub(crate) path_map: Vec<(String, String)>,
     route: Box<RouterFn>,
     probe: Box<ProbeFn>,
+    /// Made by [`Graph::destinations`]: a `__goto__` edge with no router.
+    is_declaration: bool,
 }
 
 /// A state graph: channels (the state's keys and their reducers), nodes,
@@ -438,17 +442,82 @@ impl Graph {
         F: Fn(S) -> R + 'static,
         M: IntoPathMap,
     {
+        let router = router.into();
+        if router == GOTO_ROUTER {
+            self.build_problems.push(format!(
+                "router name \"{GOTO_ROUTER}\" is reserved: declare a node's goto targets \
+                 with .destinations(node, [targets])"
+            ));
+        }
         let route = move |state: &str| {
             let state: S = from_json(state).map_err(CallError::InvalidState)?;
             f(state).into_routes().map_err(CallError::Failed)
         };
         self.conditional_edges.push(ConditionalEdge {
             source: source.into(),
-            router: router.into(),
+            router,
             path_map: path_map.into_path_map(),
             route: Box::new(route),
             probe: Box::new(|state: &str| type_mismatch::<S>(state)),
+            is_declaration: false,
         });
+        self
+    }
+
+    /// Declares where `node`'s [`Command`](crate::Command) may `goto`
+    /// (LangGraph's `destinations=`): the targets count as reachable, so a
+    /// node reached only by a `goto` needs no static edge, and diagrams
+    /// draw them as dashed edges. Nothing is routed: the command's `goto`
+    /// still picks. Targets are nodes or [`END`]; calling it again for the
+    /// same node adds targets.
+    ///
+    /// ```
+    /// use sandgraph_sdk::{Command, Graph, Update, END, START};
+    ///
+    /// let graph = Graph::new("triage")
+    ///     .node("triage", |_: serde_json::Value| Command::new().goto("escalate"))
+    ///     .node("escalate", |_: serde_json::Value| Update::new())
+    ///     .edge(START, "triage")
+    ///     .destinations("triage", ["escalate", END]);
+    /// assert_eq!(graph.check(), Ok(()));
+    /// ```
+    ///
+    /// It is sent to the host as a conditional edge whose router is the
+    /// reserved name `__goto__` (which no router may take) and whose path
+    /// map lists each target as key = target.
+    pub fn destinations<I>(mut self, node: impl Into<String>, targets: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let node = node.into();
+        let index = match self
+            .conditional_edges
+            .iter()
+            .position(|c| c.source == node && c.router == GOTO_ROUTER && c.is_declaration)
+        {
+            Some(index) => index,
+            None => {
+                self.conditional_edges.push(ConditionalEdge {
+                    source: node,
+                    router: GOTO_ROUTER.to_owned(),
+                    path_map: Vec::new(),
+                    route: Box::new(|_: &str| {
+                        Err(CallError::Unknown(format!(
+                            "\"{GOTO_ROUTER}\" declares goto targets and is never routed"
+                        )))
+                    }),
+                    probe: Box::new(|_: &str| None),
+                    is_declaration: true,
+                });
+                self.conditional_edges.len() - 1
+            }
+        };
+        let path_map = &mut self.conditional_edges[index].path_map;
+        for target in targets {
+            let target = target.into();
+            push_unique(path_map, (target.clone(), target));
+        }
         self
     }
 
@@ -619,11 +688,12 @@ impl Graph {
     }
 
     /// Runs the router `name` on `state` (JSON text).
+    /// `__goto__` is never a router, not even one the author named so.
     pub(crate) fn route(&self, name: &str, state: &str) -> Result<Vec<Route>, CallError> {
         let edge = self
             .conditional_edges
             .iter()
-            .find(|edge| edge.router == name)
+            .find(|edge| edge.router == name && name != GOTO_ROUTER)
             .ok_or_else(|| CallError::Unknown(format!("unknown router \"{name}\"")))?;
         (edge.route)(state)
     }
@@ -801,6 +871,73 @@ mod tests {
         );
         assert!(g.conditional_edges[1].path_map.is_empty());
         assert_eq!(g.check(), Ok(()));
+    }
+
+    #[test]
+    fn destinations_declare_goto_targets_and_are_never_routed() {
+        let g = Graph::new("g")
+            .node("a", |_: Value| Command::new().goto("c"))
+            .node("b", |_: Value| Update::new())
+            .node("c", |_: Value| Update::new())
+            .edge(START, "a")
+            .edge("a", "b")
+            .destinations("a", ["c"])
+            .destinations("a", ["c", END]);
+        assert_eq!(g.check(), Ok(()));
+        let spec = g.spec(&mut Vec::new());
+        assert_eq!(spec.conditional_edges.len(), 1);
+        let goto = &spec.conditional_edges[0];
+        assert_eq!(
+            (goto.source.as_str(), goto.router.as_str()),
+            ("a", "__goto__")
+        );
+        let map: Vec<_> = goto
+            .path_map
+            .iter()
+            .map(|e| (e.key.as_str(), e.target.as_str()))
+            .collect();
+        assert_eq!(map, [("c", "c"), (END, END)]);
+        assert_eq!(spec.validate(), Ok(()));
+        assert_eq!(
+            g.route("__goto__", "{}"),
+            Err(CallError::Unknown("unknown router \"__goto__\"".into()))
+        );
+
+        // Without the declaration "c" is unreachable; an unknown target is
+        // refused.
+        let g = Graph::new("g")
+            .node("a", |_: Value| Command::new().goto("c"))
+            .node("c", |_: Value| Update::new())
+            .edge(START, "a");
+        assert_eq!(
+            g.check(),
+            Err(r#"node "c" is unreachable from __start__"#.into())
+        );
+        let g = g.destinations("a", ["c", "ghost"]);
+        assert_eq!(
+            g.check(),
+            Err(r#"conditional edge from "a" (router "__goto__"): path-map key "ghost" leads to unknown node "ghost""#.into())
+        );
+    }
+
+    #[test]
+    fn a_router_may_not_be_named_goto() {
+        let g = Graph::new("g")
+            .node("a", |_: Value| Update::new())
+            .edge(START, "a")
+            .conditional_edges("a", "__goto__", |_: Value| "a", [("a", "a")]);
+        assert_eq!(
+            g.check(),
+            Err(
+                "router name \"__goto__\" is reserved: declare a node's goto targets with \
+                 .destinations(node, [targets])"
+                    .into()
+            )
+        );
+        assert_eq!(
+            g.route("__goto__", "{}"),
+            Err(CallError::Unknown("unknown router \"__goto__\"".into()))
+        );
     }
 
     #[test]

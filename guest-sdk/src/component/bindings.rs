@@ -154,7 +154,11 @@ pub mod sandgraph {
             pub struct ConditionalEdge {
                 /// The node whose task runs the router after its body; `__start__` routes the input.
                 pub source: _rt::String,
-                /// The router name passed to `route`.
+                /// The router name passed to `route`. The reserved name `__goto__` is no
+                /// router: such an edge declares where the source node's `command` may
+                /// `goto` (its path map lists each target as key = target, at least one),
+                /// so those targets count as reachable; the host never calls `route` for
+                /// it, and a graph must not export a router of that name.
                 pub router: _rt::String,
                 /// Declared destinations. When non-empty, the router's answers are keys of
                 /// this map; when empty, they must be node names or `__end__`.

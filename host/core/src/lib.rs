@@ -28,7 +28,8 @@ pub use executor::{
     RunConfig, RunOutcome, StepEvent, TaskUpdate, run, run_thread, update_state,
 };
 pub use sandgraph_spec::{
-    ChannelSpec, ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN,
-    MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry, RESERVED_GRAPH_NAME,
-    Reducer, Registration, START, STRICT_MARKER_CHANNEL, SpecError, json, suggest, text,
+    ChannelSpec, ConditionalEdge, END, Edge, GOTO_ROUTER, GraphSpec, MAX_CHANNELS,
+    MAX_DESCRIPTION_LEN, MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry,
+    RESERVED_GRAPH_NAME, Reducer, Registration, START, STRICT_MARKER_CHANNEL, SpecError, json,
+    suggest, text,
 };

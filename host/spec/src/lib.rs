@@ -24,9 +24,9 @@ pub mod text;
 mod validate;
 
 pub use spec::{
-    ChannelSpec, ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN,
-    MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry, RESERVED_GRAPH_NAME,
-    Reducer, Registration, START, STRICT_MARKER_CHANNEL, SpecError,
+    ChannelSpec, ConditionalEdge, END, Edge, GOTO_ROUTER, GraphSpec, MAX_CHANNELS,
+    MAX_DESCRIPTION_LEN, MAX_EDGES, MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, NodeSpec, PathEntry,
+    RESERVED_GRAPH_NAME, Reducer, Registration, START, STRICT_MARKER_CHANNEL, SpecError,
 };
 pub use validate::Audience;
 

@@ -11,7 +11,8 @@ impl GraphSpec {
     /// arrow per source), conditional edges (dashed, labelled with their
     /// path-map key; without a path map, as for a `Send` fan-out, an
     /// unlabelled dashed arrow to every other node, never to the source
-    /// itself or to `__end__`) and finish edges.
+    /// itself or to `__end__`; a node's declared goto targets, an
+    /// unlabelled dashed arrow to each) and finish edges.
     ///
     /// Node names that are not plain identifiers get a sanitized id and keep
     /// their name as a quoted label.
@@ -51,6 +52,14 @@ impl GraphSpec {
                         lines.push(format!("{source} -.-> {}", ids.get(target)));
                     }
                 }
+            }
+            if cond.is_goto() {
+                // Declared goto targets: the keys are the targets, so no
+                // label.
+                for entry in &cond.path_map {
+                    lines.push(format!("{source} -.-> {}", ids.get(&entry.target)));
+                }
+                continue;
             }
             for entry in &cond.path_map {
                 let target = ids.get(&entry.target);
@@ -235,6 +244,25 @@ flowchart TD
                 "    __start__ -.-> plan",
                 "    __start__ -.-> work",
                 "    __start__ -.-> merge"
+            ],
+            "{mermaid}"
+        );
+    }
+
+    #[test]
+    fn mermaid_draws_declared_goto_targets_dashed_without_labels() {
+        let mut spec = valid();
+        spec.conditional_edges
+            .push(cond("b", crate::GOTO_ROUTER, &[("c", "c"), (END, END)]));
+        let mermaid = spec.to_mermaid();
+        let dashed: Vec<&str> = mermaid.lines().filter(|l| l.contains("-.")).collect();
+        assert_eq!(
+            dashed,
+            [
+                "    d -. again .-> a",
+                "    d -. done .-> __end__",
+                "    b -.-> c",
+                "    b -.-> __end__"
             ],
             "{mermaid}"
         );

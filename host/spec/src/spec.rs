@@ -7,6 +7,13 @@ use serde::{Deserialize, Serialize};
 pub const START: &str = "__start__";
 /// The virtual node a run ends at.
 pub const END: &str = "__end__";
+/// The router name of a conditional edge that only declares where a
+/// node's `Command` may `goto` (LangGraph's `destinations=` and
+/// `Command[Literal[...]]`): its path map lists each target as
+/// key = target. The host never calls `route` for it; it counts for
+/// validation and reachability, and diagrams draw it dashed. No graph may
+/// export a router of this name.
+pub const GOTO_ROUTER: &str = "__goto__";
 
 /// How writes to a channel combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,7 +77,8 @@ pub struct ConditionalEdge {
     /// The node whose task runs the router after its body; `__start__`
     /// routes the input.
     pub source: String,
-    /// The router name passed to `route`.
+    /// The router name passed to `route`, or [`GOTO_ROUTER`] for an edge
+    /// that declares the source's goto targets (never routed).
     pub router: String,
     /// Empty: router answers are node names (or `__end__`).
     #[serde(default)]
@@ -143,6 +151,14 @@ pub struct GraphSpec {
 /// the host removes it from the channels and sets [`GraphSpec::strict`].
 /// No graph may declare a channel of this name.
 pub const STRICT_MARKER_CHANNEL: &str = "__strict__";
+
+impl ConditionalEdge {
+    /// Whether this edge only declares the source's goto targets
+    /// ([`GOTO_ROUTER`]) instead of naming a router to call.
+    pub fn is_goto(&self) -> bool {
+        self.router == GOTO_ROUTER
+    }
+}
 
 /// The graph name no graph may take: it belongs to the registry's
 /// code-running tool. The registry refuses to mount a graph of this name,

@@ -10,9 +10,9 @@ use std::collections::HashSet;
 
 use crate::suggest;
 use crate::{
-    END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN, MAX_EDGES, MAX_IDENT_LEN,
-    MAX_NAME_LEN, MAX_NODES, RESERVED_GRAPH_NAME, Reducer, START, STRICT_MARKER_CHANNEL, SpecError,
-    json, text,
+    ConditionalEdge, END, Edge, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN, MAX_EDGES,
+    MAX_IDENT_LEN, MAX_NAME_LEN, MAX_NODES, RESERVED_GRAPH_NAME, Reducer, START,
+    STRICT_MARKER_CHANNEL, SpecError, json, text,
 };
 
 /// Whom the problems of a spec are worded for.
@@ -212,7 +212,10 @@ impl<'s> Check<'s> {
 
     fn entry_and_finish(&mut self, nodes: &HashSet<&str>) -> Flow {
         let spec = self.spec;
-        let routes_from_start = spec.conditional_edges.iter().any(|c| c.source == START);
+        let routes_from_start = spec
+            .conditional_edges
+            .iter()
+            .any(|c| c.source == START && !c.is_goto());
         if spec.entry_points.is_empty() && !routes_from_start {
             let advice = match self.audience {
                 Audience::Host => "",
@@ -277,8 +280,9 @@ impl<'s> Check<'s> {
         for cond in &self.spec.conditional_edges {
             let (source, router) = (&cond.source, &cond.router);
             let label = format!("conditional edge from {source:?}");
-            // `route` dispatches on the router name alone.
-            if !router.is_empty() && !routers.insert(router.as_str()) {
+            // `route` dispatches on the router name alone; goto
+            // declarations are never routed, one per source is fine.
+            if !router.is_empty() && !cond.is_goto() && !routers.insert(router.as_str()) {
                 self.report(match self.audience {
                     Audience::Host => format!(
                         "{label}: router name {router:?} is used by another conditional edge"
@@ -286,7 +290,11 @@ impl<'s> Check<'s> {
                     Audience::Builder => format!("router {router:?} is used twice"),
                 })?;
             }
-            if source != START && !nodes.contains(source.as_str()) {
+            if source == START && cond.is_goto() {
+                self.report(format!(
+                    "{label}: only a node's command can goto, so __start__ cannot declare goto targets"
+                ))?;
+            } else if source != START && !nodes.contains(source.as_str()) {
                 let hint = self.node_hint(source);
                 self.report(format!("{label}: unknown source node {source:?}{hint}"))?;
             }
@@ -301,6 +309,9 @@ impl<'s> Check<'s> {
                     "{label}: {} path-map entries, more than the limit of {MAX_EDGES}",
                     cond.path_map.len()
                 ))?;
+            }
+            if cond.is_goto() {
+                self.goto_declaration(cond, &label)?;
             }
             let mut keys = HashSet::new();
             for entry in &cond.path_map {
@@ -324,10 +335,31 @@ impl<'s> Check<'s> {
         Ok(())
     }
 
+    /// The rules a [`GOTO_ROUTER`](crate::GOTO_ROUTER) edge adds (the path map's targets are
+    /// checked like any other's): at least one target, each its own key.
+    fn goto_declaration(&mut self, cond: &ConditionalEdge, label: &str) -> Flow {
+        if cond.path_map.is_empty() {
+            self.report(format!(
+                "{label}: declares no goto targets (a __goto__ edge needs a path map)"
+            ))?;
+        }
+        for entry in &cond.path_map {
+            let (key, target) = (&entry.key, &entry.target);
+            if key != target {
+                self.report(format!(
+                    "{label}: path-map key {key:?} leads to {target:?}, but a __goto__ edge \
+                     maps each goto target to itself"
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Every node must be reachable from `__start__`. A join edge reaches
     /// its target only once all of its sources are reachable; a conditional
-    /// edge without a path map may reach any node. (`goto` and `send` in a
-    /// node's `Command` are not declared in the spec and do not count.)
+    /// edge without a path map may reach any node; a node's declared goto
+    /// targets (a [`GOTO_ROUTER`](crate::GOTO_ROUTER) edge) count like a path map. (`goto` and
+    /// `send` in a node's `Command` that are not declared do not count.)
     fn reachability(&mut self) -> Flow {
         let reached = self.spec.reachable();
         let mut reported = HashSet::new();
@@ -340,8 +372,8 @@ impl<'s> Check<'s> {
             self.report(match self.audience {
                 Audience::Host => format!(
                     "node {name:?} is unreachable from __start__: add an edge to it, or a \
-                     conditional edge whose path map lists it (nodes reached only by goto or \
-                     send need one too)"
+                     conditional edge whose path map lists it (nodes reached only by send need \
+                     one too; a node's goto targets are declared by a __goto__ edge)"
                 ),
                 Audience::Builder => format!("node {name:?} is unreachable from __start__"),
             })?;
@@ -375,7 +407,8 @@ impl GraphSpec {
     /// The names reachable from `__start__` (itself included): through
     /// entry points, join edges whose sources are all reachable, and the
     /// path maps of conditional edges whose source is (every node, for one
-    /// without a path map). `__end__` is in it when a reached static edge or
+    /// without a path map; a [`GOTO_ROUTER`](crate::GOTO_ROUTER) edge's path map lists the
+    /// node's declared goto targets). `__end__` is in it when a reached static edge or
     /// path map leads there; finish points are not followed.
     pub fn reachable(&self) -> HashSet<&str> {
         let mut reached: HashSet<&str> = HashSet::from([START]);

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use crate::fixtures::{channel, cond, edge, node, valid};
 use crate::{
-    Audience, END, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN, MAX_EDGES, MAX_IDENT_LEN,
-    MAX_NODES, Reducer, START, STRICT_MARKER_CHANNEL, SpecError,
+    Audience, END, GOTO_ROUTER, GraphSpec, MAX_CHANNELS, MAX_DESCRIPTION_LEN, MAX_EDGES,
+    MAX_IDENT_LEN, MAX_NODES, Reducer, START, STRICT_MARKER_CHANNEL, SpecError,
 };
 
 /// A change to [`valid`] and what `validate` must say about it.
@@ -351,6 +351,90 @@ fn unreachable_nodes() {
             "",
         ),
     ]);
+}
+
+#[test]
+fn goto_declarations() {
+    let label = r#"conditional edge from "a" (router "__goto__")"#;
+    assert_cases(&[
+        // Two nodes may declare goto targets; the name is not a router.
+        (
+            |s| {
+                s.conditional_edges
+                    .push(cond("a", GOTO_ROUTER, &[("d", "d"), (END, END)]));
+                s.conditional_edges
+                    .push(cond("b", GOTO_ROUTER, &[("a", "a")]));
+            },
+            "",
+        ),
+        (
+            |s| s.conditional_edges.push(cond("a", GOTO_ROUTER, &[])),
+            "declares no goto targets (a __goto__ edge needs a path map)",
+        ),
+        (
+            |s| {
+                let map = [("again", "b")];
+                s.conditional_edges.push(cond("a", GOTO_ROUTER, &map))
+            },
+            r#"path-map key "again" leads to "b", but a __goto__ edge maps each goto target to itself"#,
+        ),
+        (
+            |s| {
+                s.nodes.push(node("review"));
+                s.edges.push(edge(&["a"], "review"));
+                let map = [("reveiw", "reveiw")];
+                s.conditional_edges.push(cond("a", GOTO_ROUTER, &map))
+            },
+            r#"path-map key "reveiw" leads to unknown node "reveiw"; did you mean "review"?"#,
+        ),
+        (
+            |s| {
+                let map = [("b", "b")];
+                s.conditional_edges.push(cond(START, GOTO_ROUTER, &map))
+            },
+            "__start__ cannot declare goto targets",
+        ),
+        // A declaration from __start__ is no entry.
+        (
+            |s| {
+                s.entry_points.clear();
+                let map = [("a", "a")];
+                s.conditional_edges.push(cond(START, GOTO_ROUTER, &map))
+            },
+            "no entry point and no conditional edge from __start__",
+        ),
+    ]);
+    let mut spec = valid();
+    spec.conditional_edges
+        .push(cond("a", GOTO_ROUTER, &[("zz", "zz")]));
+    assert_eq!(
+        spec.validate().unwrap_err().to_string(),
+        format!(r#"invalid graph spec: {label}: path-map key "zz" leads to unknown node "zz""#)
+    );
+}
+
+#[test]
+fn a_node_reached_only_by_a_declared_goto_is_reachable() {
+    let mut spec = valid();
+    spec.nodes.push(node("escalate"));
+    let e = spec.validate().unwrap_err().to_string();
+    assert!(e.contains(r#"node "escalate" is unreachable"#), "{e}");
+    spec.conditional_edges
+        .push(cond("b", GOTO_ROUTER, &[("escalate", "escalate")]));
+    assert_eq!(spec.validate(), Ok(()));
+    assert!(spec.reachable().contains("escalate"));
+    assert!(spec.problems(Audience::Builder).is_empty());
+    // Only when its source is reached.
+    spec.nodes.push(node("island"));
+    spec.conditional_edges[1].source = "island".to_owned();
+    let problems = spec.problems(Audience::Builder);
+    assert_eq!(
+        problems,
+        [
+            r#"node "escalate" is unreachable from __start__"#,
+            r#"node "island" is unreachable from __start__"#
+        ]
+    );
 }
 
 #[test]

@@ -380,7 +380,7 @@ async function graphPage(name) {
 function legend() {
   return h("ul", { class: "legend", "aria-label": "legend" },
     h("li", { class: "l-static", text: "solid: static edge" }),
-    h("li", { class: "l-conditional", text: "dashed: conditional edge (labelled)" }),
+    h("li", { class: "l-conditional", text: "dashed: conditional edge (labelled) or Command goto target" }),
     h("li", { class: "l-send", text: "dotted: Send target" }),
     h("li", { class: "l-join", text: "◆ join: all sources first" }));
 }

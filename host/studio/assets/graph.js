@@ -4,12 +4,12 @@
 // __end__.
 //
 // Nodes are labelled boxes; static edges are solid, conditional edges
-// dashed with their labels, Send targets dotted, and the sources of a
-// join converge on a marked point above the joining node. Each node is a
-// <g data-node="<id>"> with a <title> (its description and its run state,
-// for hover) and a visible status line; setState() adds the `running` or
-// `done` class and says so in text. Every string from the server goes in
-// with textContent or setAttribute.
+// dashed with their labels, declared goto targets dashed, Send targets
+// dotted, and the sources of a join converge on a marked point above the
+// joining node. Each node is a <g data-node="<id>"> with a <title> (its
+// description and its run state, for hover) and a visible status line;
+// setState() adds the `running` or `done` class and says so in text. Every
+// string from the server goes in with textContent or setAttribute.
 
 const SVG = "http://www.w3.org/2000/svg";
 const NODE_H = 46;
@@ -259,7 +259,7 @@ function drawEdges(svg, edges, boxes, chains, nameOf) {
     const p = chain
       ? forwardPath(a, chain.map((id) => boxes.get(id)), into.get(e), b.y, out.get(e))
       : loopPath(a, b, lane++);
-    const kind = ["static", "conditional", "send", "join"].includes(e.kind) ? e.kind : "static";
+    const kind = ["static", "conditional", "send", "goto", "join"].includes(e.kind) ? e.kind : "static";
     const g = svgEl("g", { class: `edge ${kind}`, "data-from": e.from, "data-to": e.to });
     const title = svgEl("title");
     title.textContent = `${kind} edge ${nameOf(e.from)} → ${nameOf(e.to)}${e.label ? ` (${e.label})` : ""}`;

@@ -136,6 +136,13 @@ pub(crate) fn drawing(spec: &GraphSpec) -> Value {
         }
     }
     for cond in &spec.conditional_edges {
+        if cond.is_goto() {
+            // Declared goto targets: no router, and the keys are the targets.
+            for entry in &cond.path_map {
+                edges.push(&cond.source, &entry.target, "goto", None, None);
+            }
+            continue;
+        }
         if cond.path_map.is_empty() {
             for node in spec.nodes.iter().filter(|n| n.name != cond.source) {
                 edges.push(&cond.source, &node.name, "send", None, Some(&cond.router));
@@ -263,6 +270,14 @@ mod tests {
                     router: "fan".into(),
                     path_map: Vec::new(),
                 },
+                ConditionalEdge {
+                    source: "b".into(),
+                    router: sandgraph_core::GOTO_ROUTER.into(),
+                    path_map: vec![PathEntry {
+                        key: "d".into(),
+                        target: "d".into(),
+                    }],
+                },
             ],
             entry_points: vec!["a".into(), "d".into()],
             finish_points: vec!["c".into()],
@@ -304,6 +319,7 @@ mod tests {
                 "d>a:send:-",
                 "d>b:send:-",
                 "d>c:send:-",
+                "b>d:goto:-",
                 "c>__end__:static:-",
             ]
         );
@@ -311,5 +327,9 @@ mod tests {
         assert_eq!(d["edges"][4]["join"], "join-1");
         assert_eq!(d["edges"][5]["router"], "after_c");
         assert_eq!(d["edges"][7]["router"], "fan");
+        assert!(
+            d["edges"][10].get("router").is_none(),
+            "a goto edge has no router"
+        );
     }
 }

@@ -60,7 +60,8 @@ pub struct CompiledGraph {
     /// Source node -> indexes into `joins`.
     pub(super) joins_of: HashMap<String, Vec<usize>>,
     /// Source node (or `__start__`) -> indexes into the spec's conditional
-    /// edges, in spec order.
+    /// edges that have a router to call (not `__goto__` declarations), in
+    /// spec order.
     conditionals_of: HashMap<String, Vec<usize>>,
 }
 
@@ -122,6 +123,12 @@ impl CompiledGraph {
         }
         let mut conditionals_of: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, cond) in spec.conditional_edges.iter().enumerate() {
+            // A `__goto__` edge only declares where the source's `Command`
+            // may go (validation and reachability): there is no router to
+            // call.
+            if cond.is_goto() {
+                continue;
+            }
             conditionals_of
                 .entry(cond.source.clone())
                 .or_default()

@@ -416,6 +416,38 @@ async fn goto_adds_to_static_edges() {
 }
 
 #[tokio::test]
+async fn declared_goto_targets_are_never_routed() {
+    // "c" is reached only by a's goto, declared by a `__goto__` edge (as
+    // an SDK emits for `destinations`); the fake has no router at all, so
+    // a `route` call would fail the run.
+    let spec = graph(&["a", "b", "c"])
+        .channel("log", Reducer::Append)
+        .entry("a")
+        .edge("a", "b")
+        .cond(
+            "a",
+            sandgraph_core::GOTO_ROUTER,
+            &[("c", "c"), ("__end__", "__end__")],
+        )
+        .build();
+    spec.validate()
+        .expect("a declared goto target is reachable");
+    let fake = Fake::new()
+        .node("a", |_, _| command(json!({"log": ["a"]}), &["c"], vec![]))
+        .node("b", push(json!("b")))
+        .node("c", push(json!("c")))
+        .build();
+    let ran = run_graph(spec, &fake, json!({})).await;
+    assert_eq!(ran.state()["log"], json!(["a", "b", "c"]));
+    let routed: Vec<Call> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::Route { .. }))
+        .collect();
+    assert!(routed.is_empty(), "route was called: {routed:?}");
+}
+
+#[tokio::test]
 async fn goto_to_an_unknown_node_is_an_invalid_update() {
     let spec = graph(&["a"])
         .channel("x", Reducer::LastValue)

@@ -125,6 +125,7 @@ mod graph;
 pub mod http;
 pub mod llm;
 pub mod log;
+pub mod messages;
 mod node;
 mod route;
 pub mod tools;

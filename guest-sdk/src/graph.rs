@@ -205,6 +205,13 @@ impl Graph {
         }
     }
 
+    /// Renames the graph (the tool name and registry key), as for a graph
+    /// made by [`create_react_agent`](crate::prebuilt::create_react_agent).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
     /// The tool description shown to models.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.description = Some(description.into());

@@ -80,6 +80,24 @@
 //! [`END`], a [`Send`], a [`Route`], a `Vec`/array/`Option` of those, or a
 //! `Result`.
 //!
+//! # Agents
+//!
+//! LangGraph's agent blocks, shaped the same in the Python and JavaScript
+//! SDKs: [`Graph::messages_channel`] (`MessagesState`: a `messages` channel
+//! merged by [`add_messages`], which replaces by id, removes and assigns
+//! deterministic ids), [`ChatModel`] over the host's models, [`Tool`]s
+//! defined in the graph next to granted graph tools, [`ToolNode`],
+//! [`tools_condition`] and [`create_react_agent`]:
+//!
+//! ```
+//! use sandgraph_sdk::create_react_agent;
+//!
+//! let graph = create_react_agent("default", ["search".into()], Some("Cite your sources."))
+//!     .name("research")
+//!     .as_tool(true);
+//! assert_eq!(graph.check(), Ok(()));
+//! ```
+//!
 //! # Mistakes
 //!
 //! The builder never panics. The spec sent to the host is what you wrote,
@@ -127,13 +145,16 @@ pub mod llm;
 pub mod log;
 pub mod messages;
 mod node;
+pub mod prebuilt;
 mod route;
 pub mod tools;
 mod update;
 
 pub use context::{Context, Interrupted, ValidateContext};
 pub use graph::{CustomReducer, Graph, Reducer};
+pub use messages::{Message, REMOVE_ALL_MESSAGES, add_messages};
 pub use node::{IntoNodeResult, NodeError};
+pub use prebuilt::{ChatModel, Tool, ToolNode, create_react_agent, tools_condition};
 pub use route::{IntoPathMap, IntoRoutes, Route};
 pub use update::{Command, Send, Update};
 

@@ -1,25 +1,29 @@
-//! `research`: a ReAct agent. Each superstep is one model turn: the `agent`
-//! node asks the model (alias `fast`), offering the graph tools this graph
-//! is granted (`ctx.tools().list()`, with their JSON Schemas), runs every
-//! tool call the model asks for as a sub-run (`ctx.tools().call`), appends
-//! the turn to `messages`, and loops back to itself until the model
-//! answers without tool calls (`answer`) or `max_steps` turns are used
-//! (`error`).
+//! `research`: a ReAct agent on the SDK's agent blocks. The `agent` node
+//! asks the model (alias `fast`) through a [`ChatModel`], offering the
+//! graph tools this graph is granted (`ctx.tools().list()`, with their JSON
+//! Schemas); [`tools_condition`] sends a turn with tool calls to the
+//! `tools` node, a [`ToolNode`] running each call as a sub-run, which loops
+//! back to `agent`, until the model answers without tool calls (`answer`)
+//! or `max_steps` model turns are used (`error`). The conversation is the
+//! `messages` channel ([`Graph::messages_channel`]).
 //!
 //! `{"question": "Greet Ada formally."}` with `greet_graph` granted ends
 //! with the model's `answer`, `steps: 2` and the whole conversation in
-//! `messages`. A failed tool call goes back to the model as the tool's
-//! answer; a failed model call (no grant, quota used up, provider down)
+//! `messages`. A failed tool call goes back to the model as an error tool
+//! message; a failed model call (no grant, quota used up, provider down)
 //! ends the run with `error` saying why.
 
-use sandgraph_sdk::llm::{ChatRequest, Message, Role, ToolCall, ToolDefinition};
-use sandgraph_sdk::serde_json::{self, Value, json};
-use sandgraph_sdk::{Context, END, Graph, Reducer, START, Update};
-use serde::{Deserialize, Serialize};
+use sandgraph_sdk::llm::ToolDefinition;
+use sandgraph_sdk::serde_json::{Value, json};
+use sandgraph_sdk::{
+    ChatModel, Context, END, Graph, Message, Reducer, START, ToolNode, Update, tools_condition,
+};
+use serde::Deserialize;
 
-/// The most model turns whatever `max_steps` says, so the loop always ends
-/// here, before the host's step budget (25 supersteps) stops the run.
-const STEP_CAP: i64 = 20;
+/// The most model turns whatever `max_steps` says: a turn with tool calls
+/// takes two supersteps (`agent`, `tools`), so the loop always ends here,
+/// before the host's step budget (25 supersteps) stops the run.
+const STEP_CAP: i64 = 12;
 
 const SYSTEM: &str = "You are a research assistant. Call the tools when they help, \
     then answer the question in a few sentences.";
@@ -30,139 +34,51 @@ struct State {
     max_steps: i64,
     steps: i64,
     #[serde(default)]
-    messages: Vec<Turn>,
-    answer: Option<String>,
+    messages: Vec<Message>,
     error: Option<String>,
 }
 
-/// A [`Message`] as it is kept in the `messages` channel.
-#[derive(Serialize, Deserialize)]
-struct Turn {
-    role: String,
-    content: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<Call>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<String>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Call {
-    id: String,
-    name: String,
-    arguments: String,
-}
-
-impl From<&Message> for Turn {
-    fn from(m: &Message) -> Self {
-        let role = match m.role {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        };
-        Turn {
-            role: role.to_owned(),
-            content: m.content.clone(),
-            tool_calls: (m.tool_calls.iter())
-                .map(|c| Call {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
-                .collect(),
-            tool_call_id: m.tool_call_id.clone(),
-        }
-    }
-}
-
-impl From<Turn> for Message {
-    fn from(t: Turn) -> Self {
-        let role = match t.role.as_str() {
-            "system" => Role::System,
-            "assistant" => Role::Assistant,
-            "tool" => Role::Tool,
-            _ => Role::User,
-        };
-        Message {
-            role,
-            content: t.content,
-            tool_calls: (t.tool_calls.into_iter())
-                .map(|c| ToolCall {
-                    id: c.id,
-                    name: c.name,
-                    arguments: c.arguments,
-                })
-                .collect(),
-            tool_call_id: t.tool_call_id,
-        }
-    }
-}
-
-/// One model turn, and the tool calls it asks for.
+/// One model turn. On the first, the instructions and the question start
+/// the conversation.
 fn agent(s: State, ctx: &Context) -> Update {
     let steps = s.steps + 1;
-    // This turn's messages: on the first, the instructions and the question.
     let mut new = Vec::new();
     if s.messages.is_empty() {
-        new = vec![Message::system(SYSTEM), Message::user(s.question)];
+        new = vec![Message::system(SYSTEM), Message::human(s.question)];
     }
-    let request = ChatRequest {
-        model: Some("fast".to_owned()),
-        messages: s
-            .messages
-            .into_iter()
-            .map(Message::from)
-            .chain(new.clone())
-            .collect(),
-        tools: (ctx.tools().list().into_iter())
-            .map(|t| ToolDefinition {
-                name: t.name,
-                description: t.description,
-                parameters: t.parameters,
-            })
-            .collect(),
-        ..ChatRequest::default()
-    };
-    let update = |new: &[Message]| {
-        Update::new()
-            .set("steps", steps)
-            .extend("messages", new.iter().map(Turn::from))
-    };
-    let reply = match ctx.llm().chat(&request) {
+    let tools = (ctx.tools().list().into_iter())
+        .map(|t| ToolDefinition {
+            name: t.name,
+            description: t.description,
+            parameters: t.parameters,
+        })
+        .collect();
+    let model = ChatModel::new(Some("fast")).bind_tools(tools);
+    let conversation: Vec<&Message> = s.messages.iter().chain(&new).collect();
+    let update = Update::new().set("steps", steps);
+    let reply = match model.invoke(ctx, &json!(conversation)) {
         Ok(reply) => reply,
         // No grant, the quota used up, the provider down: the run ends here.
-        Err(e) => return update(&new).set("error", e.to_string()),
+        Err(e) => return update.set("messages", new).set("error", e.to_string()),
     };
-    new.push(reply.to_message());
-    if reply.tool_calls.is_empty() {
-        return update(&new).set("answer", reply.content);
-    }
-    for call in &reply.tool_calls {
-        new.push(Message::tool_result(&call.id, run_tool(ctx, call)));
+    let calls = reply["tool_calls"].as_array().map_or(0, Vec::len);
+    let mut turn: Vec<Value> = new.iter().map(Message::to_value).collect();
+    turn.push(reply.clone());
+    let mut update = update.set("messages", turn);
+    if calls == 0 {
+        return update.set("answer", reply["content"].clone());
     }
     let max_steps = s.max_steps.clamp(1, STEP_CAP);
     if steps >= max_steps {
+        // The tools node still runs this turn's calls, then the run ends.
         let why = format!("no answer after {steps} model turns (max_steps is {max_steps})");
-        return update(&new).set("error", why);
+        update = update.set("error", why);
     }
-    update(&new)
-}
-
-/// The tool's final state as JSON text, or why the call failed: either way
-/// the model reads it and carries on.
-fn run_tool(ctx: &Context, call: &ToolCall) -> String {
-    let args: Value = match serde_json::from_str(&call.arguments) {
-        Ok(args) => args,
-        Err(e) => return format!("error: the arguments are not JSON: {e}"),
-    };
-    match ctx.tools().call(&call.name, args) {
-        Ok(state) => state.to_string(),
-        Err(e) => format!("error: {e}"),
-    }
+    update
 }
 
 fn graph() -> Graph {
+    let tools = ToolNode::new([]);
     Graph::new("research")
         .description("Answer a question, calling the granted graph tools as needed.")
         .as_tool(true)
@@ -171,26 +87,33 @@ fn graph() -> Graph {
             "max_steps": {
                 "type": "integer",
                 "default": 6,
-                "description": "Most model turns (1 to 20)."
+                "description": "Most model turns (1 to 12)."
             }
         }))
         .channel("question", Reducer::LastValue)
         .channel_with_default("max_steps", Reducer::LastValue, 6)
-        .channel("messages", Reducer::Append)
+        .messages_channel()
         .channel_with_default("steps", Reducer::LastValue, 0)
         .channel("answer", Reducer::LastValue)
         .channel("error", Reducer::LastValue)
         .node_with_context("agent", agent)
-        .describe_node("agent", "One model turn and the tool calls it asks for.")
+        .describe_node("agent", "One model turn.")
+        .node_with_context("tools", move |s: Value, ctx: &Context| {
+            tools.invoke(&s, ctx).map(Update::from_serialize)
+        })
+        .describe_node("tools", "Runs the turn's tool calls as sub-runs.")
         .edge(START, "agent")
         .conditional_edges(
             "agent",
+            "tools_condition",
+            tools_condition,
+            [("tools", "tools"), (END, END)],
+        )
+        .conditional_edges(
+            "tools",
             "next",
-            |s: State| match (s.answer, s.error) {
-                (None, None) => "continue",
-                _ => "done",
-            },
-            [("continue", "agent"), ("done", END)],
+            |s: State| if s.error.is_some() { END } else { "agent" },
+            [("agent", "agent"), (END, END)],
         )
 }
 
@@ -203,27 +126,5 @@ mod tests {
     #[test]
     fn graph_is_valid() {
         graph().check().unwrap();
-    }
-
-    #[test]
-    fn messages_keep_their_tool_calls() {
-        let call = ToolCall {
-            id: "c1".into(),
-            name: "greet_graph".into(),
-            arguments: r#"{"name":"Ada"}"#.into(),
-        };
-        let message = Message {
-            tool_calls: vec![call],
-            ..Message::assistant("")
-        };
-        let json = serde_json::to_value(Turn::from(&message)).unwrap();
-        assert_eq!(json["tool_calls"][0]["name"], "greet_graph");
-        let back: Turn = serde_json::from_value(json).unwrap();
-        assert_eq!(Message::from(back), message);
-        let result = serde_json::to_value(Turn::from(&Message::tool_result("c1", "ok"))).unwrap();
-        assert_eq!(
-            result,
-            json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})
-        );
     }
 }

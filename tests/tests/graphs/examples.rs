@@ -134,17 +134,18 @@ pub async fn research() {
     assert_eq!(state["answer"], "Say \"Good day, Ada.\"", "{state}");
     assert_eq!(state["steps"], 2);
     assert_eq!(state.get("error"), None, "{state}");
-    let roles: Vec<&Value> = state["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| &m["role"])
-        .collect();
+    // The messages channel: add_messages gave each message an id.
+    let messages = state["messages"].as_array().unwrap();
+    let types: Vec<&Value> = messages.iter().map(|m| &m["type"]).collect();
+    assert_eq!(types, ["system", "human", "ai", "tool", "ai"], "{state}");
+    let ids: Vec<&Value> = messages.iter().map(|m| &m["id"]).collect();
     assert_eq!(
-        roles,
-        ["system", "user", "assistant", "tool", "assistant"],
+        ids,
+        ["msg-0", "msg-1", "msg-2", "msg-3", "msg-4"],
         "{state}"
     );
+    assert_eq!(messages[3]["name"], "greet_graph", "{state}");
+    assert_eq!(messages[3]["status"], "success", "{state}");
 
     let sent = server.requests();
     assert_eq!(sent.len(), 2);
@@ -196,24 +197,32 @@ async fn research_stops_at_max_steps_and_hands_tool_errors_to_the_model() {
     );
     assert_eq!(server.requests().len(), 3);
     assert_eq!(server.remaining(), 1);
-    // Each failed call went back to the model as the tool's answer.
+    // Each failed call went back to the model as an error tool message
+    // (the ToolNode's wording).
     let sent = server.requests();
     let last_tool = |i: usize| sent[i].last_content("tool").unwrap().to_owned();
     assert!(
-        last_tool(1).starts_with("error: invalid tool arguments: "),
+        last_tool(1).starts_with("Error: invalid_args: "),
+        "{}",
+        last_tool(1)
+    );
+    assert!(
+        last_tool(1).ends_with("\n Please fix your mistakes."),
         "{}",
         last_tool(1)
     );
     assert!(last_tool(1).contains("name"), "{}", last_tool(1));
-    assert!(
-        last_tool(2).starts_with("error: tool call denied: "),
-        "{}",
-        last_tool(2)
+    assert_eq!(
+        last_tool(2),
+        "Error: graph_tools is not a valid tool, try one of [echo_graph, greet_graph]."
     );
     // The cap's own turn ran its tool call too, and kept it.
     let messages = state["messages"].as_array().unwrap();
+    let errors = messages.iter().filter(|m| m["status"] == "error").count();
+    assert_eq!(errors, 2, "{state}");
     let last = messages.last().unwrap();
-    assert_eq!(last["role"], "tool", "{state}");
+    assert_eq!(last["type"], "tool", "{state}");
+    assert_eq!(last["status"], "success", "{state}");
     assert!(
         last["content"].as_str().unwrap().contains("seen:t"),
         "{state}"

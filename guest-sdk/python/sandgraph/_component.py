@@ -13,7 +13,10 @@ from typing import Any, List
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import types as wit
+try:
+    from wit_world.imports import types as wit
+except ImportError:  # renamed beside wasi:http's own `types` (an `http` build)
+    from wit_world.imports import sandgraph_graph_types as wit
 
 from .graph import CallError, CompiledStateGraph, describe_exception, exported
 

@@ -13,8 +13,10 @@ import re
 import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _aio
 from . import types as _types
 from .constants import END, START
+from .errors import CapabilityError
 from .types import Command, GraphInterrupt, Send
 
 __all__ = ["END", "START", "CompiledStateGraph", "StateGraph"]
@@ -211,10 +213,15 @@ def _call(fn: Callable, how: Optional[str], value: Any, config: Any) -> Any:
 
 
 def _check_sync(what: str, fn: Any) -> None:
+    """A plain or `async def` function (run to completion inside the call);
+    not an async generator, whose later items would outlive it."""
     if not callable(fn):
         raise TypeError(f"{what} must be callable, not {type(fn).__name__}")
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(f"{what} is async; sandgraph runs plain functions (drop `async`)")
+    if inspect.isasyncgenfunction(fn):
+        raise TypeError(
+            f"{what} is an async generator; sandgraph runs a function to completion inside the "
+            "call (return the update instead of yielding)"
+        )
 
 
 def _literal_targets(path: Callable) -> List[str]:
@@ -643,11 +650,13 @@ class CompiledStateGraph:
         config = _config(node, context) if entry["wants_config"] else None
         _types._enter(resume)
         try:
-            result = _call(entry["fn"], entry["wants_config"], value, config)
+            result = _aio.resolve(_call(entry["fn"], entry["wants_config"], value, config))
         except GraphInterrupt as pause:
             return "interrupt", _json(pause.value, "the interrupt value")
         except CallError:
             raise
+        except CapabilityError as error:  # `<kind>: <text>`, as the other SDKs say
+            raise CallError("failed", str(error)) from None
         except MemoryError:
             raise
         except BaseException as error:
@@ -664,9 +673,11 @@ class CompiledStateGraph:
             raise CallError("unknown", f'unknown router "{router}"')
         value = _loads(state, "state")
         try:
-            answer = branch["fn"](value)
+            answer = _aio.resolve(branch["fn"](value))
         except MemoryError:
             raise
+        except CapabilityError as error:
+            raise CallError("failed", str(error)) from None
         except BaseException as error:
             raise CallError("failed", describe_exception(error)) from None
         if answer is None:
@@ -697,7 +708,7 @@ class CompiledStateGraph:
         current_value = _loads(current, "current value")
         update_value = _loads(update, "update")
         try:
-            reduced = fn(current_value, update_value)
+            reduced = _aio.resolve(fn(current_value, update_value))
         except MemoryError:
             raise
         except BaseException as error:
@@ -716,7 +727,7 @@ class CompiledStateGraph:
         try:
             how = self._validate_wants_config
             config = _config(None, context) if how else None
-            verdict = _call(self._validate, how, value, config)
+            verdict = _aio.resolve(_call(self._validate, how, value, config))
         except MemoryError:
             raise
         except BaseException as error:

@@ -7,7 +7,10 @@ _LEVELS = ("trace", "debug", "info", "warn", "error")
 
 try:
     from wit_world.imports import host as _host
-    from wit_world.imports import types as _wit
+    try:
+        from wit_world.imports import types as _wit
+    except ImportError:  # renamed beside wasi:http's own `types`
+        from wit_world.imports import sandgraph_graph_types as _wit
 except ImportError:  # not inside a component
     _host = None
 

@@ -243,9 +243,9 @@ class Spec(Base):
             b.add_node(lambda s: None)
 
         async def later(s):
-            return None
+            yield None
 
-        with self.assertRaisesRegex(TypeError, "is async"):
+        with self.assertRaisesRegex(TypeError, "is an async generator"):
             b.add_node("later", later)
         with self.assertRaisesRegex(ValueError, "retry_policy=...\\) is not supported"):
             b.add_node("r", lambda s: None, retry_policy=object())

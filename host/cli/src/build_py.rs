@@ -26,29 +26,64 @@ pub const TOOL_ENV: &str = "SANDGRAPH_COMPONENTIZE_PY";
 /// The WIT world, as the Rust SDK ships it.
 const WIT: &str = include_str!("../../../guest-sdk/wit/graph.wit");
 
-/// The world's imports, as `graph.wit` declares them, and what a Python
-/// graph imports instead: the SDK offers no `llm` or `tools` calls, and
-/// componentize-py imports every interface of the world it is given, so the
-/// build's world leaves them out and the component asks for no capability.
+/// The world's imports, as `graph.wit` declares them. componentize-py
+/// imports every interface of the world it is given, so the build writes a
+/// world with `host` and only the capabilities the graph asks for
+/// (`[tool.sandgraph] capabilities`): an unused capability is not imported.
 const WORLD_IMPORTS: &str =
     "    import host;\n    import llm;\n    import tools;\n    export graph;\n";
-const PYTHON_IMPORTS: &str = "    import host;\n    export graph;\n";
 
-/// [`WIT`] with the world a Python graph is built against.
-fn python_wit() -> Result<String, Failure> {
+/// The capabilities a Python graph may ask for, and the world line each adds.
+const CAPABILITIES: [(&str, &str); 3] = [
+    ("llm", "    import llm;\n"),
+    ("tools", "    import tools;\n"),
+    ("http", "    import wasi:http/outgoing-handler@0.2.12;\n"),
+];
+
+/// The WASI packages `wasi:http/outgoing-handler@0.2.12` needs, as the
+/// host's wasmtime-wasi-http ships them: written under the build's
+/// `wit/deps/` when the graph asks for `http` (nothing is downloaded).
+const WASI_DEPS: [(&str, &str); 7] = [
+    ("http", include_str!("../wit/wasi/http.wit")),
+    ("io", include_str!("../wit/wasi/io.wit")),
+    ("clocks", include_str!("../wit/wasi/clocks.wit")),
+    ("cli", include_str!("../wit/wasi/cli.wit")),
+    ("random", include_str!("../wit/wasi/random.wit")),
+    ("filesystem", include_str!("../wit/wasi/filesystem.wit")),
+    ("sockets", include_str!("../wit/wasi/sockets.wit")),
+];
+
+/// [`WIT`] with the world a Python graph asking for `capabilities` is built
+/// against.
+fn python_wit(capabilities: &[String]) -> Result<String, Failure> {
     if WIT.matches(WORLD_IMPORTS).count() != 1 {
         return Err(Failure::internal(
             "the embedded graph.wit's world no longer reads as build_py expects: update WORLD_IMPORTS",
         ));
     }
-    Ok(WIT.replace(WORLD_IMPORTS, PYTHON_IMPORTS))
+    let mut imports = String::from("    import host;\n");
+    for (name, line) in CAPABILITIES {
+        if capabilities.iter().any(|c| c == name) {
+            imports.push_str(line);
+        }
+    }
+    imports.push_str("    export graph;\n");
+    Ok(WIT.replace(WORLD_IMPORTS, &imports))
 }
 
 /// The Python SDK, file by file (relative to the build's python path).
-const SDK: [(&str, &str); 7] = [
+const SDK: [(&str, &str); 12] = [
     (
         "sandgraph/__init__.py",
         include_str!("../../../guest-sdk/python/sandgraph/__init__.py"),
+    ),
+    (
+        "sandgraph/_aio.py",
+        include_str!("../../../guest-sdk/python/sandgraph/_aio.py"),
+    ),
+    (
+        "sandgraph/_bindings.py",
+        include_str!("../../../guest-sdk/python/sandgraph/_bindings.py"),
     ),
     (
         "sandgraph/_component.py",
@@ -71,6 +106,18 @@ const SDK: [(&str, &str); 7] = [
         include_str!("../../../guest-sdk/python/sandgraph/host.py"),
     ),
     (
+        "sandgraph/http.py",
+        include_str!("../../../guest-sdk/python/sandgraph/http.py"),
+    ),
+    (
+        "sandgraph/llm.py",
+        include_str!("../../../guest-sdk/python/sandgraph/llm.py"),
+    ),
+    (
+        "sandgraph/tools.py",
+        include_str!("../../../guest-sdk/python/sandgraph/tools.py"),
+    ),
+    (
         "sandgraph/types.py",
         include_str!("../../../guest-sdk/python/sandgraph/types.py"),
     ),
@@ -87,6 +134,15 @@ import sys
 sys.dont_write_bytecode = True
 
 import importlib
+
+# The component has no file system at run time: a module the stdlib finds
+# by name only when it is first used (the `idna` codec, which `urllib` and
+# `str.encode('idna')` look up) must be in the snapshot already.
+import encodings.idna
+import encodings.punycode
+import stringprep
+import unicodedata
+import urllib.parse
 
 importlib.import_module({module})
 
@@ -120,7 +176,10 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Builds the Python graph in `dir` into component bytes.
 pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
-    let module = graph_module(dir)?;
+    let Manifest {
+        module,
+        capabilities,
+    } = manifest(dir)?;
     let tool = std::env::var_os(TOOL_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -130,7 +189,7 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         .tempdir()
         .map_err(|e| Failure::build(format!("cannot make a temporary build folder: {e}")))?;
     let root = work.path();
-    write_build_folder(root, &module)?;
+    write_build_folder(root, &module, &capabilities)?;
     let out = root.join("graph.wasm");
     let dir_abs = dir
         .canonicalize()
@@ -178,9 +237,16 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
     read_component(&out)
 }
 
-/// The graph module `[tool.sandgraph]` names in `dir/pyproject.toml`
-/// (default `graph`), checked to exist in `dir`.
-fn graph_module(dir: &Path) -> Result<String, Failure> {
+/// What `[tool.sandgraph]` in a graph's `pyproject.toml` asks for.
+struct Manifest {
+    /// The graph module (default `graph`), checked to exist in the folder.
+    module: String,
+    /// The capabilities to import, each a name of [`CAPABILITIES`].
+    capabilities: Vec<String>,
+}
+
+/// The `[tool.sandgraph]` table of `dir/pyproject.toml`.
+fn manifest(dir: &Path) -> Result<Manifest, Failure> {
     let path = dir.join("pyproject.toml");
     let read = |e: std::io::Error| Failure::build(format!("cannot read {}: {e}", path.display()));
     let len = std::fs::metadata(&path).map_err(read)?.len();
@@ -204,13 +270,16 @@ fn graph_module(dir: &Path) -> Result<String, Failure> {
             ))
         })?;
     for key in table.keys() {
-        if key != "module" {
+        if key != "module" && key != "capabilities" {
             return Err(Failure::build(format!(
-                "{}: [tool.sandgraph] has an unknown key {key:?} (the only key is `module`)",
+                "{}: [tool.sandgraph] has an unknown key {key:?} (the keys are `module` and \
+                 `capabilities`)",
                 path.display()
             )));
         }
     }
+    let capabilities = capabilities(table.get("capabilities"))
+        .map_err(|why| Failure::build(format!("{}: [tool.sandgraph] {why}", path.display())))?;
     let module = match table.get("module") {
         None => "graph".to_owned(),
         Some(toml::Value::String(m)) => m.clone(),
@@ -239,7 +308,49 @@ fn graph_module(dir: &Path) -> Result<String, Failure> {
             package.display()
         )));
     }
-    Ok(module)
+    Ok(Manifest {
+        module,
+        capabilities,
+    })
+}
+
+/// The `capabilities` array: names of [`CAPABILITIES`], duplicates dropped.
+fn capabilities(value: Option<&toml::Value>) -> Result<Vec<String>, String> {
+    let known = || {
+        CAPABILITIES
+            .iter()
+            .map(|(n, _)| format!("\"{n}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let items = value.as_array().ok_or_else(|| {
+        format!(
+            "capabilities must be an array of capability names (some of {})",
+            known()
+        )
+    })?;
+    let mut names: Vec<String> = Vec::new();
+    for item in items {
+        let name = item.as_str().ok_or_else(|| {
+            format!(
+                "capabilities holds {item}, not a capability name (one of {})",
+                known()
+            )
+        })?;
+        if !CAPABILITIES.iter().any(|(n, _)| *n == name) {
+            return Err(format!(
+                "capabilities names an unknown capability {name:?} (the capabilities are {})",
+                known()
+            ));
+        }
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    Ok(names)
 }
 
 /// A dotted Python module name that the build does not use itself.
@@ -266,9 +377,14 @@ fn check_module_name(module: &str) -> Result<(), &'static str> {
 
 /// Writes the WIT world, the SDK, the entry module and an empty stand-in
 /// for a virtual environment into `root`.
-fn write_build_folder(root: &Path, module: &str) -> Result<(), Failure> {
+fn write_build_folder(root: &Path, module: &str, capabilities: &[String]) -> Result<(), Failure> {
     let entry = ENTRY.replace("{module}", &format!("{module:?}"));
-    let wit = python_wit()?;
+    let wit = python_wit(capabilities)?;
+    let http = capabilities.iter().any(|c| c == "http");
+    let deps = WASI_DEPS
+        .iter()
+        .filter(|_| http)
+        .map(|(name, text)| (root.join(format!("wit/deps/{name}/{name}.wit")), *text));
     // An empty site-packages folder: componentize-py adds nothing of the
     // machine's (and does not warn that there is none).
     let venv = root.join("venv/lib/site-packages");
@@ -281,7 +397,8 @@ fn write_build_folder(root: &Path, module: &str) -> Result<(), Failure> {
                 root.join("sdk").join(format!("{ENTRY_NAME}.py")),
                 entry.as_str(),
             ),
-        ]);
+        ])
+        .chain(deps);
     for (path, text) in files {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| write_failure(parent, e))?;
@@ -428,10 +545,55 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_python_world_imports_only_the_host() {
-        let wit = python_wit().unwrap();
+    fn the_python_world_imports_only_the_asked_capabilities() {
+        let wit = python_wit(&[]).unwrap();
         assert!(wit.contains("world graph-component {\n    import host;\n    export graph;\n}"));
         assert!(!wit.contains("import llm;") && !wit.contains("import tools;"));
+        let wit = python_wit(&["http".into(), "llm".into()]).unwrap();
+        assert!(
+            wit.contains(
+                "world graph-component {\n    import host;\n    import llm;\n    \
+                 import wasi:http/outgoing-handler@0.2.12;\n    export graph;\n}"
+            ),
+            "{wit}"
+        );
+        assert!(!wit.contains("import tools;"));
+    }
+
+    #[test]
+    fn capabilities_are_known_names() {
+        let parse = |text: &str| {
+            let table: toml::Table = toml::from_str(text).unwrap();
+            capabilities(table.get("capabilities"))
+        };
+        assert_eq!(parse(""), Ok(vec![]));
+        assert_eq!(
+            parse("capabilities = [\"tools\", \"llm\", \"tools\"]"),
+            Ok(vec!["tools".to_owned(), "llm".to_owned()])
+        );
+        let err = parse("capabilities = [\"llm\", \"fs\"]").unwrap_err();
+        assert_eq!(
+            err,
+            "capabilities names an unknown capability \"fs\" (the capabilities are \"llm\", \
+             \"tools\", \"http\")"
+        );
+        assert!(
+            parse("capabilities = \"llm\"")
+                .unwrap_err()
+                .contains("must be an array")
+        );
+        assert!(parse("capabilities = [1]").unwrap_err().contains("holds 1"));
+    }
+
+    #[test]
+    fn an_http_build_writes_the_wasi_packages() {
+        let dir = tempfile::tempdir().unwrap();
+        write_build_folder(dir.path(), "graph", &["http".into()]).unwrap();
+        let http = std::fs::read_to_string(dir.path().join("wit/deps/http/http.wit")).unwrap();
+        assert!(http.starts_with("package wasi:http@0.2.12;"), "{http}");
+        let other = tempfile::tempdir().unwrap();
+        write_build_folder(other.path(), "graph", &["llm".into()]).unwrap();
+        assert!(!other.path().join("wit/deps").exists());
     }
 
     #[test]

@@ -49,10 +49,9 @@ impl Lang {
         match (self, example) {
             (Lang::Rust, "hostile") => repo.join("tests/guests/polyglot-hostile"),
             (Lang::Rust, _) => repo.join("example-graphs").join(example),
-            (_, "hostile") => repo
-                .join("tests/polyglot")
-                .join(self.name())
-                .join("hostile"),
+            (_, "hostile" | "capabilities") => {
+                repo.join("tests/polyglot").join(self.name()).join(example)
+            }
             (_, _) => repo.join("example-graphs").join(self.name()).join(example),
         }
     }
@@ -75,6 +74,7 @@ impl Lang {
                 repo.join("guest-sdk/python/sandgraph"),
                 repo.join("example-graphs/python/requirements.txt"),
                 repo.join("host/cli/src/build_py.rs"),
+                repo.join("host/cli/wit/wasi"),
             ],
             Lang::Js => vec![
                 repo.join("guest-sdk/js"),

@@ -216,3 +216,156 @@ fn a_graph_module_that_compiles_no_graph_is_a_build_error() {
     let (err, _) = failing_build("x = 1\n");
     assert!(err.contains("the graph module compiled no graph"), "{err}");
 }
+
+/// A loopback HTTP server answering every request with a JSON object of
+/// its method, path, `x-test` header and body; serves until the test ends.
+fn echo_http_server() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let mut parts = line.split_whitespace();
+            let (method, path) = (
+                parts.next().unwrap_or_default().to_owned(),
+                parts.next().unwrap_or_default().to_owned(),
+            );
+            let (mut length, mut test) = (0usize, String::new());
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+                    break;
+                }
+                let (name, value) = header.split_once(':').unwrap_or_default();
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.trim().parse().unwrap_or(0),
+                    "x-test" => test = value.trim().to_owned(),
+                    _ => {}
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = std::io::Read::read_exact(&mut reader, &mut body);
+            let answer = json!({
+                "method": method,
+                "path": path,
+                "x-test": test,
+                "body": String::from_utf8_lossy(&body),
+            })
+            .to_string();
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    url
+}
+
+/// A Python graph built with `capabilities = ["llm", "tools", "http"]`
+/// calls a model (the scripted loopback server), a granted graph tool and a
+/// granted loopback origin, sync and from an async node with
+/// `asyncio.gather`; refusals arrive as typed errors; `idna` works; every
+/// call is in the capability journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_with_capabilities_calls_a_model_a_tool_and_a_url() {
+    use sandgraph_test_llm::{Reply, ScriptedLlm};
+    let wasm = tokio::task::block_in_place(|| built("capabilities"));
+    let llm = ScriptedLlm::start([Reply::text("hello"), Reply::text("again")]).await;
+    let url = echo_http_server();
+    let env = Env::new(&[
+        ("py_caps.wasm", wasm.to_str().unwrap()),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+    ])
+    .with_db("threads.redb");
+    let toml = format!(
+        "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
+         [llm.models]\nfast = \"deepseek-chat\"\n\
+         [graphs.py_caps.grants]\nllm = {{ models = [\"fast\"] }}\n\
+         tools = {{ allow = [\"echo_graph\"] }}\n\
+         http = {{ allow = [\"{url}\"], methods = [\"GET\", \"POST\"], private = true }}\n",
+        llm.base_url()
+    );
+    std::fs::write(env.path("ops.toml"), toml).unwrap();
+    let args = json!({"input": {"url": url}}).to_string();
+    let mut cmd = env.command(&[
+        "call", "py_caps", "--graphs", "graphs", "--config", "ops.toml", "--args", &args,
+    ]);
+    cmd.env("SANDGRAPH_CLI_TEST_LLM_KEY", "test-key");
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_ok("sandgraph call py_caps", &o);
+    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(out["answer"]["content"], "hello", "{out}");
+    let usage = &out["answer"]["usage"];
+    let (input, output) = (
+        usage["input_tokens"].as_u64(),
+        usage["output_tokens"].as_u64(),
+    );
+    assert!(input.is_some_and(|n| n > 0), "{out}");
+    assert_eq!(
+        usage["total_tokens"].as_u64(),
+        Some(input.unwrap() + output.unwrap()),
+        "{out}"
+    );
+    assert_eq!(
+        out["tool"],
+        json!({"log": ["seen:py"], "refused": "denied"}),
+        "{out}"
+    );
+    assert_eq!(
+        out["fetched"],
+        json!({
+            "status": 200,
+            "type": "application/json",
+            "get": {"method": "GET", "path": "/hello?q=%C3%A9", "x-test": "yes", "body": ""},
+            "post": {"method": "POST", "path": "/echo", "x-test": "", "body": "{\"n\":1}"},
+            "denied": "denied",
+            "idna": "xn--bcher-kva.example",
+        }),
+        "{out}"
+    );
+    assert_eq!(
+        out["gathered"],
+        json!(["again", ["seen:async"], "/async"]),
+        "{out}"
+    );
+    let sent = llm.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].body["model"], json!("deepseek-chat"));
+    assert_eq!(sent[0].body["max_tokens"], json!(50));
+    assert_eq!(sent[0].last_content("system"), Some("be brief"));
+    assert_eq!(sent[1].last_content("user"), Some("again"));
+    // Every call is journalled, allowed or refused.
+    let o = env.run(&["journal", "--capabilities", "--graph", "py_caps"]);
+    assert_ok("sandgraph journal --capabilities", &o);
+    let text = stdout(&o);
+    let rows: Vec<&str> = text.lines().collect();
+    let count = |needle: &str| rows.iter().filter(|r| r.contains(needle)).count();
+    assert_eq!(count(" py_caps llm fast allowed"), 2, "{text}");
+    assert_eq!(count(" py_caps tools echo_graph allowed"), 2, "{text}");
+    assert_eq!(count(" py_caps tools not_granted denied"), 1, "{text}");
+    assert_eq!(
+        count(&format!(" py_caps http GET {url} allowed")),
+        2,
+        "{text}"
+    );
+    assert_eq!(
+        count(&format!(" py_caps http POST {url} allowed")),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        count(" py_caps http GET http://example.com denied"),
+        1,
+        "{text}"
+    );
+    assert_eq!(rows.len(), 9, "{text}");
+}

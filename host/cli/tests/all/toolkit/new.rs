@@ -67,6 +67,17 @@ fn the_sdk_packages_and_builds_from_the_package_alone() {
         args.extend_from_slice(extra);
         run_in(&repo(), &target, &cargo, &args)
     };
+    // The spec package from the earlier run is taken for unchanged, its
+    // unpacked source and its build alike (a registry crate of one version
+    // never changes): forget both.
+    forget_unpacked_packages();
+    let o = run_in(
+        &repo(),
+        &target,
+        &cargo,
+        &["clean", "-p", "sandgraph-spec", "--offline"],
+    );
+    assert_ok("cargo clean -p sandgraph-spec", &o);
     let o = package(&["--list"]);
     assert_ok("cargo package --list", &o);
     let files = stdout(&o);
@@ -77,6 +88,37 @@ fn the_sdk_packages_and_builds_from_the_package_alone() {
         );
     }
     assert_ok("cargo package", &package(&[]));
+}
+
+/// Removes the copies of our own packages cargo unpacked from an earlier
+/// run's verify step. Cargo verifies the SDK against the spec package
+/// through a temporary registry, unpacks it under
+/// `$CARGO_HOME/registry/src/<registry>/sandgraph-spec-0.1.0` and, finding
+/// that folder there on a later run from the same target folder, reuses it
+/// as it is: the SDK would be verified against an older spec. Neither crate
+/// comes from any other registry, so every such folder is one of these.
+fn forget_unpacked_packages() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else {
+        return;
+    };
+    let Ok(registries) = std::fs::read_dir(src) else {
+        return;
+    };
+    for registry in registries.flatten() {
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for entry in crates.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("sandgraph-spec-") || name.starts_with("sandgraph-sdk-") {
+                std::fs::remove_dir_all(entry.path()).unwrap();
+            }
+        }
+    }
 }
 
 /// The sha256 the build printed (`... sha256 <hex>) -> ...`).

@@ -6,14 +6,16 @@
 //
 // JCO is the jco command `sandgraph build` found (rolldown, the bundler jco
 // itself uses, is resolved from jco's own install); GRAPH_DIR the graph's
-// folder and MAIN its main module, relative to it; SDK the SDK source the
-// build wrote (every `@sandgraph/sdk` import resolves to it); OUT the bundle.
+// folder and MAIN its main module, relative to it; SDK the folder the build
+// wrote the SDK's modules to (`@sandgraph/sdk` resolves to its index.js,
+// `@sandgraph/sdk/NAME` to NAME.js); OUT the bundle.
 //
 // The entry module and the SDK are virtual modules, and the graph's own
 // modules are named relative to its folder, so the bundle's text does not
 // depend on where the graph or the build folder is.
 import { createRequire } from "node:module";
-import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const [jco, graphDir, main, sdk, out] = process.argv.slice(2);
@@ -32,7 +34,9 @@ try {
 const { rolldown } = await import(pathToFileURL(rolldownPath).href);
 
 const ENTRY = "\0sandgraph:entry";
-const SDK = "\0sandgraph:sdk";
+// SDK modules are named `\0sandgraph:sdk/FILE`.
+const SDK = "\0sandgraph:sdk/";
+const SDK_MODULE = /^[a-z][a-z0-9_-]*\.js$/;
 const entrySource = [
   'import host from "sandgraph:graph/host@0.2.0";',
   `import * as graphModule from ${JSON.stringify(`./${main}`)};`,
@@ -43,14 +47,21 @@ const entrySource = [
 
 const virtual = {
   name: "sandgraph",
-  resolveId(id) {
+  resolveId(id, importer) {
     if (id === ENTRY) return ENTRY;
-    if (id === "@sandgraph/sdk") return SDK;
-    return null;
+    if (id === "@sandgraph/sdk") return `${SDK}index.js`;
+    let file = null;
+    if (id.startsWith("@sandgraph/sdk/")) file = `${id.slice("@sandgraph/sdk/".length)}.js`;
+    else if (importer?.startsWith(SDK) && id.startsWith("./")) file = id.slice(2);
+    if (file === null) return null;
+    if (!SDK_MODULE.test(file) || !existsSync(join(sdk, file))) {
+      fail(`${id}: no such module in @sandgraph/sdk`);
+    }
+    return `${SDK}${file}`;
   },
   load(id) {
     if (id === ENTRY) return entrySource;
-    if (id === SDK) return readFileSync(sdk, "utf8");
+    if (id.startsWith(SDK)) return readFileSync(join(sdk, id.slice(SDK.length)), "utf8");
     return null;
   },
 };

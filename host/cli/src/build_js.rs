@@ -25,8 +25,10 @@ use std::time::{Duration, Instant};
 
 use crate::exit::Failure;
 
-/// The SDK's source: every `@sandgraph/sdk` import of the graph resolves to it.
-const SDK_JS: &str = include_str!("../../../guest-sdk/js/index.js");
+/// The SDK's modules, file by file (`guest-sdk/js/*.js`): `@sandgraph/sdk`
+/// resolves to `index.js`, `@sandgraph/sdk/NAME` to `NAME.js`, and the
+/// modules import each other by relative path.
+const SDK: [(&str, &str); 1] = [("index.js", include_str!("../../../guest-sdk/js/index.js"))];
 /// The bundling script, run with node in the build folder.
 const BUNDLE_MJS: &str = include_str!("../../../guest-sdk/js/build/bundle.mjs");
 /// The WIT world, as the Rust SDK ships it.
@@ -92,7 +94,9 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         std::fs::write(&path, text)
             .map_err(|e| Failure::build(format!("cannot write {}: {e}", path.display())))
     };
-    write("sdk.js", SDK_JS)?;
+    for (name, source) in SDK {
+        write(&format!("sdk/{name}"), source)?;
+    }
     write("bundle.mjs", BUNDLE_MJS)?;
     write("wit/graph.wit", GRAPH_WIT)?;
     write("wit/js-graph.wit", &world_wit(&manifest.capabilities))?;
@@ -103,7 +107,7 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         .arg(&jco)
         .arg(&graph_dir)
         .arg(&manifest.main)
-        .arg(tmp.join("sdk.js"))
+        .arg(tmp.join("sdk"))
         .arg(tmp.join("bundle.js"))
         .current_dir(tmp);
     run_tool(bundle, "node", &format!("bundling {}", main.display()))?;
@@ -469,6 +473,20 @@ mod tests {
             "package sandgraph:graph@0.2.0;\n\nworld js-graph {\n    import host;\n    export graph;\n}\n"
         );
         assert!(world_wit(&["llm".into()]).contains("    import host;\n    import llm;\n"));
+    }
+
+    #[test]
+    fn the_embedded_sdk_is_the_whole_package() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/js");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".js"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = SDK.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk, "add the new SDK module to build_js::SDK");
     }
 
     #[test]

@@ -24,13 +24,23 @@
 //! sandgraph state), `Runtime::validate` (the sandbox's instantiation plus
 //! one trivial export call) and the whole run, and the minor page faults
 //! an echo run takes.
+//!
+//! Last, brokered model calls (`report-llm.md`): `graph_llm`
+//! (tests/guests/graph-llm, and its twins tests/polyglot/{python,js}/llm)
+//! asking a loopback scripted model through the `llm` capability. A call's
+//! cost is a run with 10 calls less a run with none, over 10; Python and JS
+//! also run the same calls from an async node, whose overhead is the
+//! one-call run against the sync one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sandgraph_runtime::caps::Capabilities;
+use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
 use sandgraph_runtime::{Graph, Limits, RunOptions, RunOutcome, Runtime};
+use sandgraph_test_llm::{Reply, ScriptedLlm};
 use sandgraph_store::{Store, sha256_hex};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime as Tokio;
@@ -64,12 +74,13 @@ impl Lang {
         }
     }
 
-    /// The folder of `graph` (`echo` or `loop`) in this language.
+    /// The folder of `graph` (`echo`, `loop` or `llm`) in this language.
     fn source(self, graph: &str) -> PathBuf {
         let repo = repo();
         match (self, graph) {
+            (Lang::Rust, "llm") => repo.join("tests/guests/graph-llm"),
             (Lang::Rust, _) => repo.join("example-graphs").join(graph),
-            (_, "loop") => repo.join("tests/polyglot").join(self.name()).join("loop"),
+            (_, "loop" | "llm") => repo.join("tests/polyglot").join(self.name()).join(graph),
             (_, _) => repo.join("example-graphs").join(self.name()).join(graph),
         }
     }
@@ -440,6 +451,8 @@ fn main() {
     // Benchmarks measure the sandbox, not host backtrace capture.
     // SAFETY: first statement of `main`, before any thread exists.
     unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    // SAFETY: as above; the bench's model client reads its key from here.
+    unsafe { std::env::set_var(LLM_KEY_VAR, "bench-key") };
     // `cargo bench` passes `--bench`; a filter picks languages.
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -461,6 +474,140 @@ fn main() {
         .map(|&lang| (lang, measure(&tokio, &runtime, lang)))
         .collect();
     report(&figures);
+    let server = tokio.block_on(ScriptedLlm::start([]));
+    let llm: Vec<(Lang, LlmFigures)> = langs
+        .iter()
+        .map(|&lang| (lang, measure_llm(&tokio, &runtime, &server, lang)))
+        .collect();
+    report_llm(&llm);
+}
+
+// ---- brokered model calls ----
+
+/// Model calls of a measured run: a call costs the difference to a run
+/// without calls, over this.
+const LLM_CALLS: u64 = 10;
+/// The key variable of the bench's model client (a loopback server reads
+/// no key, but a client needs one).
+const LLM_KEY_VAR: &str = "SANDGRAPH_BENCH_LLM_KEY";
+
+struct LlmFigures {
+    /// One brokered call: (run with [`LLM_CALLS`] - run with none) / calls.
+    per_call: Duration,
+    /// A run with one call from the sync node.
+    sync1: Duration,
+    /// The same from the async node (Python and JS).
+    async1: Option<Duration>,
+}
+
+/// The `llm` grant of alias `fast`, served by `server`.
+fn llm_caps(server: &ScriptedLlm) -> Capabilities {
+    let client = sandgraph_llm::OpenAiClient::new(sandgraph_llm::ClientConfig {
+        base_url: server.base_url(),
+        model: "default-model".into(),
+        api_key_env: LLM_KEY_VAR.into(),
+        max_retries: 0,
+        ..Default::default()
+    })
+    .expect("the bench's client config is valid");
+    Capabilities {
+        llm: Some(LlmAccess {
+            grant: LlmGrant {
+                models: vec!["fast".into()],
+                ..LlmGrant::default()
+            },
+            backend: Some(LlmBackend {
+                provider: Arc::new(client),
+                models: [("fast".to_owned(), "deepseek-chat".to_owned())].into(),
+                default_model: "default-model".into(),
+            }),
+        }),
+        ..Capabilities::default()
+    }
+}
+
+fn measure_llm(tokio: &Tokio, runtime: &Runtime, server: &ScriptedLlm, lang: Lang) -> LlmFigures {
+    let bytes = match lang {
+        Lang::Rust => std::fs::read(sandgraph_tests::GRAPH_LLM),
+        _ => std::fs::read(built(lang, "llm")),
+    }
+    .expect("the llm build");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = Store::open(&dir.path().join("cache.redb")).expect("a compile cache");
+    let graph = tokio
+        .block_on(sandgraph_registry::load_cached(runtime, Some(&store), bytes))
+        .unwrap_or_else(|e| panic!("{} loads: [{}] {}", lang.name(), e.code, e.message));
+    let caps = llm_caps(server);
+    eprintln!("{}: llm calls", lang.name());
+    let run = |calls: u64, mode: &str| {
+        let mut input = json!({"question": "hi", "calls": calls});
+        if lang != Lang::Rust {
+            input["mode"] = json!(mode);
+        }
+        let options = RunOptions {
+            capabilities: caps.clone(),
+            ..options(runtime, 25)
+        };
+        for _ in 0..calls {
+            server.push(Reply::text("ok"));
+        }
+        let state = match tokio.block_on(runtime.run(&graph, input, options)) {
+            Ok(RunOutcome::Completed(state)) => state,
+            Ok(other) => panic!("{}: expected a completed run, got {other:?}", lang.name()),
+            Err(e) => panic!("{}: [{}] {}", lang.name(), e.code, e.message),
+        };
+        let answers = state["answers"].as_array().map_or(0, Vec::len);
+        assert_eq!(answers as u64, calls, "{}: {state:?}", lang.name());
+        assert!(
+            state["answers"].as_array().into_iter().flatten().all(|a| a["content"] == "ok"),
+            "{}: {state:?}",
+            lang.name()
+        );
+    };
+    let budget = Duration::from_secs(6);
+    let none = sample(3, 10, 300, budget, || run(0, "sync"));
+    let many = sample(2, 10, 300, budget, || run(LLM_CALLS, "sync"));
+    let sync1 = sample(3, 10, 300, budget, || run(1, "sync"));
+    let async1 = (lang != Lang::Rust).then(|| sample(3, 10, 300, budget, || run(1, "async")));
+    LlmFigures {
+        per_call: many.saturating_sub(none) / LLM_CALLS as u32,
+        sync1,
+        async1,
+    }
+}
+
+fn report_llm(figures: &[(Lang, LlmFigures)]) {
+    let rust = figures
+        .iter()
+        .find(|(l, _)| *l == Lang::Rust)
+        .map(|(_, f)| f.per_call.as_secs_f64());
+    let mut out = String::from(
+        "| | brokered llm call | vs Rust | run, 1 call, sync node | run, 1 call, async node | async overhead |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for (lang, f) in figures {
+        let ratio = match rust {
+            Some(r) if r > 0.0 => format!("{:.2}x", f.per_call.as_secs_f64() / r),
+            _ => "-".into(),
+        };
+        let (async1, overhead) = match f.async1 {
+            Some(a) => (
+                ms(a),
+                format!("{:+.1}%", (a.as_secs_f64() / f.sync1.as_secs_f64() - 1.0) * 100.0),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {ratio} | {} | {async1} | {overhead} |\n",
+            lang.title(),
+            ms(f.per_call),
+            ms(f.sync1)
+        ));
+    }
+    println!("\n{out}");
+    let path = tmp().join("polyglot/report-llm.md");
+    std::fs::write(&path, &out).expect("the report is written");
+    println!("(also in {})", path.display());
 }
 
 fn report(figures: &[(Lang, Figures)]) {

@@ -7,6 +7,7 @@
 mod acceptance;
 mod check;
 mod conformance;
+mod conformance_caps;
 mod golden;
 mod js;
 mod new;

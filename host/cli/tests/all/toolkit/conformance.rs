@@ -49,7 +49,7 @@ impl Lang {
         match (self, example) {
             (Lang::Rust, "hostile") => repo.join("tests/guests/polyglot-hostile"),
             (Lang::Rust, _) => repo.join("example-graphs").join(example),
-            (_, "hostile" | "capabilities") => {
+            (_, "hostile" | "capabilities" | "llm") => {
                 repo.join("tests/polyglot").join(self.name()).join(example)
             }
             (_, _) => repo.join("example-graphs").join(self.name()).join(example),

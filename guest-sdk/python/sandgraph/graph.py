@@ -10,16 +10,22 @@ import inspect
 import json
 import operator
 import re
+import sys
 import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _aio
 from . import types as _types
 from .constants import END, START
+from . import messages as _messages
 from .errors import CapabilityError
+from .messages import MessagesState, add_messages
 from .types import Command, GraphInterrupt, Send
 
-__all__ = ["END", "START", "CompiledStateGraph", "StateGraph"]
+__all__ = ["END", "START", "CompiledStateGraph", "MessagesState", "StateGraph", "add_messages"]
+
+# LangGraph's `langgraph.graph.message` (sandgraph.graph is a module).
+sys.modules.setdefault(f"{__name__}.message", _messages)
 
 # The reducers the host runs itself, and `custom` (the WIT `reducer` enum).
 LAST_VALUE = "last-value"

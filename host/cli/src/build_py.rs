@@ -72,7 +72,7 @@ fn python_wit(capabilities: &[String]) -> Result<String, Failure> {
 }
 
 /// The Python SDK, file by file (relative to the build's python path).
-const SDK: [(&str, &str); 12] = [
+const SDK: [(&str, &str); 13] = [
     (
         "sandgraph/__init__.py",
         include_str!("../../../guest-sdk/python/sandgraph/__init__.py"),
@@ -112,6 +112,10 @@ const SDK: [(&str, &str); 12] = [
     (
         "sandgraph/llm.py",
         include_str!("../../../guest-sdk/python/sandgraph/llm.py"),
+    ),
+    (
+        "sandgraph/messages.py",
+        include_str!("../../../guest-sdk/python/sandgraph/messages.py"),
     ),
     (
         "sandgraph/tools.py",

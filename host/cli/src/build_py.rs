@@ -72,7 +72,7 @@ fn python_wit(capabilities: &[String]) -> Result<String, Failure> {
 }
 
 /// The Python SDK, file by file (relative to the build's python path).
-const SDK: [(&str, &str); 13] = [
+const SDK: [(&str, &str); 14] = [
     (
         "sandgraph/__init__.py",
         include_str!("../../../guest-sdk/python/sandgraph/__init__.py"),
@@ -116,6 +116,10 @@ const SDK: [(&str, &str); 13] = [
     (
         "sandgraph/messages.py",
         include_str!("../../../guest-sdk/python/sandgraph/messages.py"),
+    ),
+    (
+        "sandgraph/prebuilt.py",
+        include_str!("../../../guest-sdk/python/sandgraph/prebuilt.py"),
     ),
     (
         "sandgraph/tools.py",

@@ -38,6 +38,10 @@ CUSTOM = "custom"
 # field for it); the Rust SDK sends the same.
 STRICT_MARKER_CHANNEL = "__strict__"
 
+# The router name of a node's goto declaration (`destinations=`, or a
+# `-> Command[Literal[...]]` annotation): never a router, never called.
+GOTO_ROUTER = "__goto__"
+
 # Longest failure message sent to the host, in characters.
 MAX_MESSAGE_LEN = 4000
 
@@ -242,6 +246,21 @@ def _literal_targets(path: Callable) -> List[str]:
     return []
 
 
+def _goto_targets(action: Callable) -> List[str]:
+    """The targets of a `-> Command[Literal["a", "b"]]` return annotation
+    (as LangGraph reads them), or []."""
+    try:
+        hint = typing.get_type_hints(action).get("return")
+    except Exception:
+        return []
+    if typing.get_origin(hint) is not Command:
+        return []
+    args = typing.get_args(hint)
+    if len(args) != 1 or typing.get_origin(args[0]) is not typing.Literal:
+        return []
+    return [v for v in typing.get_args(args[0]) if isinstance(v, str)]
+
+
 def _push(items: list, item: Any) -> None:
     if item not in items:
         items.append(item)
@@ -313,9 +332,15 @@ class StateGraph:
 
         `fn(state)` (or `fn(state, config)`) returns a dict of state
         updates, a `Command`, or None. `description` is shown in tool
-        descriptions and diagrams. `metadata` and `destinations` are
-        accepted and ignored; `defer`, `input_schema`, `retry_policy` and
+        descriptions and diagrams. `metadata` is accepted and ignored;
+        `defer`, `input_schema`, `retry_policy` and
         `cache_policy` are not supported.
+
+        `destinations` (node names, or a dict whose keys are node names)
+        declares where the node's `Command(goto=...)` may go, as a
+        `-> Command[Literal["a", "b"]]` return annotation does: those nodes
+        count as reached from it and diagrams draw the edges. Nothing is
+        routed; the command's goto picks.
         """
         _unsupported("add_node(defer=True)", defer, "a join edge (add_edge([a, b], node)) waits for several nodes")
         _unsupported("add_node(input_schema=...)", input_schema, "a node gets the whole state")
@@ -335,11 +360,22 @@ class StateGraph:
         _check_sync(f"add_node({node!r}): the action", action)
         if description is not None and not isinstance(description, str):
             raise TypeError(f"add_node({node!r}): description must be a string")
+        if isinstance(destinations, str):
+            raise TypeError(f"add_node({node!r}): destinations is a tuple of node names, not a string")
+        targets = list(destinations or ()) + _goto_targets(action)
+        for target in targets:
+            if not isinstance(target, str):
+                raise TypeError(f"add_node({node!r}): destinations are node names, not {type(target).__name__}")
         self.nodes[node] = {
             "fn": action,
             "wants_config": _wants_config(action),
             "description": description,
         }
+        if targets:
+            path_map: List[Tuple[str, str]] = []
+            for target in targets:
+                _push(path_map, (target, target))
+            self.branches.append({"source": node, "router": GOTO_ROUTER, "fn": None, "path_map": path_map})
         return self
 
     def add_edge(self, start_key: Union[str, Sequence[str]], end_key: str) -> "StateGraph":
@@ -419,9 +455,9 @@ class StateGraph:
             if not isinstance(target, str):
                 raise TypeError(f"add_conditional_edges({source!r}): path-map targets are node names, not {type(target).__name__}")
         base = getattr(path, "__name__", None)
-        if not isinstance(base, str) or not base.isidentifier():
+        if not isinstance(base, str) or not base.isidentifier() or base == GOTO_ROUTER:
             base = f"{'start' if source == START else source}_router"
-        taken = {b["router"] for b in self.branches}
+        taken = {b["router"] for b in self.branches} | {GOTO_ROUTER}
         router, n = base, 2
         while router in taken:
             router, n = f"{base}_{n}", n + 1
@@ -634,7 +670,7 @@ class CompiledStateGraph:
         self.builder = builder
         self.nodes = {n: v["fn"] for n, v in builder.nodes.items()}
         self._nodes = dict(builder.nodes)
-        self._routers = {b["router"]: b for b in builder.branches}
+        self._routers = {b["router"]: b for b in builder.branches if b["fn"] is not None}
         self._reducers = {c["name"]: c["fn"] for c in builder.channels if c["fn"] is not None}
         self._validate = validate
         self._validate_wants_config = validate is not None and _wants_config(validate)

@@ -4,7 +4,7 @@ Mirrors `langgraph.types`: `Send`, `Command`, `interrupt`; and
 `langgraph.errors.GraphInterrupt`.
 """
 
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Generic, Optional, Sequence, TypeVar, Union
 
 from .constants import END, START
 
@@ -32,8 +32,14 @@ class Send:
         return hash(self.node)
 
 
-class Command:
+N = TypeVar("N")
+
+
+class Command(Generic[N]):
     """A node's state update plus where to go next.
+
+    `-> Command[Literal["a", "b"]]` on a node function declares where it
+    may go (as `add_node(..., destinations=("a", "b"))` does).
 
     `update` is a dict of state writes (as a node would return); `goto` is a
     node name, `END`, a `Send`, or a sequence of them, and adds to the

@@ -269,6 +269,45 @@ class Spec(Base):
             sg.exported()
 
 
+    def test_goto_targets_are_declared_and_never_routed(self):
+        def triage(state) -> Command[Literal["escalate", "__end__"]]:
+            return Command(goto="escalate")
+
+        b = StateGraph(EchoState)
+        b.add_node("triage", triage)
+        b.add_node("pick", lambda s: Command(goto="escalate"), destinations=("escalate", "triage"))
+        b.add_node("escalate", lambda s: None)
+        b.add_edge(START, "triage")
+        b.add_edge(START, "pick")
+
+        def __goto__(state):  # an author's router may not take the reserved name
+            return END
+
+        b.add_conditional_edges("escalate", __goto__, [END])
+        g = b.compile(name="g")
+        self.assertEqual(
+            g.spec["conditional_edges"],
+            [
+                ("triage", "__goto__", [("escalate", "escalate"), ("__end__", "__end__")]),
+                ("pick", "__goto__", [("escalate", "escalate"), ("triage", "triage")]),
+                ("escalate", "escalate_router", [("__end__", "__end__")]),
+            ],
+        )
+        with self.assertRaises(CallError) as caught:
+            g.route("__goto__", "{}")
+        self.assertEqual((caught.exception.kind, caught.exception.message), ("unknown", 'unknown router "__goto__"'))
+        self.assertEqual(g.route("escalate_router", "{}"), [("node", END)])
+
+        sg._compiled.clear()
+        b = StateGraph(EchoState)
+        b.add_node("a", lambda s: None, destinations={"ghost": "a label"})
+        b.add_edge(START, "a")
+        with self.assertRaisesRegex(ValueError, "router '__goto__'\\): path-map key 'ghost' leads to unknown node 'ghost'"):
+            b.compile(name="g")
+        with self.assertRaisesRegex(TypeError, "destinations is a tuple of node names"):
+            StateGraph(EchoState).add_node("a", lambda s: None, destinations="b")
+
+
 class Calls(Base):
     def test_run_node_updates_and_errors(self):
         g = echo_builder().compile(name="echo_graph")

@@ -486,8 +486,9 @@ class StateGraph:
         """Checks the graph and makes it the one the component exports
         (`sandgraph build` binds the component's exports to it).
 
-        `name` is the tool name and registry key (required: ASCII letters,
-        digits, `_`, `-`). `description` is shown to models; `as_tool`
+        `name` is the tool name and registry key (ASCII letters, digits,
+        `_`, `-`); without it, the name is `[project].name` of the graph's
+        pyproject.toml (`.` as `-`), which `sandgraph build` passes in. `description` is shown to models; `as_tool`
         exposes the graph as a model-visible tool; `parameters` are the
         tool's arguments in the value-schema DSL (a dict, or its JSON text
         to keep an exact order); `validate(input)` or `validate(input,
@@ -503,7 +504,7 @@ class StateGraph:
         del checkpointer, debug
         compiled = CompiledStateGraph(
             self,
-            name=name,
+            name=_build_project if name is None else name,
             description=description,
             as_tool=as_tool,
             as_graph_tool=as_graph_tool,
@@ -514,6 +515,21 @@ class StateGraph:
         )
         _compiled.append(compiled)
         return compiled
+
+
+# The name of a graph compiled without `name=`: `[project].name` of the
+# graph's pyproject.toml, which `sandgraph build` passes in (normalised to a
+# graph name) before it imports the graph module.
+_build_project: Optional[str] = None
+
+
+def set_build_project(name: Optional[str]) -> None:
+    """Sets the name `compile()` uses when it is given none (the build calls
+    it with the project's name; tests of a graph may too)."""
+    global _build_project
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"set_build_project: the name must be a string, not {type(name).__name__}")
+    _build_project = name
 
 
 # Every graph compiled in this interpreter, in order; the component exports
@@ -536,7 +552,10 @@ def _problems(builder: StateGraph, spec: dict, validate: Any) -> List[str]:
     problems: List[str] = []
     name = spec["name"]
     if name is None:
-        problems.append("compile(name=...) is required: it is the graph's tool name")
+        problems.append(
+            "the graph has no name: give compile(name=...) or set [project].name in its pyproject.toml "
+            "(`sandgraph build` passes it in)"
+        )
     elif not isinstance(name, str):
         problems.append(f"the graph name must be a string, not {type(name).__name__}")
     elif not name:

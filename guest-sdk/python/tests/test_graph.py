@@ -225,13 +225,24 @@ class Spec(Base):
         )
         self.assertEqual(sg._compiled, [], "a graph that does not compile is not exported")
         for name, problem in [
-            (None, "compile(name=...) is required"),
+            (None, "the graph has no name: give compile(name=...) or set [project].name in its pyproject.toml"),
             ("", "graph name is empty"),
             ("run_code", 'graph name "run_code" is reserved'),
             ("x" * 65, "is longer than 64 characters"),
         ]:
             with self.assertRaisesRegex(ValueError, re.escape(problem)):
                 echo_builder().compile(name=name)
+
+    def test_the_build_passes_the_project_name_in(self):
+        sg.set_build_project("research-agent")
+        try:
+            self.assertEqual(echo_builder().compile().name, "research-agent")
+            sg._compiled.clear()
+            self.assertEqual(echo_builder().compile(name="mine").name, "mine")
+        finally:
+            sg.set_build_project(None)
+        with self.assertRaisesRegex(TypeError, "the name must be a string"):
+            sg.set_build_project(1)
 
     def test_misuse_is_refused_where_it_happens(self):
         b = echo_builder()

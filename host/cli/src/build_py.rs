@@ -152,6 +152,12 @@ import stringprep
 import unicodedata
 import urllib.parse
 
+# The graph's default name (`compile()` without `name=`): the normalised
+# `[project].name` of pyproject.toml, or None.
+import sandgraph.graph
+
+sandgraph.graph.set_build_project({project})
+
 importlib.import_module({module})
 
 from sandgraph._component import bind
@@ -187,6 +193,7 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
     let Manifest {
         module,
         capabilities,
+        project,
     } = manifest(dir)?;
     let tool = std::env::var_os(TOOL_ENV)
         .filter(|v| !v.is_empty())
@@ -197,7 +204,7 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         .tempdir()
         .map_err(|e| Failure::build(format!("cannot make a temporary build folder: {e}")))?;
     let root = work.path();
-    write_build_folder(root, &module, &capabilities)?;
+    write_build_folder(root, &module, &capabilities, project.as_deref())?;
     let out = root.join("graph.wasm");
     let dir_abs = dir
         .canonicalize()
@@ -251,6 +258,9 @@ struct Manifest {
     module: String,
     /// The capabilities to import, each a name of [`CAPABILITIES`].
     capabilities: Vec<String>,
+    /// `[project].name` as a graph name (see [`graph_name`]): the name of a
+    /// graph compiled without `name=`.
+    project: Option<String>,
 }
 
 /// The `[tool.sandgraph]` table of `dir/pyproject.toml`.
@@ -316,10 +326,56 @@ fn manifest(dir: &Path) -> Result<Manifest, Failure> {
             package.display()
         )));
     }
+    let project = match doc.get("project").and_then(|p| p.get("name")) {
+        None => None,
+        Some(toml::Value::String(name)) => Some(graph_name(name).map_err(|why| {
+            Failure::build(format!(
+                "{}: [project] name {name:?} cannot name the graph: {why} (rename the \
+                 project)",
+                path.display()
+            ))
+        })?),
+        Some(_) => {
+            return Err(Failure::build(format!(
+                "{}: [project] name must be a string",
+                path.display()
+            )));
+        }
+    };
     Ok(Manifest {
         module,
         capabilities,
+        project,
     })
+}
+
+/// A Python project name as a graph (tool) name: `.` becomes `-` (the host
+/// allows ASCII letters, digits, `_` and `-`, at most
+/// [`sandgraph_core::MAX_NAME_LEN`] characters, and not
+/// [`sandgraph_core::RESERVED_GRAPH_NAME`]); `Err` says why it cannot be one.
+fn graph_name(project: &str) -> Result<String, String> {
+    let name = project.trim().replace('.', "-");
+    if name.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    if name.chars().count() > sandgraph_core::MAX_NAME_LEN {
+        return Err(format!(
+            "it is longer than {} characters",
+            sandgraph_core::MAX_NAME_LEN
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "{c:?} is not allowed: a graph name has ascii letters, digits, \"_\" and \"-\""
+        ));
+    }
+    if name == sandgraph_core::RESERVED_GRAPH_NAME {
+        return Err(format!("{name:?} is reserved"));
+    }
+    Ok(name)
 }
 
 /// The `capabilities` array: names of [`CAPABILITIES`], duplicates dropped.
@@ -385,8 +441,17 @@ fn check_module_name(module: &str) -> Result<(), &'static str> {
 
 /// Writes the WIT world, the SDK, the entry module and an empty stand-in
 /// for a virtual environment into `root`.
-fn write_build_folder(root: &Path, module: &str, capabilities: &[String]) -> Result<(), Failure> {
-    let entry = ENTRY.replace("{module}", &format!("{module:?}"));
+fn write_build_folder(
+    root: &Path,
+    module: &str,
+    capabilities: &[String],
+    project: Option<&str>,
+) -> Result<(), Failure> {
+    // Both are checked ascii names, so Rust's quoting is Python's too.
+    let project = project.map_or_else(|| "None".to_owned(), |p| format!("{p:?}"));
+    let entry = ENTRY
+        .replace("{module}", &format!("{module:?}"))
+        .replace("{project}", &project);
     let wit = python_wit(capabilities)?;
     let http = capabilities.iter().any(|c| c == "http");
     let deps = WASI_DEPS
@@ -596,12 +661,43 @@ mod tests {
     #[test]
     fn an_http_build_writes_the_wasi_packages() {
         let dir = tempfile::tempdir().unwrap();
-        write_build_folder(dir.path(), "graph", &["http".into()]).unwrap();
+        write_build_folder(dir.path(), "graph", &["http".into()], Some("my-graph")).unwrap();
+        let entry = std::fs::read_to_string(dir.path().join("sdk/sandgraph_entry.py")).unwrap();
+        assert!(
+            entry.contains("sandgraph.graph.set_build_project(\"my-graph\")"),
+            "{entry}"
+        );
         let http = std::fs::read_to_string(dir.path().join("wit/deps/http/http.wit")).unwrap();
         assert!(http.starts_with("package wasi:http@0.2.12;"), "{http}");
         let other = tempfile::tempdir().unwrap();
-        write_build_folder(other.path(), "graph", &["llm".into()]).unwrap();
+        write_build_folder(other.path(), "graph", &["llm".into()], None).unwrap();
+        let entry = std::fs::read_to_string(other.path().join("sdk/sandgraph_entry.py")).unwrap();
+        assert!(entry.contains("set_build_project(None)"), "{entry}");
         assert!(!other.path().join("wit/deps").exists());
+    }
+
+    #[test]
+    fn project_names_become_graph_names() {
+        assert_eq!(graph_name("research"), Ok("research".to_owned()));
+        assert_eq!(graph_name("acme.triage_2"), Ok("acme-triage_2".to_owned()));
+        assert_eq!(graph_name("a".repeat(64).as_str()).map(|n| n.len()), Ok(64));
+        assert!(
+            graph_name(&"a".repeat(65))
+                .unwrap_err()
+                .contains("longer than 64")
+        );
+        assert_eq!(
+            graph_name("my graph"),
+            Err(
+                "' ' is not allowed: a graph name has ascii letters, digits, \"_\" and \"-\""
+                    .into()
+            )
+        );
+        assert_eq!(
+            graph_name("run_code"),
+            Err("\"run_code\" is reserved".into())
+        );
+        assert_eq!(graph_name(" "), Err("it is empty".into()));
     }
 
     #[test]

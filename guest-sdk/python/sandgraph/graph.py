@@ -18,6 +18,7 @@ from . import _aio
 from . import types as _types
 from .constants import END, START
 from . import messages as _messages
+from ._unoffered import CHECKPOINTS, STORES, NotOffered
 from .errors import CapabilityError
 from .messages import MessagesState, add_messages
 from .types import Command, GraphInterrupt, Send
@@ -271,6 +272,11 @@ def _unsupported(what: str, value: Any, why: str) -> None:
         raise ValueError(f"{what} is not supported: {why}")
 
 
+def _unoffered(what: str, value: Any, instead: str) -> None:
+    if value is not None:
+        raise NotOffered(what, instead)
+
+
 class StateGraph:
     """A graph whose nodes read and write a shared state.
 
@@ -327,6 +333,7 @@ class StateGraph:
         retry_policy: Any = None,
         cache_policy: Any = None,
         destinations: Any = None,
+        retry: Any = None,
     ) -> "StateGraph":
         """`add_node("name", fn)`, or `add_node(fn)` named after `fn`.
 
@@ -344,8 +351,15 @@ class StateGraph:
         """
         _unsupported("add_node(defer=True)", defer, "a join edge (add_edge([a, b], node)) waits for several nodes")
         _unsupported("add_node(input_schema=...)", input_schema, "a node gets the whole state")
-        _unsupported("add_node(retry_policy=...)", retry_policy, "the host does not retry nodes")
-        _unsupported("add_node(cache_policy=...)", cache_policy, "the host does not cache nodes")
+        _unoffered("add_node(retry=...)", retry, _types.NO_RETRIES)
+        _unoffered("add_node(retry_policy=...)", retry_policy, _types.NO_RETRIES)
+        _unoffered("add_node(cache_policy=...)", cache_policy, _types.NO_CACHE)
+        if isinstance(action if action is not None else node, CompiledStateGraph):
+            raise NotOffered(
+                "a compiled graph as a node (a subgraph)",
+                "mount it as its own graph tool and call it from a node with "
+                "sandgraph.tools.call(name, args), or add its nodes to this graph",
+            )
         if action is None:
             action = node
             node = getattr(action, "__name__", None)
@@ -482,6 +496,8 @@ class StateGraph:
         interrupt_before: Any = None,
         interrupt_after: Any = None,
         debug: bool = False,
+        store: Any = None,
+        cache: Any = None,
     ) -> "CompiledStateGraph":
         """Checks the graph and makes it the one the component exports
         (`sandgraph build` binds the component's exports to it).
@@ -495,13 +511,17 @@ class StateGraph:
         config)` checks a call's input before the run and refuses it by
         returning a reason (a string) or raising; `strict=True` makes the
         host refuse input keys and node writes that are not channels.
-        `checkpointer` is accepted and ignored: the host keeps threads.
+        `checkpointer=`, `store=` and `cache=` are not offered (the host
+        owns checkpoints and thread state).
 
         Raises ValueError listing every problem of the graph.
         """
         _unsupported("compile(interrupt_before=...)", interrupt_before, "call interrupt() in the node")
         _unsupported("compile(interrupt_after=...)", interrupt_after, "call interrupt() in the node")
-        del checkpointer, debug
+        _unoffered("compile(checkpointer=...)", checkpointer, CHECKPOINTS)
+        _unoffered("compile(store=...)", store, STORES)
+        _unoffered("compile(cache=...)", cache, _types.NO_CACHE)
+        del debug
         compiled = CompiledStateGraph(
             self,
             name=_build_project if name is None else name,
@@ -805,7 +825,12 @@ class CompiledStateGraph:
 
     # --- LangGraph's runner methods -----------------------------------------
 
-    def invoke(self, *_args: Any, **_kwargs: Any) -> Any:
+    def invoke(self, *_args: Any, **kwargs: Any) -> Any:
+        if "stream_mode" in kwargs:
+            raise NotOffered(
+                "stream_mode=...",
+                "the host runs the graph and reports each step: `sandgraph run --stream`",
+            )
         raise RuntimeError(
             "a sandgraph graph runs in the host: `sandgraph build` it, then `sandgraph run` it "
             "(test node functions directly)"

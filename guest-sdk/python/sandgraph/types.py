@@ -8,7 +8,27 @@ from typing import Any, Generic, Optional, Sequence, TypeVar, Union
 
 from .constants import END, START
 
-__all__ = ["END", "START", "Command", "GraphInterrupt", "Send", "interrupt"]
+from ._unoffered import unoffered
+
+__all__ = [
+    "END",
+    "START",
+    "CachePolicy",
+    "Command",
+    "GraphInterrupt",
+    "RetryPolicy",
+    "Send",
+    "interrupt",
+]
+
+#: Why there are no retry policies.
+NO_RETRIES = "the host does not retry nodes: catch the error in the node and try again there"
+
+#: Why there are no cache policies.
+NO_CACHE = "the host does not cache nodes: keep a result in the state and skip the work when it is there"
+
+RetryPolicy = unoffered("RetryPolicy", NO_RETRIES)
+CachePolicy = unoffered("CachePolicy", NO_CACHE)
 
 
 class Send:

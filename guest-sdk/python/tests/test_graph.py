@@ -244,6 +244,38 @@ class Spec(Base):
         with self.assertRaisesRegex(TypeError, "the name must be a string"):
             sg.set_build_project(1)
 
+    def test_names_not_offered_say_what_to_do_instead(self):
+        from sandgraph._unoffered import NotOffered
+        from sandgraph.checkpoint.memory import InMemorySaver, MemorySaver
+        from sandgraph.checkpoint.sqlite import SqliteSaver
+        from sandgraph.store.memory import InMemoryStore
+        from sandgraph.types import CachePolicy, RetryPolicy
+
+        host_owns = "the host owns checkpoints and thread state: run with `sandgraph run --thread ID`"
+        cases = [
+            (MemorySaver, "MemorySaver is not offered by sandgraph: " + host_owns),
+            (InMemorySaver, "InMemorySaver is not offered by sandgraph: " + host_owns),
+            (lambda: SqliteSaver.from_conn_string(":memory:"), "SqliteSaver.from_conn_string is not offered by sandgraph: " + host_owns),
+            (lambda: SqliteSaver(None), "SqliteSaver is not offered by sandgraph: " + host_owns),
+            (InMemoryStore, "InMemoryStore is not offered by sandgraph: sandgraph has no long-term store"),
+            (lambda: RetryPolicy(max_attempts=3), "RetryPolicy is not offered by sandgraph: the host does not retry nodes"),
+            (CachePolicy, "CachePolicy is not offered by sandgraph: the host does not cache nodes"),
+            (lambda: echo_builder().add_node("r", lambda s: None, retry_policy=object()), "add_node(retry_policy=...) is not offered"),
+            (lambda: echo_builder().add_node("r", lambda s: None, retry=object()), "add_node(retry=...) is not offered"),
+            (lambda: echo_builder().add_node("r", lambda s: None, cache_policy=object()), "add_node(cache_policy=...) is not offered"),
+            (lambda: echo_builder().compile(checkpointer=object(), name="g"), "compile(checkpointer=...) is not offered by sandgraph: " + host_owns),
+            (lambda: echo_builder().compile(store=object(), name="g"), "compile(store=...) is not offered by sandgraph: sandgraph has no long-term store"),
+            (lambda: echo_builder().compile(cache=object(), name="g"), "compile(cache=...) is not offered"),
+            (lambda: echo_builder().compile(name="g").stream({}, stream_mode="updates"), "stream_mode=... is not offered by sandgraph: the host runs the graph and reports each step"),
+            (lambda: echo_builder().add_node("sub", echo_builder().compile(name="sub")), "a compiled graph as a node (a subgraph) is not offered by sandgraph: mount it as its own graph tool"),
+        ]  # fmt: skip
+        for make, message in cases:
+            sg._compiled.clear()
+            with self.subTest(message), self.assertRaises(NotOffered) as caught:
+                make()
+            self.assertIn(message, str(caught.exception))
+        self.assertTrue(issubclass(NotOffered, NotImplementedError))
+
     def test_misuse_is_refused_where_it_happens(self):
         b = echo_builder()
         with self.assertRaisesRegex(ValueError, "node 'echo' is already present"):
@@ -258,8 +290,6 @@ class Spec(Base):
 
         with self.assertRaisesRegex(TypeError, "is an async generator"):
             b.add_node("later", later)
-        with self.assertRaisesRegex(ValueError, "retry_policy=...\\) is not supported"):
-            b.add_node("r", lambda s: None, retry_policy=object())
         with self.assertRaisesRegex(ValueError, "END cannot be an edge's start"):
             b.add_edge(END, "echo")
         with self.assertRaisesRegex(ValueError, "interrupt_before"):

@@ -72,7 +72,7 @@ fn python_wit(capabilities: &[String]) -> Result<String, Failure> {
 }
 
 /// The Python SDK, file by file (relative to the build's python path).
-const SDK: [(&str, &str); 14] = [
+const SDK: [(&str, &str); 20] = [
     (
         "sandgraph/__init__.py",
         include_str!("../../../guest-sdk/python/sandgraph/__init__.py"),
@@ -120,6 +120,30 @@ const SDK: [(&str, &str); 14] = [
     (
         "sandgraph/prebuilt.py",
         include_str!("../../../guest-sdk/python/sandgraph/prebuilt.py"),
+    ),
+    (
+        "sandgraph/_unoffered.py",
+        include_str!("../../../guest-sdk/python/sandgraph/_unoffered.py"),
+    ),
+    (
+        "sandgraph/checkpoint/__init__.py",
+        include_str!("../../../guest-sdk/python/sandgraph/checkpoint/__init__.py"),
+    ),
+    (
+        "sandgraph/checkpoint/memory.py",
+        include_str!("../../../guest-sdk/python/sandgraph/checkpoint/memory.py"),
+    ),
+    (
+        "sandgraph/checkpoint/sqlite.py",
+        include_str!("../../../guest-sdk/python/sandgraph/checkpoint/sqlite.py"),
+    ),
+    (
+        "sandgraph/store/__init__.py",
+        include_str!("../../../guest-sdk/python/sandgraph/store/__init__.py"),
+    ),
+    (
+        "sandgraph/store/memory.py",
+        include_str!("../../../guest-sdk/python/sandgraph/store/memory.py"),
     ),
     (
         "sandgraph/tools.py",
@@ -754,14 +778,21 @@ mod tests {
 
     #[test]
     fn the_embedded_sdk_is_the_whole_package() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/python/sandgraph");
-        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".py"))
-            .map(|n| format!("sandgraph/{n}"))
-            .collect();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/python");
+        // The package and its subpackages (`sandgraph/checkpoint/...`).
+        let mut on_disk: Vec<String> = Vec::new();
+        let mut dirs = vec![root.join("sandgraph")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()) {
+                let path = entry.path();
+                if path.is_dir() && path.join("__init__.py").is_file() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "py") {
+                    let rel = path.strip_prefix(&root).unwrap();
+                    on_disk.push(rel.to_string_lossy().replace('\\', "/"));
+                }
+            }
+        }
         on_disk.sort();
         let mut embedded: Vec<String> = SDK.iter().map(|(p, _)| (*p).to_owned()).collect();
         embedded.sort();

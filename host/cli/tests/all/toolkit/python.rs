@@ -70,6 +70,7 @@ fn the_sdk_and_example_unit_tests_pass_natively() {
         "test_greet",
         "test_map_reduce",
         "test_approval",
+        "test_research",
     ] {
         assert!(
             report.contains(&format!("{example} ")),

@@ -245,7 +245,7 @@ class Spec(Base):
             sg.set_build_project(1)
 
     def test_names_not_offered_say_what_to_do_instead(self):
-        from sandgraph._unoffered import NotOffered
+        from sandgraph.errors import NotOffered
         from sandgraph.checkpoint.memory import InMemorySaver, MemorySaver
         from sandgraph.checkpoint.sqlite import SqliteSaver
         from sandgraph.store.memory import InMemoryStore

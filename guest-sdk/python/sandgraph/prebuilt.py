@@ -189,7 +189,7 @@ class ToolNode:
 
     async def ainvoke(self, input: Any) -> dict:  # noqa: A002
         """`invoke`, awaitable: `async def` tools are awaited."""
-        messages = coerce_messages(input.get("messages") if isinstance(input, dict) else input)
+        messages = _messages_of(input)
         ai = next((m for m in reversed(messages) if m["type"] == "ai"), None)
         if ai is None:
             raise ValueError("no ai message found in input")
@@ -232,10 +232,18 @@ def _reason(error: Exception) -> str:
     return str(error) or type(error).__name__
 
 
+def _messages_of(value: Any) -> List[dict]:
+    """The messages of a state's `messages` key, or of `value` itself (a
+    list), as the Rust SDK reads them."""
+    if isinstance(value, dict) and "messages" in value:
+        value = value["messages"]
+    return coerce_messages(value)
+
+
 def tools_condition(state: Any) -> Literal["tools", "__end__"]:
     """Routes to "tools" when the last message (of `messages`, or of a
     list) is an ai message with tool calls, else to END."""
-    messages = coerce_messages(state.get("messages") if isinstance(state, dict) else state)
+    messages = _messages_of(state)
     if not messages:
         raise ValueError("no messages found in input state")
     last = messages[-1]

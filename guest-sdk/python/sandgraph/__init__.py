@@ -1,8 +1,11 @@
 """sandgraph: write LangGraph-style state graphs in Python and build them
 into sandboxed WebAssembly components with `sandgraph build`.
 
-The API mirrors `langgraph.graph` and `langgraph.types`: porting a graph is
-mostly changing `langgraph` to `sandgraph` in its imports.
+The API mirrors `langgraph.graph`, `langgraph.types` and
+`langgraph.prebuilt` (`sandgraph.prebuilt`), with the host's models, graph
+tools and URLs as capabilities (`sandgraph.llm`, `sandgraph.tools`,
+`sandgraph.http`); the SDK's README lists each LangGraph name as the same,
+different or not offered.
 """
 
 from .constants import END, START

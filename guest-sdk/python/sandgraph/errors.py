@@ -3,9 +3,10 @@ capabilities (`sandgraph.llm`, `sandgraph.tools`, `sandgraph.http`).
 
 An uncaught capability error fails the node with `<kind>: <text>`."""
 
+from ._unoffered import NotOffered
 from .types import GraphInterrupt
 
-__all__ = ["CapabilityError", "GraphInterrupt", "HttpError", "LlmError", "ToolError"]
+__all__ = ["CapabilityError", "GraphInterrupt", "HttpError", "LlmError", "NotOffered", "ToolError"]
 
 
 class CapabilityError(Exception):

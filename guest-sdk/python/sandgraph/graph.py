@@ -10,16 +10,23 @@ import inspect
 import json
 import operator
 import re
+import sys
 import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _aio
 from . import types as _types
 from .constants import END, START
+from . import messages as _messages
+from ._unoffered import CHECKPOINTS, STORES, NotOffered
 from .errors import CapabilityError
+from .messages import MessagesState, add_messages
 from .types import Command, GraphInterrupt, Send
 
-__all__ = ["END", "START", "CompiledStateGraph", "StateGraph"]
+__all__ = ["END", "START", "CompiledStateGraph", "MessagesState", "StateGraph", "add_messages"]
+
+# LangGraph's `langgraph.graph.message` (sandgraph.graph is a module).
+sys.modules.setdefault(f"{__name__}.message", _messages)
 
 # The reducers the host runs itself, and `custom` (the WIT `reducer` enum).
 LAST_VALUE = "last-value"
@@ -31,6 +38,10 @@ CUSTOM = "custom"
 # The channel that marks a strict graph in the spec (the WIT record has no
 # field for it); the Rust SDK sends the same.
 STRICT_MARKER_CHANNEL = "__strict__"
+
+# The router name of a node's goto declaration (`destinations=`, or a
+# `-> Command[Literal[...]]` annotation): never a router, never called.
+GOTO_ROUTER = "__goto__"
 
 # Longest failure message sent to the host, in characters.
 MAX_MESSAGE_LEN = 4000
@@ -236,6 +247,21 @@ def _literal_targets(path: Callable) -> List[str]:
     return []
 
 
+def _goto_targets(action: Callable) -> List[str]:
+    """The targets of a `-> Command[Literal["a", "b"]]` return annotation
+    (as LangGraph reads them), or []."""
+    try:
+        hint = typing.get_type_hints(action).get("return")
+    except Exception:
+        return []
+    if typing.get_origin(hint) is not Command:
+        return []
+    args = typing.get_args(hint)
+    if len(args) != 1 or typing.get_origin(args[0]) is not typing.Literal:
+        return []
+    return [v for v in typing.get_args(args[0]) if isinstance(v, str)]
+
+
 def _push(items: list, item: Any) -> None:
     if item not in items:
         items.append(item)
@@ -244,6 +270,11 @@ def _push(items: list, item: Any) -> None:
 def _unsupported(what: str, value: Any, why: str) -> None:
     if value:
         raise ValueError(f"{what} is not supported: {why}")
+
+
+def _unoffered(what: str, value: Any, instead: str) -> None:
+    if value is not None:
+        raise NotOffered(what, instead)
 
 
 class StateGraph:
@@ -302,19 +333,33 @@ class StateGraph:
         retry_policy: Any = None,
         cache_policy: Any = None,
         destinations: Any = None,
+        retry: Any = None,
     ) -> "StateGraph":
         """`add_node("name", fn)`, or `add_node(fn)` named after `fn`.
 
         `fn(state)` (or `fn(state, config)`) returns a dict of state
         updates, a `Command`, or None. `description` is shown in tool
-        descriptions and diagrams. `metadata` and `destinations` are
-        accepted and ignored; `defer`, `input_schema`, `retry_policy` and
+        descriptions and diagrams. `metadata` is accepted and ignored;
+        `defer`, `input_schema`, `retry_policy` and
         `cache_policy` are not supported.
+
+        `destinations` (node names, or a dict whose keys are node names)
+        declares where the node's `Command(goto=...)` may go, as a
+        `-> Command[Literal["a", "b"]]` return annotation does: those nodes
+        count as reached from it and diagrams draw the edges. Nothing is
+        routed; the command's goto picks.
         """
         _unsupported("add_node(defer=True)", defer, "a join edge (add_edge([a, b], node)) waits for several nodes")
         _unsupported("add_node(input_schema=...)", input_schema, "a node gets the whole state")
-        _unsupported("add_node(retry_policy=...)", retry_policy, "the host does not retry nodes")
-        _unsupported("add_node(cache_policy=...)", cache_policy, "the host does not cache nodes")
+        _unoffered("add_node(retry=...)", retry, _types.NO_RETRIES)
+        _unoffered("add_node(retry_policy=...)", retry_policy, _types.NO_RETRIES)
+        _unoffered("add_node(cache_policy=...)", cache_policy, _types.NO_CACHE)
+        if isinstance(action if action is not None else node, CompiledStateGraph):
+            raise NotOffered(
+                "a compiled graph as a node (a subgraph)",
+                "mount it as its own graph tool and call it from a node with "
+                "sandgraph.tools.call(name, args), or add its nodes to this graph",
+            )
         if action is None:
             action = node
             node = getattr(action, "__name__", None)
@@ -329,11 +374,22 @@ class StateGraph:
         _check_sync(f"add_node({node!r}): the action", action)
         if description is not None and not isinstance(description, str):
             raise TypeError(f"add_node({node!r}): description must be a string")
+        if isinstance(destinations, str):
+            raise TypeError(f"add_node({node!r}): destinations is a tuple of node names, not a string")
+        targets = list(destinations or ()) + _goto_targets(action)
+        for target in targets:
+            if not isinstance(target, str):
+                raise TypeError(f"add_node({node!r}): destinations are node names, not {type(target).__name__}")
         self.nodes[node] = {
             "fn": action,
             "wants_config": _wants_config(action),
             "description": description,
         }
+        if targets:
+            path_map: List[Tuple[str, str]] = []
+            for target in targets:
+                _push(path_map, (target, target))
+            self.branches.append({"source": node, "router": GOTO_ROUTER, "fn": None, "path_map": path_map})
         return self
 
     def add_edge(self, start_key: Union[str, Sequence[str]], end_key: str) -> "StateGraph":
@@ -413,9 +469,9 @@ class StateGraph:
             if not isinstance(target, str):
                 raise TypeError(f"add_conditional_edges({source!r}): path-map targets are node names, not {type(target).__name__}")
         base = getattr(path, "__name__", None)
-        if not isinstance(base, str) or not base.isidentifier():
+        if not isinstance(base, str) or not base.isidentifier() or base == GOTO_ROUTER:
             base = f"{'start' if source == START else source}_router"
-        taken = {b["router"] for b in self.branches}
+        taken = {b["router"] for b in self.branches} | {GOTO_ROUTER}
         router, n = base, 2
         while router in taken:
             router, n = f"{base}_{n}", n + 1
@@ -440,28 +496,35 @@ class StateGraph:
         interrupt_before: Any = None,
         interrupt_after: Any = None,
         debug: bool = False,
+        store: Any = None,
+        cache: Any = None,
     ) -> "CompiledStateGraph":
         """Checks the graph and makes it the one the component exports
         (`sandgraph build` binds the component's exports to it).
 
-        `name` is the tool name and registry key (required: ASCII letters,
-        digits, `_`, `-`). `description` is shown to models; `as_tool`
+        `name` is the tool name and registry key (ASCII letters, digits,
+        `_`, `-`); without it, the name is `[project].name` of the graph's
+        pyproject.toml (`.` as `-`), which `sandgraph build` passes in. `description` is shown to models; `as_tool`
         exposes the graph as a model-visible tool; `parameters` are the
         tool's arguments in the value-schema DSL (a dict, or its JSON text
         to keep an exact order); `validate(input)` or `validate(input,
         config)` checks a call's input before the run and refuses it by
         returning a reason (a string) or raising; `strict=True` makes the
         host refuse input keys and node writes that are not channels.
-        `checkpointer` is accepted and ignored: the host keeps threads.
+        `checkpointer=`, `store=` and `cache=` are not offered (the host
+        owns checkpoints and thread state).
 
         Raises ValueError listing every problem of the graph.
         """
         _unsupported("compile(interrupt_before=...)", interrupt_before, "call interrupt() in the node")
         _unsupported("compile(interrupt_after=...)", interrupt_after, "call interrupt() in the node")
-        del checkpointer, debug
+        _unoffered("compile(checkpointer=...)", checkpointer, CHECKPOINTS)
+        _unoffered("compile(store=...)", store, STORES)
+        _unoffered("compile(cache=...)", cache, _types.NO_CACHE)
+        del debug
         compiled = CompiledStateGraph(
             self,
-            name=name,
+            name=_build_project if name is None else name,
             description=description,
             as_tool=as_tool,
             as_graph_tool=as_graph_tool,
@@ -472,6 +535,21 @@ class StateGraph:
         )
         _compiled.append(compiled)
         return compiled
+
+
+# The name of a graph compiled without `name=`: `[project].name` of the
+# graph's pyproject.toml, which `sandgraph build` passes in (normalised to a
+# graph name) before it imports the graph module.
+_build_project: Optional[str] = None
+
+
+def set_build_project(name: Optional[str]) -> None:
+    """Sets the name `compile()` uses when it is given none (the build calls
+    it with the project's name; tests of a graph may too)."""
+    global _build_project
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"set_build_project: the name must be a string, not {type(name).__name__}")
+    _build_project = name
 
 
 # Every graph compiled in this interpreter, in order; the component exports
@@ -494,7 +572,10 @@ def _problems(builder: StateGraph, spec: dict, validate: Any) -> List[str]:
     problems: List[str] = []
     name = spec["name"]
     if name is None:
-        problems.append("compile(name=...) is required: it is the graph's tool name")
+        problems.append(
+            "the graph has no name: give compile(name=...) or set [project].name in its pyproject.toml "
+            "(`sandgraph build` passes it in)"
+        )
     elif not isinstance(name, str):
         problems.append(f"the graph name must be a string, not {type(name).__name__}")
     elif not name:
@@ -628,7 +709,7 @@ class CompiledStateGraph:
         self.builder = builder
         self.nodes = {n: v["fn"] for n, v in builder.nodes.items()}
         self._nodes = dict(builder.nodes)
-        self._routers = {b["router"]: b for b in builder.branches}
+        self._routers = {b["router"]: b for b in builder.branches if b["fn"] is not None}
         self._reducers = {c["name"]: c["fn"] for c in builder.channels if c["fn"] is not None}
         self._validate = validate
         self._validate_wants_config = validate is not None and _wants_config(validate)
@@ -744,7 +825,12 @@ class CompiledStateGraph:
 
     # --- LangGraph's runner methods -----------------------------------------
 
-    def invoke(self, *_args: Any, **_kwargs: Any) -> Any:
+    def invoke(self, *_args: Any, **kwargs: Any) -> Any:
+        if "stream_mode" in kwargs:
+            raise NotOffered(
+                "stream_mode=...",
+                "the host runs the graph and reports each step: `sandgraph run --stream`",
+            )
         raise RuntimeError(
             "a sandgraph graph runs in the host: `sandgraph build` it, then `sandgraph run` it "
             "(test node functions directly)"

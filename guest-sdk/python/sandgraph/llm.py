@@ -13,44 +13,18 @@ from typing import Any, List, NamedTuple, Optional, Sequence
 from . import _bindings
 from . import tools as _tools
 from .errors import LlmError
+from .messages import coerce_messages
 
 __all__ = ["ChatModel", "ChatResponse", "chat"]
 
-try:
-    from .messages import coerce_messages as _coerce_messages
-except ImportError:  # the messages module is not in this SDK yet
-    _coerce_messages = None
-
-_ROLES = {
-    "human": "human", "user": "human",
-    "ai": "ai", "assistant": "ai",
-    "system": "system", "developer": "system",
-    "tool": "tool",
-}  # fmt: skip
-
 
 def _coerce(messages: Any) -> List[dict]:
-    """Messages as dicts with `type` and `content` (contract section 1)."""
-    if _coerce_messages is not None:
-        return _coerce_messages(messages)
-    items = messages if isinstance(messages, list) else [messages]
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            out.append({"type": "human", "content": item})
-            continue
-        if isinstance(item, (list, tuple)) and len(item) == 2:
-            role, content = item
-            item = {"role": role, "content": content}
-        if not isinstance(item, dict):
-            raise ValueError(f"message {i} is a {type(item).__name__}, not a message")
-        kind = _ROLES.get(item.get("type", item.get("role")))
-        if kind is None or not isinstance(item.get("content"), str):
-            raise ValueError(f"message {i} has no known type or role and string content")
-        if kind == "tool" and not item.get("tool_call_id"):
-            raise ValueError(f"message {i} is a tool message without tool_call_id")
-        out.append({**item, "type": kind})
-    return out
+    """Messages as dicts (contract section 1); messages that do not coerce
+    are a `malformed` request, as the Rust SDK says."""
+    try:
+        return coerce_messages(messages)
+    except ValueError as error:
+        raise LlmError("malformed", str(error)) from None
 
 
 def _arguments(args: Any) -> str:

@@ -4,11 +4,31 @@ Mirrors `langgraph.types`: `Send`, `Command`, `interrupt`; and
 `langgraph.errors.GraphInterrupt`.
 """
 
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Generic, Optional, Sequence, TypeVar, Union
 
 from .constants import END, START
 
-__all__ = ["END", "START", "Command", "GraphInterrupt", "Send", "interrupt"]
+from ._unoffered import unoffered
+
+__all__ = [
+    "END",
+    "START",
+    "CachePolicy",
+    "Command",
+    "GraphInterrupt",
+    "RetryPolicy",
+    "Send",
+    "interrupt",
+]
+
+#: Why there are no retry policies.
+NO_RETRIES = "the host does not retry nodes: catch the error in the node and try again there"
+
+#: Why there are no cache policies.
+NO_CACHE = "the host does not cache nodes: keep a result in the state and skip the work when it is there"
+
+RetryPolicy = unoffered("RetryPolicy", NO_RETRIES)
+CachePolicy = unoffered("CachePolicy", NO_CACHE)
 
 
 class Send:
@@ -32,8 +52,14 @@ class Send:
         return hash(self.node)
 
 
-class Command:
+N = TypeVar("N")
+
+
+class Command(Generic[N]):
     """A node's state update plus where to go next.
+
+    `-> Command[Literal["a", "b"]]` on a node function declares where it
+    may go (as `add_node(..., destinations=("a", "b"))` does).
 
     `update` is a dict of state writes (as a node would return); `goto` is a
     node name, `END`, a `Send`, or a sequence of them, and adds to the

@@ -5,19 +5,30 @@ same answers through the host's calls."""
 import importlib.util
 import json
 import pathlib
+import tomllib
 import unittest
 
+from sandgraph import _bindings
 from sandgraph import graph as sg
+
+from . import fake_bindings as fb
+from .test_capabilities import Role, fake_llm
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "example-graphs" / "python"
 
 
 def load(example):
-    """Imports example-graphs/python/EXAMPLE/graph.py; returns its graph."""
+    """Imports example-graphs/python/EXAMPLE/graph.py, its [project].name
+    passed in as `sandgraph build` does; returns its graph."""
     sg._compiled.clear()
+    project = tomllib.loads((EXAMPLES / example / "pyproject.toml").read_text())["project"]["name"]
+    sg.set_build_project(project.replace(".", "-"))
     spec = importlib.util.spec_from_file_location(f"example_{example.replace('-', '_')}", EXAMPLES / example / "graph.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sg.set_build_project(None)
     return sg.exported()
 
 
@@ -88,6 +99,62 @@ class Examples(unittest.TestCase):
         self.assertEqual(g.route("after_review", json.dumps(state)), [("node", "revise")])
         self.assertEqual(g.run_node("draft", json.dumps({**state, "revisions": 1}), ctx()),
                          ("update", '{"draft":"A short note about wasm (revision 1)."}'))
+
+    def test_research(self):
+        g = load("research")
+        self.assertEqual((g.name, g.spec["as_tool"]), ("research", True))
+        self.assertEqual(channels(g), [("question", "last-value", None), ("max_steps", "last-value", "6"),
+                                       ("messages", "custom", "[]"), ("steps", "last-value", "0"),
+                                       ("answer", "last-value", None), ("error", "last-value", None)])
+        # The Rust example's parameter text.
+        self.assertEqual(
+            g.spec["parameters"],
+            '{"question":{"type":"string","required":true,"description":"What to find out."},'
+            '"max_steps":{"type":"integer","default":6,"description":"Most model turns (1 to 12)."}}',
+        )
+        self.assertEqual(g.spec["conditional_edges"], [
+            ("agent", "tools_condition", [("tools", "tools"), ("__end__", "__end__")]),
+            ("tools", "after_tools", [("agent", "agent"), ("__end__", "__end__")]),
+        ])  # fmt: skip
+
+        # A turn with a tool call, the tool's answer, then the model's answer.
+        tool_info = fb._record("ToolInfo", "name", "description", "parameters")
+        fake_tools = type("Tools", (), {
+            "list": staticmethod(lambda: [tool_info("greet_graph", "Greets.", '{"type":"object"}')]),
+            "call": staticmethod(lambda name, args: '{"greeting":"Good day, Ada."}'),
+        })  # fmt: skip
+        llm = fake_llm(lambda m, r: m.ChatResponse(
+            content="" if len(m.requests) == 1 else "Good day, Ada.",
+            tool_calls=[m.ToolCall("c1", "greet_graph", '{"name":"Ada"}')] if len(m.requests) == 1 else [],
+            finish_reason="stop",
+            usage=m.Usage(3, 2),
+        ))  # fmt: skip
+        _bindings.install("tools", fake_tools)
+        _bindings.install("llm", llm)
+        try:
+            state = {"question": "Greet Ada.", "max_steps": 6, "messages": [], "steps": 0}
+            kind, update = g.run_node("agent", json.dumps(state), ctx())
+            update = json.loads(update)
+            self.assertEqual([m["type"] for m in update["messages"]], ["system", "human", "ai"])
+            self.assertEqual((update["steps"], "answer" in update), (1, False))
+            self.assertEqual([t.name for t in llm.requests[0].tools], ["greet_graph"])
+            state["messages"] = json.loads(g.reduce("messages", "[]", json.dumps(update["messages"])))
+            self.assertEqual(g.route("tools_condition", json.dumps(state)), [("node", "tools")])
+            _, tools_update = g.run_node("tools", json.dumps(state), ctx())
+            self.assertEqual(json.loads(tools_update)["messages"][0]["content"], '{"greeting":"Good day, Ada."}')
+            self.assertEqual(g.route("after_tools", json.dumps(state)), [("node", "agent")])
+            state["messages"] = json.loads(g.reduce("messages", json.dumps(state["messages"]), json.dumps(json.loads(tools_update)["messages"])))
+            _, update = g.run_node("agent", json.dumps({**state, "steps": 1}), ctx())
+            self.assertEqual(json.loads(update)["answer"], "Good day, Ada.")
+            self.assertEqual([m.role for m in llm.requests[1].messages], [Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL])
+            # The step cap ends the run after the tools node.
+            llm.requests.clear()
+            _, update = g.run_node("agent", json.dumps({**state, "steps": 0, "max_steps": 1}), ctx())
+            self.assertEqual(json.loads(update)["error"], "no answer after 1 model turns (max_steps is 1)")
+            self.assertEqual(g.route("after_tools", update), [("node", "__end__")])
+        finally:
+            _bindings.install("tools")
+            _bindings.install("llm")
 
 
 if __name__ == "__main__":

@@ -225,13 +225,56 @@ class Spec(Base):
         )
         self.assertEqual(sg._compiled, [], "a graph that does not compile is not exported")
         for name, problem in [
-            (None, "compile(name=...) is required"),
+            (None, "the graph has no name: give compile(name=...) or set [project].name in its pyproject.toml"),
             ("", "graph name is empty"),
             ("run_code", 'graph name "run_code" is reserved'),
             ("x" * 65, "is longer than 64 characters"),
         ]:
             with self.assertRaisesRegex(ValueError, re.escape(problem)):
                 echo_builder().compile(name=name)
+
+    def test_the_build_passes_the_project_name_in(self):
+        sg.set_build_project("research-agent")
+        try:
+            self.assertEqual(echo_builder().compile().name, "research-agent")
+            sg._compiled.clear()
+            self.assertEqual(echo_builder().compile(name="mine").name, "mine")
+        finally:
+            sg.set_build_project(None)
+        with self.assertRaisesRegex(TypeError, "the name must be a string"):
+            sg.set_build_project(1)
+
+    def test_names_not_offered_say_what_to_do_instead(self):
+        from sandgraph.errors import NotOffered
+        from sandgraph.checkpoint.memory import InMemorySaver, MemorySaver
+        from sandgraph.checkpoint.sqlite import SqliteSaver
+        from sandgraph.store.memory import InMemoryStore
+        from sandgraph.types import CachePolicy, RetryPolicy
+
+        host_owns = "the host owns checkpoints and thread state: run with `sandgraph run --thread ID`"
+        cases = [
+            (MemorySaver, "MemorySaver is not offered by sandgraph: " + host_owns),
+            (InMemorySaver, "InMemorySaver is not offered by sandgraph: " + host_owns),
+            (lambda: SqliteSaver.from_conn_string(":memory:"), "SqliteSaver.from_conn_string is not offered by sandgraph: " + host_owns),
+            (lambda: SqliteSaver(None), "SqliteSaver is not offered by sandgraph: " + host_owns),
+            (InMemoryStore, "InMemoryStore is not offered by sandgraph: sandgraph has no long-term store"),
+            (lambda: RetryPolicy(max_attempts=3), "RetryPolicy is not offered by sandgraph: the host does not retry nodes"),
+            (CachePolicy, "CachePolicy is not offered by sandgraph: the host does not cache nodes"),
+            (lambda: echo_builder().add_node("r", lambda s: None, retry_policy=object()), "add_node(retry_policy=...) is not offered"),
+            (lambda: echo_builder().add_node("r", lambda s: None, retry=object()), "add_node(retry=...) is not offered"),
+            (lambda: echo_builder().add_node("r", lambda s: None, cache_policy=object()), "add_node(cache_policy=...) is not offered"),
+            (lambda: echo_builder().compile(checkpointer=object(), name="g"), "compile(checkpointer=...) is not offered by sandgraph: " + host_owns),
+            (lambda: echo_builder().compile(store=object(), name="g"), "compile(store=...) is not offered by sandgraph: sandgraph has no long-term store"),
+            (lambda: echo_builder().compile(cache=object(), name="g"), "compile(cache=...) is not offered"),
+            (lambda: echo_builder().compile(name="g").stream({}, stream_mode="updates"), "stream_mode=... is not offered by sandgraph: the host runs the graph and reports each step"),
+            (lambda: echo_builder().add_node("sub", echo_builder().compile(name="sub")), "a compiled graph as a node (a subgraph) is not offered by sandgraph: mount it as its own graph tool"),
+        ]  # fmt: skip
+        for make, message in cases:
+            sg._compiled.clear()
+            with self.subTest(message), self.assertRaises(NotOffered) as caught:
+                make()
+            self.assertIn(message, str(caught.exception))
+        self.assertTrue(issubclass(NotOffered, NotImplementedError))
 
     def test_misuse_is_refused_where_it_happens(self):
         b = echo_builder()
@@ -247,8 +290,6 @@ class Spec(Base):
 
         with self.assertRaisesRegex(TypeError, "is an async generator"):
             b.add_node("later", later)
-        with self.assertRaisesRegex(ValueError, "retry_policy=...\\) is not supported"):
-            b.add_node("r", lambda s: None, retry_policy=object())
         with self.assertRaisesRegex(ValueError, "END cannot be an edge's start"):
             b.add_edge(END, "echo")
         with self.assertRaisesRegex(ValueError, "interrupt_before"):
@@ -267,6 +308,45 @@ class Spec(Base):
         echo_builder().compile(name="b")
         with self.assertRaisesRegex(RuntimeError, "compiled 2 graphs \\('a', 'b'\\)"):
             sg.exported()
+
+
+    def test_goto_targets_are_declared_and_never_routed(self):
+        def triage(state) -> Command[Literal["escalate", "__end__"]]:
+            return Command(goto="escalate")
+
+        b = StateGraph(EchoState)
+        b.add_node("triage", triage)
+        b.add_node("pick", lambda s: Command(goto="escalate"), destinations=("escalate", "triage"))
+        b.add_node("escalate", lambda s: None)
+        b.add_edge(START, "triage")
+        b.add_edge(START, "pick")
+
+        def __goto__(state):  # an author's router may not take the reserved name
+            return END
+
+        b.add_conditional_edges("escalate", __goto__, [END])
+        g = b.compile(name="g")
+        self.assertEqual(
+            g.spec["conditional_edges"],
+            [
+                ("triage", "__goto__", [("escalate", "escalate"), ("__end__", "__end__")]),
+                ("pick", "__goto__", [("escalate", "escalate"), ("triage", "triage")]),
+                ("escalate", "escalate_router", [("__end__", "__end__")]),
+            ],
+        )
+        with self.assertRaises(CallError) as caught:
+            g.route("__goto__", "{}")
+        self.assertEqual((caught.exception.kind, caught.exception.message), ("unknown", 'unknown router "__goto__"'))
+        self.assertEqual(g.route("escalate_router", "{}"), [("node", END)])
+
+        sg._compiled.clear()
+        b = StateGraph(EchoState)
+        b.add_node("a", lambda s: None, destinations={"ghost": "a label"})
+        b.add_edge(START, "a")
+        with self.assertRaisesRegex(ValueError, "router '__goto__'\\): path-map key 'ghost' leads to unknown node 'ghost'"):
+            b.compile(name="g")
+        with self.assertRaisesRegex(TypeError, "destinations is a tuple of node names"):
+            StateGraph(EchoState).add_node("a", lambda s: None, destinations="b")
 
 
 class Calls(Base):

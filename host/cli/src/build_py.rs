@@ -72,7 +72,7 @@ fn python_wit(capabilities: &[String]) -> Result<String, Failure> {
 }
 
 /// The Python SDK, file by file (relative to the build's python path).
-const SDK: [(&str, &str); 12] = [
+const SDK: [(&str, &str); 20] = [
     (
         "sandgraph/__init__.py",
         include_str!("../../../guest-sdk/python/sandgraph/__init__.py"),
@@ -114,6 +114,38 @@ const SDK: [(&str, &str); 12] = [
         include_str!("../../../guest-sdk/python/sandgraph/llm.py"),
     ),
     (
+        "sandgraph/messages.py",
+        include_str!("../../../guest-sdk/python/sandgraph/messages.py"),
+    ),
+    (
+        "sandgraph/prebuilt.py",
+        include_str!("../../../guest-sdk/python/sandgraph/prebuilt.py"),
+    ),
+    (
+        "sandgraph/_unoffered.py",
+        include_str!("../../../guest-sdk/python/sandgraph/_unoffered.py"),
+    ),
+    (
+        "sandgraph/checkpoint/__init__.py",
+        include_str!("../../../guest-sdk/python/sandgraph/checkpoint/__init__.py"),
+    ),
+    (
+        "sandgraph/checkpoint/memory.py",
+        include_str!("../../../guest-sdk/python/sandgraph/checkpoint/memory.py"),
+    ),
+    (
+        "sandgraph/checkpoint/sqlite.py",
+        include_str!("../../../guest-sdk/python/sandgraph/checkpoint/sqlite.py"),
+    ),
+    (
+        "sandgraph/store/__init__.py",
+        include_str!("../../../guest-sdk/python/sandgraph/store/__init__.py"),
+    ),
+    (
+        "sandgraph/store/memory.py",
+        include_str!("../../../guest-sdk/python/sandgraph/store/memory.py"),
+    ),
+    (
         "sandgraph/tools.py",
         include_str!("../../../guest-sdk/python/sandgraph/tools.py"),
     ),
@@ -143,6 +175,12 @@ import encodings.punycode
 import stringprep
 import unicodedata
 import urllib.parse
+
+# The graph's default name (`compile()` without `name=`): the normalised
+# `[project].name` of pyproject.toml, or None.
+import sandgraph.graph
+
+sandgraph.graph.set_build_project({project})
 
 importlib.import_module({module})
 
@@ -179,6 +217,7 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
     let Manifest {
         module,
         capabilities,
+        project,
     } = manifest(dir)?;
     let tool = std::env::var_os(TOOL_ENV)
         .filter(|v| !v.is_empty())
@@ -189,7 +228,7 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         .tempdir()
         .map_err(|e| Failure::build(format!("cannot make a temporary build folder: {e}")))?;
     let root = work.path();
-    write_build_folder(root, &module, &capabilities)?;
+    write_build_folder(root, &module, &capabilities, project.as_deref())?;
     let out = root.join("graph.wasm");
     let dir_abs = dir
         .canonicalize()
@@ -243,6 +282,9 @@ struct Manifest {
     module: String,
     /// The capabilities to import, each a name of [`CAPABILITIES`].
     capabilities: Vec<String>,
+    /// `[project].name` as a graph name (see [`graph_name`]): the name of a
+    /// graph compiled without `name=`.
+    project: Option<String>,
 }
 
 /// The `[tool.sandgraph]` table of `dir/pyproject.toml`.
@@ -308,10 +350,56 @@ fn manifest(dir: &Path) -> Result<Manifest, Failure> {
             package.display()
         )));
     }
+    let project = match doc.get("project").and_then(|p| p.get("name")) {
+        None => None,
+        Some(toml::Value::String(name)) => Some(graph_name(name).map_err(|why| {
+            Failure::build(format!(
+                "{}: [project] name {name:?} cannot name the graph: {why} (rename the \
+                 project)",
+                path.display()
+            ))
+        })?),
+        Some(_) => {
+            return Err(Failure::build(format!(
+                "{}: [project] name must be a string",
+                path.display()
+            )));
+        }
+    };
     Ok(Manifest {
         module,
         capabilities,
+        project,
     })
+}
+
+/// A Python project name as a graph (tool) name: `.` becomes `-` (the host
+/// allows ASCII letters, digits, `_` and `-`, at most
+/// [`sandgraph_core::MAX_NAME_LEN`] characters, and not
+/// [`sandgraph_core::RESERVED_GRAPH_NAME`]); `Err` says why it cannot be one.
+fn graph_name(project: &str) -> Result<String, String> {
+    let name = project.trim().replace('.', "-");
+    if name.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    if name.chars().count() > sandgraph_core::MAX_NAME_LEN {
+        return Err(format!(
+            "it is longer than {} characters",
+            sandgraph_core::MAX_NAME_LEN
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "{c:?} is not allowed: a graph name has ascii letters, digits, \"_\" and \"-\""
+        ));
+    }
+    if name == sandgraph_core::RESERVED_GRAPH_NAME {
+        return Err(format!("{name:?} is reserved"));
+    }
+    Ok(name)
 }
 
 /// The `capabilities` array: names of [`CAPABILITIES`], duplicates dropped.
@@ -377,8 +465,17 @@ fn check_module_name(module: &str) -> Result<(), &'static str> {
 
 /// Writes the WIT world, the SDK, the entry module and an empty stand-in
 /// for a virtual environment into `root`.
-fn write_build_folder(root: &Path, module: &str, capabilities: &[String]) -> Result<(), Failure> {
-    let entry = ENTRY.replace("{module}", &format!("{module:?}"));
+fn write_build_folder(
+    root: &Path,
+    module: &str,
+    capabilities: &[String],
+    project: Option<&str>,
+) -> Result<(), Failure> {
+    // Both are checked ascii names, so Rust's quoting is Python's too.
+    let project = project.map_or_else(|| "None".to_owned(), |p| format!("{p:?}"));
+    let entry = ENTRY
+        .replace("{module}", &format!("{module:?}"))
+        .replace("{project}", &project);
     let wit = python_wit(capabilities)?;
     let http = capabilities.iter().any(|c| c == "http");
     let deps = WASI_DEPS
@@ -588,12 +685,43 @@ mod tests {
     #[test]
     fn an_http_build_writes_the_wasi_packages() {
         let dir = tempfile::tempdir().unwrap();
-        write_build_folder(dir.path(), "graph", &["http".into()]).unwrap();
+        write_build_folder(dir.path(), "graph", &["http".into()], Some("my-graph")).unwrap();
+        let entry = std::fs::read_to_string(dir.path().join("sdk/sandgraph_entry.py")).unwrap();
+        assert!(
+            entry.contains("sandgraph.graph.set_build_project(\"my-graph\")"),
+            "{entry}"
+        );
         let http = std::fs::read_to_string(dir.path().join("wit/deps/http/http.wit")).unwrap();
         assert!(http.starts_with("package wasi:http@0.2.12;"), "{http}");
         let other = tempfile::tempdir().unwrap();
-        write_build_folder(other.path(), "graph", &["llm".into()]).unwrap();
+        write_build_folder(other.path(), "graph", &["llm".into()], None).unwrap();
+        let entry = std::fs::read_to_string(other.path().join("sdk/sandgraph_entry.py")).unwrap();
+        assert!(entry.contains("set_build_project(None)"), "{entry}");
         assert!(!other.path().join("wit/deps").exists());
+    }
+
+    #[test]
+    fn project_names_become_graph_names() {
+        assert_eq!(graph_name("research"), Ok("research".to_owned()));
+        assert_eq!(graph_name("acme.triage_2"), Ok("acme-triage_2".to_owned()));
+        assert_eq!(graph_name("a".repeat(64).as_str()).map(|n| n.len()), Ok(64));
+        assert!(
+            graph_name(&"a".repeat(65))
+                .unwrap_err()
+                .contains("longer than 64")
+        );
+        assert_eq!(
+            graph_name("my graph"),
+            Err(
+                "' ' is not allowed: a graph name has ascii letters, digits, \"_\" and \"-\""
+                    .into()
+            )
+        );
+        assert_eq!(
+            graph_name("run_code"),
+            Err("\"run_code\" is reserved".into())
+        );
+        assert_eq!(graph_name(" "), Err("it is empty".into()));
     }
 
     #[test]
@@ -650,14 +778,21 @@ mod tests {
 
     #[test]
     fn the_embedded_sdk_is_the_whole_package() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/python/sandgraph");
-        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".py"))
-            .map(|n| format!("sandgraph/{n}"))
-            .collect();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/python");
+        // The package and its subpackages (`sandgraph/checkpoint/...`).
+        let mut on_disk: Vec<String> = Vec::new();
+        let mut dirs = vec![root.join("sandgraph")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()) {
+                let path = entry.path();
+                if path.is_dir() && path.join("__init__.py").is_file() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "py") {
+                    let rel = path.strip_prefix(&root).unwrap();
+                    on_disk.push(rel.to_string_lossy().replace('\\', "/"));
+                }
+            }
+        }
         on_disk.sort();
         let mut embedded: Vec<String> = SDK.iter().map(|(p, _)| (*p).to_owned()).collect();
         embedded.sort();

@@ -70,6 +70,7 @@ fn the_sdk_and_example_unit_tests_pass_natively() {
         "test_greet",
         "test_map_reduce",
         "test_approval",
+        "test_research",
     ] {
         assert!(
             report.contains(&format!("{example} ")),
@@ -368,4 +369,66 @@ async fn a_graph_with_capabilities_calls_a_model_a_tool_and_a_url() {
         "{text}"
     );
     assert_eq!(rows.len(), 9, "{text}");
+}
+
+/// The Python research twin (`create_react_agent`'s blocks: ChatModel,
+/// ToolNode, tools_condition), named by its pyproject.toml: the scripted
+/// model first asks for a graph tool call, the tool runs as a sub-run, then
+/// the model answers; the final state holds the whole conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_research_twin_calls_a_tool_then_answers() {
+    use sandgraph_test_llm::{Reply, ScriptedLlm};
+    let wasm = tokio::task::block_in_place(|| built("research"));
+    let llm = ScriptedLlm::start([
+        Reply::tool_call("echo_graph", r#"{"topic":"py"}"#),
+        Reply::text("It said seen:py."),
+    ])
+    .await;
+    let env = Env::new(&[
+        ("research.wasm", wasm.to_str().unwrap()),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+    ]);
+    let toml = format!(
+        "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
+         [llm.models]\nfast = \"deepseek-chat\"\n\
+         [graphs.research.grants]\nllm = {{ models = [\"fast\"] }}\n\
+         tools = {{ allow = [\"echo_graph\"] }}\n",
+        llm.base_url()
+    );
+    std::fs::write(env.path("ops.toml"), toml).unwrap();
+    let args = json!({"input": {"question": "What does echo say?"}}).to_string();
+    let mut cmd = env.command(&[
+        "call", "research", "--graphs", "graphs", "--config", "ops.toml", "--args", &args,
+    ]);
+    cmd.env("SANDGRAPH_CLI_TEST_LLM_KEY", "test-key");
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_ok("sandgraph call research", &o);
+    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(out["answer"], "It said seen:py.", "{out}");
+    assert_eq!(out["steps"], 2, "{out}");
+    let messages = out["messages"].as_array().expect("messages");
+    let kinds: Vec<&str> = messages.iter().filter_map(|m| m["type"].as_str()).collect();
+    assert_eq!(kinds, ["system", "human", "ai", "tool", "ai"], "{out}");
+    let ids: Vec<&str> = messages.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(ids, ["msg-0", "msg-1", "msg-2", "msg-3", "msg-4"], "{out}");
+    let call = &messages[2]["tool_calls"][0];
+    assert_eq!(
+        (&call["name"], &call["args"]),
+        (&json!("echo_graph"), &json!({"topic": "py"})),
+        "{out}"
+    );
+    assert_eq!(messages[3]["tool_call_id"], call["id"], "{out}");
+    assert_eq!(messages[3]["status"], "success", "{out}");
+    let result: Value = serde_json::from_str(messages[3]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(result["log"], json!(["seen:py"]), "{out}");
+    assert_eq!(messages[4]["content"], "It said seen:py.", "{out}");
+    let sent = llm.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].tool_names(), ["echo_graph"]);
+    assert_eq!(
+        sent[1].last_content("tool"),
+        messages[3]["content"].as_str()
+    );
 }

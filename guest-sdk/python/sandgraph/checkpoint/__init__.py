@@ -1,0 +1,2 @@
+"""`langgraph.checkpoint`: not offered, the host owns checkpoints and
+thread state (see `sandgraph.checkpoint.memory`)."""

@@ -1,0 +1,1 @@
+"""`langgraph.store`: not offered (see `sandgraph.store.memory`)."""

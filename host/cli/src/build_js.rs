@@ -28,7 +28,16 @@ use crate::exit::Failure;
 /// The SDK's modules, file by file (`guest-sdk/js/*.js`): `@sandgraph/sdk`
 /// resolves to `index.js`, `@sandgraph/sdk/NAME` to `NAME.js`, and the
 /// modules import each other by relative path.
-const SDK: [(&str, &str); 1] = [("index.js", include_str!("../../../guest-sdk/js/index.js"))];
+const SDK: [(&str, &str); 5] = [
+    ("index.js", include_str!("../../../guest-sdk/js/index.js")),
+    (
+        "capabilities.js",
+        include_str!("../../../guest-sdk/js/capabilities.js"),
+    ),
+    ("jobs.js", include_str!("../../../guest-sdk/js/jobs.js")),
+    ("llm.js", include_str!("../../../guest-sdk/js/llm.js")),
+    ("tools.js", include_str!("../../../guest-sdk/js/tools.js")),
+];
 /// The bundling script, run with node in the build folder.
 const BUNDLE_MJS: &str = include_str!("../../../guest-sdk/js/build/bundle.mjs");
 /// The WIT world, as the Rust SDK ships it.
@@ -109,6 +118,7 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         .arg(&manifest.main)
         .arg(tmp.join("sdk"))
         .arg(tmp.join("bundle.js"))
+        .args(&manifest.capabilities)
         .current_dir(tmp);
     run_tool(bundle, "node", &format!("bundling {}", main.display()))?;
 

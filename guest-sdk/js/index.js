@@ -8,9 +8,11 @@
 // imports are handed in by the build's entry module through
 // `__bindComponent`.
 import { bindCapabilities } from "./capabilities.js";
+import { installFetch } from "./http.js";
 import { settle } from "./jobs.js";
 
 export { CapabilityError, CapabilityNotImported, HttpError, LlmError, ToolError } from "./capabilities.js";
+export { fetch, Headers, Request, Response } from "./http.js";
 export { ChatModel, llm } from "./llm.js";
 export { tools } from "./tools.js";
 
@@ -698,6 +700,7 @@ function errorCase(err) {
 export function __bindComponent(graphModule, host, capabilities) {
   hostImports = host ?? null;
   bindCapabilities(capabilities);
+  if (capabilities?.http) installFetch();
   const graph = pickGraph(graphModule);
   // What the graph module left queued while it was loaded runs now, in the
   // snapshot, not in the first node's call.

@@ -9,7 +9,10 @@
 // folder and MAIN its main module, relative to it; SDK the folder the build
 // wrote the SDK's modules to (`@sandgraph/sdk` resolves to its index.js,
 // `@sandgraph/sdk/NAME` to NAME.js); OUT the bundle; each CAPABILITY one
-// the world imports (`llm`, `tools`), handed to the SDK.
+// the world imports (`llm`, `tools`, or `http@VERSION`: wasi:http at that
+// version), handed to the SDK. wasi:http is imported under the stand-in
+// namespace `xasi` (jco's --backend-qjs-stub-wasi would stub `wasi:`
+// imports); `sandgraph build` renames the component's imports back.
 //
 // `async`/`await` are lowered to generators and the global `Promise`
 // (rolldown's es2016 target), and the entry installs the SDK's Promise
@@ -49,20 +52,35 @@ try {
 const { parseAst } = await import(pathToFileURL(parseAstPath).href);
 
 const ENTRY = "\0sandgraph:entry";
+// The namespace wasi:http's packages are imported under while jco runs.
+const WASI_STAND_IN = "xasi";
 // Runs first: installs the SDK's Promise.
 const INSTALL = "\0sandgraph:install";
 // SDK modules are named `\0sandgraph:sdk/FILE`.
 const SDK = "\0sandgraph:sdk/";
 const SDK_MODULE = /^[a-z][a-z0-9_-]*\.js$/;
-const CAPABILITY = /^[a-z][a-z0-9-]*$/;
+const CAPABILITY = /^[a-z][a-z0-9-]*(@[0-9]+\.[0-9]+\.[0-9]+)?$/;
 for (const cap of capabilities) if (!CAPABILITY.test(cap)) fail(`bad capability name ${JSON.stringify(cap)}`);
+/** The import statement of capability `cap` as `cap${i}`. */
+function capabilityImport(cap, i) {
+  const [name, version] = cap.split("@");
+  if (name !== "http") return `import cap${i} from "sandgraph:graph/${name}@0.2.0";`;
+  const wasi = (path) => JSON.stringify(`${WASI_STAND_IN}:${path}@${version}`);
+  return [
+    `import * as cap${i}_handler from ${wasi("http/outgoing-handler")};`,
+    `import * as cap${i}_types from ${wasi("http/types")};`,
+    `import * as cap${i}_streams from ${wasi("io/streams")};`,
+    `import * as cap${i}_poll from ${wasi("io/poll")};`,
+    `const cap${i} = { handler: cap${i}_handler, types: cap${i}_types, streams: cap${i}_streams, poll: cap${i}_poll };`,
+  ].join("\n");
+}
 const entrySource = [
   `import ${JSON.stringify(INSTALL)};`,
   'import host from "sandgraph:graph/host@0.2.0";',
-  ...capabilities.map((cap, i) => `import cap${i} from "sandgraph:graph/${cap}@0.2.0";`),
+  ...capabilities.map(capabilityImport),
   `import * as graphModule from ${JSON.stringify(`./${main}`)};`,
   'import { __bindComponent } from "@sandgraph/sdk";',
-  `export const graph = __bindComponent(graphModule, host, { ${capabilities.map((cap, i) => `${JSON.stringify(cap)}: cap${i}`).join(", ")} });`,
+  `export const graph = __bindComponent(graphModule, host, { ${capabilities.map((cap, i) => `${JSON.stringify(cap.split("@")[0])}: cap${i}`).join(", ")} });`,
   "",
 ].join("\n");
 const installSource = 'import { installPromise } from "@sandgraph/sdk/jobs";\ninstallPromise();\n';
@@ -146,7 +164,7 @@ try {
     onLog(level, log) {
       if (level === "warn") warnings.push(`warning: ${log.message}`);
     },
-    external: [/^sandgraph:graph\//],
+    external: [/^sandgraph:graph\//, new RegExp(`^${WASI_STAND_IN}:`)],
     plugins: [virtual, timerCheck],
     // async functions become generators over the global (the SDK's) Promise.
     transform: { target: "es2016" },

@@ -223,7 +223,7 @@ fn a_graph_module_that_compiles_no_graph_is_a_build_error() {
 /// `{"input": {"url": url}}`: the folder and the final state.
 pub(super) async fn call_with_grants(
     graph: &str,
-    wasm: &std::path::Path,
+    wasm: &Path,
     llm_base: &str,
     url: &str,
 ) -> (Env, Value) {

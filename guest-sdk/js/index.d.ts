@@ -30,8 +30,8 @@ export interface ChannelAnnotation<V, U = V> {
 
 /** What `Annotation<T>({ ... })` takes. */
 export interface ChannelOptions<V, U = V> {
-  /** Combines writes; without one, the channel keeps the last value written. */
-  reducer?: Reducer<V, U>;
+  /** Combines writes (may be async); without one, the channel keeps the last value written. */
+  reducer?: Reducer<V, U> | ((current: V, update: U) => Promise<V>);
   /** LangGraph's older name for `reducer`. */
   value?: Reducer<V, U>;
   /** The initial value (a function returning it, or the value). */
@@ -129,7 +129,8 @@ export interface NodeConfig {
 
 export type NodeResult<U> = U | Command<U> | void | null | undefined;
 
-export type NodeAction<S, U> = (state: S, config: NodeConfig) => NodeResult<U>;
+/** A node: sync, or async (it runs to completion within the node's call). */
+export type NodeAction<S, U> = (state: S, config: NodeConfig) => NodeResult<U> | Promise<NodeResult<U>>;
 
 export interface NodeOptions {
   /** Shown in tool descriptions and diagrams. */
@@ -162,7 +163,7 @@ export interface CompileOptions<I = Record<string, unknown>> {
    * Checks a tool call's input before the run: return a string (or false, or
    * throw) to refuse it with that reason.
    */
-  validate?: (input: I, config: NodeConfig) => string | boolean | void;
+  validate?: (input: I, config: NodeConfig) => string | boolean | void | Promise<string | boolean | void>;
 }
 
 /** The WIT `graph-spec` record, as `describe` returns it. */
@@ -220,10 +221,210 @@ export declare class StateGraph<SD extends StateDefinition, N extends string = n
   addEdge(start: typeof START | N | N[], end: N | typeof END): this;
   addConditionalEdges(
     source: typeof START | N,
-    path: (state: StateType<SD>) => RouteAnswer,
+    path: (state: StateType<SD>) => RouteAnswer | Promise<RouteAnswer>,
     pathMap?: Record<string, N | typeof END> | Array<N | typeof END>,
   ): this;
   setEntryPoint(node: N): this;
   setFinishPoint(node: N): this;
   compile(options: CompileOptions): CompiledStateGraph;
 }
+
+// ---- Capabilities: package.json's "sandgraph": { "capabilities": [...] } ----
+
+/**
+ * A failed call to a host capability: `kind` names the WIT error case (with
+ * `-` as `_`), `detail` is the host's text; `message` is `kind: detail`.
+ */
+export declare class CapabilityError extends Error {
+  constructor(kind: string, detail: string);
+  readonly kind: string;
+  readonly detail: string;
+}
+
+export type LlmErrorKind = "denied" | "quota" | "timeout" | "provider" | "malformed";
+/** A failed `llm` call. */
+export declare class LlmError extends CapabilityError {
+  readonly kind: LlmErrorKind;
+  static readonly KINDS: readonly LlmErrorKind[];
+}
+
+export type ToolErrorKind = "denied" | "not_found" | "invalid_args" | "recursion" | "quota" | "failed";
+/** A failed `tools` call. */
+export declare class ToolError extends CapabilityError {
+  readonly kind: ToolErrorKind;
+  static readonly KINDS: readonly ToolErrorKind[];
+}
+
+export type HttpErrorKind = "denied" | "timeout" | "connection" | "protocol";
+/** A failed `fetch`: the origin is not granted (`denied`), or the request did not get a whole answer. */
+export declare class HttpError extends CapabilityError {
+  readonly kind: HttpErrorKind;
+  static readonly KINDS: readonly HttpErrorKind[];
+}
+
+/** A capability the build did not import (not in package.json's `sandgraph.capabilities`) was called. */
+export declare class CapabilityNotImported extends Error {
+  readonly capability: "llm" | "tools" | "http";
+}
+
+/** A model's request to call a tool; `args` is the parsed object, or the raw text when it is not a JSON object. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  args: Record<string, unknown> | string;
+}
+
+/** A message as state keeps it (contract section 1). */
+export interface MessageJson {
+  type: "human" | "ai" | "system" | "tool" | "remove";
+  content: string;
+  id?: string;
+  name?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  status?: "success" | "error";
+}
+
+/** What a model is given: a string (a human message), a `[role, content]` pair, or a message object (`type` or `role`). */
+export type MessageLike =
+  | string
+  | [role: "human" | "user" | "ai" | "assistant" | "system" | "developer", content: string]
+  | (Partial<MessageJson> & { content: string; type?: string; role?: string });
+
+/** A tool offered to a model: a granted graph tool's name, or its definition. */
+export type ToolLike =
+  | string
+  | { name: string; description?: string | null; parameters?: Record<string, unknown>; schema?: Record<string, unknown> }
+  | { type: "function"; function: { name: string; description?: string | null; parameters?: Record<string, unknown> } };
+
+/** Token counts, as LangChain names them. */
+export interface UsageMetadata {
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+}
+
+/** `ChatModel.invoke`'s answer: an ai message without id, with its usage and finish reason. */
+export interface AIMessageJson {
+  type: "ai";
+  content: string;
+  tool_calls: ToolCall[];
+  usage_metadata: UsageMetadata;
+  response_metadata: { finish_reason: string };
+}
+
+export interface ChatRequest {
+  messages: MessageLike | MessageLike[] | null;
+  /** A model alias of the operator's `[llm.models]`; none: the operator's default. */
+  model?: string | null;
+  tools?: ToolLike[];
+  temperature?: number | null;
+  maxTokens?: number | null;
+}
+
+export interface ChatResponse {
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: string;
+  usage: UsageMetadata;
+}
+
+/** The `llm` capability. */
+export declare const llm: {
+  /** Sends one chat request; rejects with `LlmError`. The wait holds no CPU or fuel. */
+  chat(request: ChatRequest): Promise<ChatResponse>;
+};
+
+export interface ChatModelOptions {
+  model?: string | null;
+  temperature?: number | null;
+  maxTokens?: number | null;
+  tools?: ToolLike[];
+}
+
+/** A chat model behind a model alias, shaped like LangChain's. */
+export declare class ChatModel {
+  /** `new ChatModel("fast")` or `new ChatModel({ model, temperature, maxTokens })`; none: the operator's default model. */
+  constructor(options?: string | ChatModelOptions | null);
+  readonly model: string | null;
+  readonly temperature: number | null;
+  readonly maxTokens: number | null;
+  readonly tools: readonly ToolLike[];
+  /** A copy offering `tools`. */
+  bindTools(tools: ToolLike[]): ChatModel;
+  /** The model's answer; rejects with `LlmError` (bad messages: kind `malformed`). */
+  invoke(messages: MessageLike | MessageLike[] | null): Promise<AIMessageJson>;
+}
+
+/** A graph tool this graph is granted. */
+export interface ToolInfo {
+  name: string;
+  description: string | null;
+  /** JSON Schema of the arguments. */
+  parameters: Record<string, unknown>;
+}
+
+/** The `tools` capability: other mounted graphs, run as sub-runs of this run. */
+export declare const tools: {
+  list(): Promise<ToolInfo[]>;
+  /** Runs tool `name` with `args`; resolves to its final state, rejects with `ToolError`. */
+  call<R = any>(name: string, args?: Record<string, unknown>): Promise<R>;
+};
+
+// ---- fetch (the `http` capability), also installed as globals ----
+
+export type HeadersInit = Headers | Array<[string, string]> | Record<string, string>;
+export type BodyInit = string | ArrayBuffer | ArrayBufferView;
+
+export declare class Headers implements Iterable<[string, string]> {
+  constructor(init?: HeadersInit | null);
+  append(name: string, value: string): void;
+  set(name: string, value: string): void;
+  get(name: string): string | null;
+  has(name: string): boolean;
+  delete(name: string): void;
+  entries(): IterableIterator<[string, string]>;
+  keys(): IterableIterator<string>;
+  values(): IterableIterator<string>;
+  forEach(fn: (value: string, name: string, headers: Headers) => void, thisArg?: unknown): void;
+  [Symbol.iterator](): IterableIterator<[string, string]>;
+}
+
+export interface RequestInit {
+  method?: string;
+  headers?: HeadersInit;
+  body?: BodyInit | null;
+}
+
+export declare class Request {
+  constructor(input: string | Request, init?: RequestInit);
+  readonly url: string;
+  readonly method: string;
+  readonly headers: Headers;
+}
+
+export interface ResponseInit {
+  status?: number;
+  statusText?: string;
+  headers?: HeadersInit;
+}
+
+/** An answer whose whole body is read (at most MAX_RESPONSE_BYTES, 16 MiB). */
+export declare class Response {
+  constructor(body?: BodyInit | null, init?: ResponseInit);
+  readonly status: number;
+  readonly statusText: string;
+  readonly ok: boolean;
+  readonly headers: Headers;
+  readonly url: string;
+  readonly redirected: false;
+  readonly bodyUsed: boolean;
+  text(): Promise<string>;
+  json<T = any>(): Promise<T>;
+  bytes(): Promise<Uint8Array>;
+  arrayBuffer(): Promise<ArrayBuffer>;
+  clone(): Response;
+}
+
+/** The standard fetch over wasi:http; rejects with `HttpError`. Redirects are not followed. */
+export declare function fetch(input: string | Request, init?: RequestInit): Promise<Response>;

@@ -3,9 +3,18 @@
 // compiles both into one wasm component; the compiled graph answers the WIT
 // world `sandgraph:graph/graph` (describe, run-node, route, reduce, validate).
 //
-// The file has no imports, so it runs unchanged under node (for unit tests)
-// and inside the component (QuickJS). The host imports are handed in by the
-// build's entry module through `__bindComponent`.
+// The SDK's modules import each other only, so they run unchanged under
+// node (for unit tests) and inside the component (QuickJS). The host
+// imports are handed in by the build's entry module through
+// `__bindComponent`.
+import { bindCapabilities } from "./capabilities.js";
+import { installFetch } from "./http.js";
+import { settle } from "./jobs.js";
+
+export { CapabilityError, CapabilityNotImported, HttpError, LlmError, ToolError } from "./capabilities.js";
+export { fetch, Headers, Request, Response } from "./http.js";
+export { ChatModel, llm } from "./llm.js";
+export { tools } from "./tools.js";
 
 /** The virtual node a run starts from. */
 export const START = "__start__";
@@ -536,7 +545,9 @@ export class CompiledStateGraph {
     currentTask = task;
     let result;
     try {
-      result = entry.action(input, config);
+      // An async node runs to completion here: its jobs run before the
+      // task is put back, so interrupt() after an await is still its own.
+      result = settle(entry.action(input, config), `node "${node}"`);
     } catch (err) {
       if (err instanceof GraphInterrupt) {
         return { tag: "interrupt", val: toJson(err.value ?? null, `node "${node}": the interrupt value`) };
@@ -557,10 +568,7 @@ export class CompiledStateGraph {
     const edge = this.conditionalEdges.find((c) => c.router === router);
     if (!edge) throw new GraphError("unknown", `unknown router "${router}"`);
     const input = parseJson(state, "invalid-state", `router "${router}": state`);
-    const answer = edge.path(input);
-    if (answer instanceof Promise) {
-      throw new GraphError("failed", `router "${router}" returned a Promise: routers must be synchronous functions`);
-    }
+    const answer = settle(edge.path(input), `router "${router}"`);
     const answers = answer === undefined || answer === null ? [] : Array.isArray(answer) ? answer : [answer];
     return answers.map((a, i) => {
       if (typeof a === "string") return { tag: "node", val: a };
@@ -581,7 +589,7 @@ export class CompiledStateGraph {
       reduced = next;
     } else {
       try {
-        reduced = entry.custom(now, next);
+        reduced = settle(entry.custom(now, next), `channel "${channel}": the reducer`);
       } catch (err) {
         throw new GraphError("failed", `channel "${channel}": ${messageOf(err)}`);
       }
@@ -601,7 +609,7 @@ export class CompiledStateGraph {
     const { config } = configOf(context);
     let verdict;
     try {
-      verdict = this.validator(value, config);
+      verdict = settle(this.validator(value, config), "validate");
     } catch (err) {
       throw new GraphError("failed", messageOf(err));
     }
@@ -642,9 +650,6 @@ function configOf(context) {
 
 /** The WIT node-result of what a node returned. */
 function nodeResult(node, result) {
-  if (result instanceof Promise) {
-    throw new GraphError("failed", `node "${node}" returned a Promise: nodes must be synchronous functions (no async, no await)`);
-  }
   if (result === undefined || result === null) return { tag: "update", val: "{}" };
   if (result instanceof Command || (isPlainObject(result) && result.lg_name === "Command")) {
     const update = result.update ?? {};
@@ -670,9 +675,19 @@ function isOutOfMemory(err) {
   return err instanceof Error && err.name === "InternalError" && /out of memory/i.test(err.message);
 }
 
+/** What QuickJS says when a graph calls a timer it does not have. */
+const NO_TIMER = /^'?(setTimeout|setInterval|setImmediate|requestAnimationFrame)'? is not defined$/;
+
 /** The WIT error case of anything an export threw. */
 function errorCase(err) {
   if (err instanceof GraphError) return { tag: err.tag, val: err.message };
+  const timer = err instanceof ReferenceError ? NO_TIMER.exec(err.message) : null;
+  if (timer) {
+    return {
+      tag: "failed",
+      val: `${timer[1]} is not available in a graph: a node runs to completion within its call, so nothing may run later (await the sdk's calls instead)`,
+    };
+  }
   return { tag: "failed", val: messageOf(err) };
 }
 
@@ -682,9 +697,14 @@ function errorCase(err) {
  * Every throw becomes the WIT error case; only an exhausted memory cap is
  * left to trap, so the host reports it as memory_limit.
  */
-export function __bindComponent(graphModule, host) {
+export function __bindComponent(graphModule, host, capabilities) {
   hostImports = host ?? null;
+  bindCapabilities(capabilities);
+  if (capabilities?.http) installFetch();
   const graph = pickGraph(graphModule);
+  // What the graph module left queued while it was loaded runs now, in the
+  // snapshot, not in the first node's call.
+  settle(undefined, "the graph module");
   const guard = (fn, toError = errorCase) => (...args) => {
     try {
       return fn(...args);

@@ -28,7 +28,17 @@ use crate::exit::Failure;
 /// The SDK's modules, file by file (`guest-sdk/js/*.js`): `@sandgraph/sdk`
 /// resolves to `index.js`, `@sandgraph/sdk/NAME` to `NAME.js`, and the
 /// modules import each other by relative path.
-const SDK: [(&str, &str); 1] = [("index.js", include_str!("../../../guest-sdk/js/index.js"))];
+const SDK: [(&str, &str); 6] = [
+    ("index.js", include_str!("../../../guest-sdk/js/index.js")),
+    (
+        "capabilities.js",
+        include_str!("../../../guest-sdk/js/capabilities.js"),
+    ),
+    ("http.js", include_str!("../../../guest-sdk/js/http.js")),
+    ("jobs.js", include_str!("../../../guest-sdk/js/jobs.js")),
+    ("llm.js", include_str!("../../../guest-sdk/js/llm.js")),
+    ("tools.js", include_str!("../../../guest-sdk/js/tools.js")),
+];
 /// The bundling script, run with node in the build folder.
 const BUNDLE_MJS: &str = include_str!("../../../guest-sdk/js/build/bundle.mjs");
 /// The WIT world, as the Rust SDK ships it.
@@ -45,7 +55,15 @@ pub const JCO_VERSION: &str = "1.35.0";
 const WORLD: &str = "js-graph";
 
 /// Capabilities a JavaScript graph may import.
-const CAPABILITIES: [&str; 2] = ["llm", "tools"];
+const CAPABILITIES: [&str; 3] = ["llm", "tools", "http"];
+
+/// The namespace `wasi:http` and the WASI packages it uses are renamed to
+/// while jco runs: `--backend-qjs-stub-wasi` replaces every `wasi:` import
+/// with a trap (the QuickJS runtime's own WASI use), and the graph's
+/// `wasi:http` must stay a real import. [`rename_wasi_imports`] gives the
+/// component's imports their `wasi:` names back; the stand-in has the same
+/// length, so no size changes.
+const WASI_STAND_IN: &str = "xasi:";
 
 /// Largest package.json read.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
@@ -100,6 +118,13 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
     write("bundle.mjs", BUNDLE_MJS)?;
     write("wit/graph.wit", GRAPH_WIT)?;
     write("wit/js-graph.wit", &world_wit(&manifest.capabilities))?;
+    let http = manifest.capabilities.iter().any(|c| c == "http");
+    for (name, text) in crate::build_py::WASI_DEPS.iter().filter(|_| http) {
+        write(
+            &format!("wit/deps/{name}/{name}.wit"),
+            &text.replace("wasi:", WASI_STAND_IN),
+        )?;
+    }
 
     let mut bundle = Command::new(node());
     bundle
@@ -109,6 +134,13 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         .arg(&manifest.main)
         .arg(tmp.join("sdk"))
         .arg(tmp.join("bundle.js"))
+        .args(manifest.capabilities.iter().map(|c| {
+            if c == "http" {
+                format!("http@{}", wasi_http_version())
+            } else {
+                c.clone()
+            }
+        }))
         .current_dir(tmp);
     run_tool(bundle, "node", &format!("bundling {}", main.display()))?;
 
@@ -133,7 +165,83 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         "jco",
         &format!("jco componentize of {}", main.display()),
     )?;
-    read_component(&out)
+    let component = read_component(&out)?;
+    if http {
+        rename_wasi_imports(component)
+    } else {
+        Ok(component)
+    }
+}
+
+/// The version of the vendored `wasi:http` (the host's wasmtime-wasi-http).
+fn wasi_http_version() -> &'static str {
+    crate::build_py::WASI_DEPS
+        .iter()
+        .find(|(name, _)| *name == "http")
+        .and_then(|(_, text)| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix("package wasi:http@"))
+        })
+        .and_then(|rest| rest.strip_suffix(';'))
+        .unwrap_or("0.2.12")
+}
+
+/// The id of a component's import section.
+const IMPORT_SECTION: u8 = 10;
+
+/// `component` with the names of its own imports renamed from
+/// [`WASI_STAND_IN`] to `wasi:`. Only the top-level import sections change:
+/// the nested components jco composed keep the names they were linked by
+/// (one of them imports both the stubbed `wasi:` and the graph's stand-in).
+fn rename_wasi_imports(mut component: Vec<u8>) -> Result<Vec<u8>, Failure> {
+    let bad = |what: &str| {
+        Failure::build(format!(
+            "jco wrote a component this build cannot read: {what}"
+        ))
+    };
+    if component.len() < 8 || !component.starts_with(b"\0asm") {
+        return Err(bad("no wasm header"));
+    }
+    let mut at = 8;
+    let mut renamed = 0;
+    while at < component.len() {
+        let id = component[at];
+        let (size, start) = leb128_u32(&component, at + 1).ok_or_else(|| bad("a section size"))?;
+        let end = start
+            .checked_add(size as usize)
+            .filter(|end| *end <= component.len())
+            .ok_or_else(|| bad("a section past the end"))?;
+        if id == IMPORT_SECTION {
+            let section = &mut component[start..end];
+            let mut i = 0;
+            while let Some(found) = find(&section[i..], WASI_STAND_IN.as_bytes()) {
+                section[i + found..i + found + WASI_STAND_IN.len()].copy_from_slice(b"wasi:");
+                i += found + WASI_STAND_IN.len();
+                renamed += 1;
+            }
+        }
+        at = end;
+    }
+    if renamed == 0 {
+        return Err(bad("it imports no wasi:http"));
+    }
+    Ok(component)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The unsigned LEB128 number at `at` and the offset after it.
+fn leb128_u32(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
+    let mut value: u32 = 0;
+    for (i, byte) in bytes.get(at..)?.iter().take(5).enumerate() {
+        value |= u32::from(byte & 0x7f).checked_shl(7 * i as u32)?;
+        if byte & 0x80 == 0 {
+            return Some((value, at + i + 1));
+        }
+    }
+    None
 }
 
 /// Reads the `sandgraph` field of `dir/package.json`.
@@ -224,7 +332,14 @@ fn world_wit(capabilities: &[String]) -> String {
     let mut wit =
         format!("package sandgraph:graph@{version};\n\nworld {WORLD} {{\n    import host;\n");
     for cap in capabilities {
-        wit.push_str(&format!("    import {cap};\n"));
+        if cap == "http" {
+            wit.push_str(&format!(
+                "    import {WASI_STAND_IN}http/outgoing-handler@{};\n",
+                wasi_http_version()
+            ));
+        } else {
+            wit.push_str(&format!("    import {cap};\n"));
+        }
     }
     wit.push_str("    export graph;\n}\n");
     wit
@@ -457,8 +572,8 @@ mod tests {
             "\"sandgraph\".main \"../x.js\" must be a path inside the graph's folder"
         );
         assert_eq!(
-            err(json!({"sandgraph": {"main": "g.js", "capabilities": ["http"]}})),
-            "\"sandgraph\".capabilities: \"http\" is not one of llm, tools"
+            err(json!({"sandgraph": {"main": "g.js", "capabilities": ["fs"]}})),
+            "\"sandgraph\".capabilities: \"fs\" is not one of llm, tools, http"
         );
         assert_eq!(
             err(json!({"sandgraph": {"mian": "g.js"}})),
@@ -473,6 +588,37 @@ mod tests {
             "package sandgraph:graph@0.2.0;\n\nworld js-graph {\n    import host;\n    export graph;\n}\n"
         );
         assert!(world_wit(&["llm".into()]).contains("    import host;\n    import llm;\n"));
+        assert!(
+            world_wit(&["http".into()]).contains("    import xasi:http/outgoing-handler@0.2.12;\n"),
+            "wasi:http under its stand-in name, at the vendored version"
+        );
+    }
+
+    #[test]
+    fn only_the_components_own_imports_get_their_wasi_names_back() {
+        // A header, an import section naming the stand-in twice, and a
+        // nested component section naming it once.
+        let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
+        let imports = b"\x02\0\x13xasi:io/poll@0.2.12\0\x12xasi:http/x@0.2.12";
+        bytes.push(IMPORT_SECTION);
+        bytes.push(imports.len() as u8);
+        bytes.extend_from_slice(imports);
+        let nested = b"(import xasi:io/poll@0.2.12)";
+        bytes.push(4);
+        bytes.push(nested.len() as u8);
+        bytes.extend_from_slice(nested);
+        let renamed = rename_wasi_imports(bytes.clone()).unwrap();
+        let text = String::from_utf8_lossy(&renamed);
+        assert!(
+            text.contains("\x13wasi:io/poll@0.2.12\0\x12wasi:http/x"),
+            "{text}"
+        );
+        assert!(text.ends_with("(import xasi:io/poll@0.2.12)"), "{text}");
+        assert_eq!(renamed.len(), bytes.len());
+        let no_http = b"\0asm\x0d\0\x01\0".to_vec();
+        assert!(rename_wasi_imports(no_http).is_err());
+        let cut = [b"\0asm\x0d\0\x01\0".as_slice(), &[IMPORT_SECTION, 0x7f]].concat();
+        assert!(rename_wasi_imports(cut).is_err());
     }
 
     #[test]

@@ -43,7 +43,7 @@ const CAPABILITIES: [(&str, &str); 3] = [
 /// The WASI packages `wasi:http/outgoing-handler@0.2.12` needs, as the
 /// host's wasmtime-wasi-http ships them: written under the build's
 /// `wit/deps/` when the graph asks for `http` (nothing is downloaded).
-const WASI_DEPS: [(&str, &str); 7] = [
+pub(crate) const WASI_DEPS: [(&str, &str); 7] = [
     ("http", include_str!("../wit/wasi/http.wit")),
     ("io", include_str!("../wit/wasi/io.wit")),
     ("clocks", include_str!("../wit/wasi/clocks.wit")),

@@ -80,6 +80,7 @@ impl Lang {
                 repo.join("guest-sdk/js"),
                 repo.join("example-graphs/js/package-lock.json"),
                 repo.join("host/cli/src/build_js.rs"),
+                repo.join("host/cli/wit/wasi"),
             ],
         };
         sdk.push(repo.join("host/cli/src/build.rs"));

@@ -11,6 +11,10 @@ use serde_json::{Value, json};
 use super::conformance::{Lang, run_cached};
 use super::folder;
 use super::new::assert_ok;
+use super::python::{
+    assert_answer_and_usage, assert_capability_journal, assert_fetched, assert_model_requests,
+    call_with_grants, echo_http_server,
+};
 use crate::common::cargo::repo;
 use crate::common::{Env, stderr, stdout};
 
@@ -131,6 +135,19 @@ fn a_missing_jco_names_the_install_command() {
     );
 }
 
+/// `sandgraph build` of `dir` with the examples' jco, which must fail as a
+/// build error (exit 12): its stderr.
+fn failed_build(env: &Env, dir: &Path, out: &str) -> String {
+    let o = env
+        .command(&["build", dir.to_str().unwrap(), "--out", out])
+        .env("SANDGRAPH_JCO", jco())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(12), "{err}");
+    err
+}
+
 #[test]
 fn a_syntax_error_is_a_build_error_naming_the_file_and_line() {
     let env = folder(&[]);
@@ -138,13 +155,7 @@ fn a_syntax_error_is_a_build_error_naming_the_file_and_line() {
         &env,
         "import { StateGraph } from \"@sandgraph/sdk\";\n\nexport const graph = {\n  oops: 1 +,\n};\n",
     );
-    let o = env
-        .command(&["build", dir.to_str().unwrap(), "--out", "echo.wasm"])
-        .env("SANDGRAPH_JCO", jco())
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(12), "{err}");
+    let err = failed_build(&env, &dir, "echo.wasm");
     assert!(err.contains("bundling ") && err.contains("failed"), "{err}");
     assert!(err.contains("graph.js:4:"), "{err}");
     assert!(
@@ -166,13 +177,7 @@ fn a_graph_that_compiles_badly_names_every_problem() {
          .addEdge(\"a\", \"b\")\n\
          .compile({ name: \"bad name\" });\n",
     );
-    let o = env
-        .command(&["build", dir.to_str().unwrap(), "--out", "bad.wasm"])
-        .env("SANDGRAPH_JCO", jco())
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(12), "{err}");
+    let err = failed_build(&env, &dir, "bad.wasm");
     assert!(
         err.contains("jco componentize of ")
             && err.contains("the graph module threw while it was loaded: Error: the graph \"bad name\" is not valid"),
@@ -254,4 +259,53 @@ fn a_typescript_graph_type_checks_builds_and_runs() {
     assert_ok("sandgraph run", &o);
     let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(state, json!({"topic": "ts", "log": ["seen:TS"]}));
+}
+
+/// tests/polyglot/js/capabilities: async nodes await a model
+/// (`ChatModel.invoke`, the scripted loopback server), two granted graph
+/// tools at once (`Promise.all` over `tools.call`) and a granted loopback
+/// origin (`fetch`), and all three at once; refusals arrive as typed
+/// errors; every call is in the capability journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_with_capabilities_calls_a_model_tools_and_a_url_from_async_nodes() {
+    use sandgraph_test_llm::{Reply, ScriptedLlm};
+    let wasm = tokio::task::block_in_place(|| built("capabilities"));
+    let llm = ScriptedLlm::start([Reply::text("hello"), Reply::text("again")]).await;
+    let url = echo_http_server();
+    let (env, out) = call_with_grants("js_caps", &wasm, &llm.base_url(), &url).await;
+    assert_answer_and_usage(&out);
+    assert_eq!(
+        out["tool"],
+        json!({"log": ["seen:a", "seen:b"], "refused": "denied"}),
+        "{out}"
+    );
+    assert_fetched(&out["fetched"]);
+    assert_eq!(
+        out["gathered"],
+        json!(["again", ["seen:async"], "/async"]),
+        "{out}"
+    );
+    assert_model_requests(&llm);
+    // Every call is journalled, allowed or refused: three calls of
+    // echo_graph.
+    assert_capability_journal(&env, "js_caps", &url, 3);
+}
+
+/// A graph module of the graph's own that calls a timer is refused at
+/// build time, naming the call and where it is.
+#[test]
+fn a_graph_that_calls_a_timer_is_a_build_error() {
+    let env = folder(&[]);
+    let dir = echo_copy(
+        &env,
+        "import { Annotation, StateGraph, START } from \"@sandgraph/sdk\";\n\
+         const later = () => setTimeout(() => {}, 10);\n\
+         export const graph = new StateGraph(Annotation.Root({ x: Annotation() }))\n\
+         .addNode(\"n\", later).addEdge(START, \"n\").compile({ name: \"t\" });\n",
+    );
+    let err = failed_build(&env, &dir, "t.wasm");
+    assert!(
+        err.contains("a graph cannot use timers (setTimeout at graph.js:2)"),
+        "{err}"
+    );
 }

@@ -218,9 +218,113 @@ fn a_graph_module_that_compiles_no_graph_is_a_build_error() {
     assert!(err.contains("the graph module compiled no graph"), "{err}");
 }
 
+/// `graph` (the component `wasm`) mounted beside the echo graph, granted the
+/// model alias `fast` (served at `llm_base`), the tool `echo_graph` and the
+/// origin `url` (a loopback one: `private = true`), and called with
+/// `{"input": {"url": url}}`: the folder and the final state.
+pub(super) async fn call_with_grants(
+    graph: &str,
+    wasm: &Path,
+    llm_base: &str,
+    url: &str,
+) -> (Env, Value) {
+    let name = format!("{graph}.wasm");
+    let env = Env::new(&[
+        (name.as_str(), wasm.to_str().unwrap()),
+        ("echo_graph.wasm", sandgraph_tests::ECHO),
+    ])
+    .with_db("threads.redb");
+    let toml = format!(
+        "[llm]\nbase_url = \"{llm_base}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
+         [llm.models]\nfast = \"deepseek-chat\"\n\
+         [graphs.{graph}.grants]\nllm = {{ models = [\"fast\"] }}\n\
+         tools = {{ allow = [\"echo_graph\"] }}\n\
+         http = {{ allow = [\"{url}\"], methods = [\"GET\", \"POST\"], private = true }}\n"
+    );
+    std::fs::write(env.path("ops.toml"), toml).unwrap();
+    let args = json!({"input": {"url": url}}).to_string();
+    let mut cmd = env.command(&[
+        "call", graph, "--graphs", "graphs", "--config", "ops.toml", "--args", &args,
+    ]);
+    cmd.env("SANDGRAPH_CLI_TEST_LLM_KEY", "test-key");
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_ok(&format!("sandgraph call {graph}"), &o);
+    (env, serde_json::from_str(&stdout(&o)).unwrap())
+}
+
+/// `answer` is the first scripted reply, "hello", with its token usage.
+pub(super) fn assert_answer_and_usage(out: &Value) {
+    assert_eq!(out["answer"]["content"], "hello", "{out}");
+    let usage = &out["answer"]["usage"];
+    let (input, output) = (
+        usage["input_tokens"].as_u64(),
+        usage["output_tokens"].as_u64(),
+    );
+    assert!(input.is_some_and(|n| n > 0), "{out}");
+    assert_eq!(
+        usage["total_tokens"].as_u64(),
+        Some(input.unwrap() + output.unwrap()),
+        "{out}"
+    );
+}
+
+/// The model got two requests: the first to `fast` (deepseek-chat) with at
+/// most 50 tokens and the system prompt "be brief", the second "again".
+pub(super) fn assert_model_requests(llm: &sandgraph_test_llm::ScriptedLlm) {
+    let sent = llm.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].body["model"], json!("deepseek-chat"));
+    assert_eq!(sent[0].body["max_tokens"], json!(50));
+    assert_eq!(sent[0].last_content("system"), Some("be brief"));
+    assert_eq!(sent[1].last_content("user"), Some("again"));
+}
+
+/// The loopback answers of the capabilities graphs' `fetched` key: a GET
+/// with a query and a header, a POST with a JSON body, example.com denied.
+pub(super) fn assert_fetched(fetched: &Value) {
+    assert_eq!(fetched["status"], 200, "{fetched}");
+    assert_eq!(fetched["type"], "application/json", "{fetched}");
+    assert_eq!(
+        fetched["get"],
+        json!({"method": "GET", "path": "/hello?q=%C3%A9", "x-test": "yes", "body": ""}),
+        "{fetched}"
+    );
+    assert_eq!(
+        fetched["post"],
+        json!({"method": "POST", "path": "/echo", "x-test": "", "body": "{\"n\":1}"}),
+        "{fetched}"
+    );
+    assert_eq!(fetched["denied"], "denied", "{fetched}");
+}
+
+/// The capability journal of `graph`: two model calls, `echo_calls` calls
+/// of echo_graph and one refused tool, two GETs and a POST to `url` and
+/// one refused GET, and nothing else.
+pub(super) fn assert_capability_journal(env: &Env, graph: &str, url: &str, echo_calls: usize) {
+    let o = env.run(&["journal", "--capabilities", "--graph", graph]);
+    assert_ok("sandgraph journal --capabilities", &o);
+    let text = stdout(&o);
+    let count = |needle: String| text.lines().filter(|r| r.contains(&needle)).count();
+    let expected = [
+        (format!(" {graph} llm fast allowed"), 2),
+        (format!(" {graph} tools echo_graph allowed"), echo_calls),
+        (format!(" {graph} tools not_granted denied"), 1),
+        (format!(" {graph} http GET {url} allowed"), 2),
+        (format!(" {graph} http POST {url} allowed"), 1),
+        (format!(" {graph} http GET http://example.com denied"), 1),
+    ];
+    for (needle, n) in &expected {
+        assert_eq!(count(needle.clone()), *n, "{needle}: {text}");
+    }
+    let total: usize = expected.iter().map(|(_, n)| n).sum();
+    assert_eq!(text.lines().count(), total, "{text}");
+}
+
 /// A loopback HTTP server answering every request with a JSON object of
 /// its method, path, `x-test` header and body; serves until the test ends.
-fn echo_http_server() -> String {
+pub(super) fn echo_http_server() -> String {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -280,95 +384,24 @@ async fn a_graph_with_capabilities_calls_a_model_a_tool_and_a_url() {
     let wasm = tokio::task::block_in_place(|| built("capabilities"));
     let llm = ScriptedLlm::start([Reply::text("hello"), Reply::text("again")]).await;
     let url = echo_http_server();
-    let env = Env::new(&[
-        ("py_caps.wasm", wasm.to_str().unwrap()),
-        ("echo_graph.wasm", sandgraph_tests::ECHO),
-    ])
-    .with_db("threads.redb");
-    let toml = format!(
-        "[llm]\nbase_url = \"{}\"\napi_key_env = \"SANDGRAPH_CLI_TEST_LLM_KEY\"\n\
-         [llm.models]\nfast = \"deepseek-chat\"\n\
-         [graphs.py_caps.grants]\nllm = {{ models = [\"fast\"] }}\n\
-         tools = {{ allow = [\"echo_graph\"] }}\n\
-         http = {{ allow = [\"{url}\"], methods = [\"GET\", \"POST\"], private = true }}\n",
-        llm.base_url()
-    );
-    std::fs::write(env.path("ops.toml"), toml).unwrap();
-    let args = json!({"input": {"url": url}}).to_string();
-    let mut cmd = env.command(&[
-        "call", "py_caps", "--graphs", "graphs", "--config", "ops.toml", "--args", &args,
-    ]);
-    cmd.env("SANDGRAPH_CLI_TEST_LLM_KEY", "test-key");
-    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    assert_ok("sandgraph call py_caps", &o);
-    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(out["answer"]["content"], "hello", "{out}");
-    let usage = &out["answer"]["usage"];
-    let (input, output) = (
-        usage["input_tokens"].as_u64(),
-        usage["output_tokens"].as_u64(),
-    );
-    assert!(input.is_some_and(|n| n > 0), "{out}");
-    assert_eq!(
-        usage["total_tokens"].as_u64(),
-        Some(input.unwrap() + output.unwrap()),
-        "{out}"
-    );
+    let (env, out) = call_with_grants("py_caps", &wasm, &llm.base_url(), &url).await;
+    assert_answer_and_usage(&out);
     assert_eq!(
         out["tool"],
         json!({"log": ["seen:py"], "refused": "denied"}),
         "{out}"
     );
-    assert_eq!(
-        out["fetched"],
-        json!({
-            "status": 200,
-            "type": "application/json",
-            "get": {"method": "GET", "path": "/hello?q=%C3%A9", "x-test": "yes", "body": ""},
-            "post": {"method": "POST", "path": "/echo", "x-test": "", "body": "{\"n\":1}"},
-            "denied": "denied",
-            "idna": "xn--bcher-kva.example",
-        }),
-        "{out}"
-    );
+    assert_fetched(&out["fetched"]);
+    assert_eq!(out["fetched"]["idna"], "xn--bcher-kva.example", "{out}");
     assert_eq!(
         out["gathered"],
         json!(["again", ["seen:async"], "/async"]),
         "{out}"
     );
-    let sent = llm.requests();
-    assert_eq!(sent.len(), 2);
-    assert_eq!(sent[0].body["model"], json!("deepseek-chat"));
-    assert_eq!(sent[0].body["max_tokens"], json!(50));
-    assert_eq!(sent[0].last_content("system"), Some("be brief"));
-    assert_eq!(sent[1].last_content("user"), Some("again"));
-    // Every call is journalled, allowed or refused.
-    let o = env.run(&["journal", "--capabilities", "--graph", "py_caps"]);
-    assert_ok("sandgraph journal --capabilities", &o);
-    let text = stdout(&o);
-    let rows: Vec<&str> = text.lines().collect();
-    let count = |needle: &str| rows.iter().filter(|r| r.contains(needle)).count();
-    assert_eq!(count(" py_caps llm fast allowed"), 2, "{text}");
-    assert_eq!(count(" py_caps tools echo_graph allowed"), 2, "{text}");
-    assert_eq!(count(" py_caps tools not_granted denied"), 1, "{text}");
-    assert_eq!(
-        count(&format!(" py_caps http GET {url} allowed")),
-        2,
-        "{text}"
-    );
-    assert_eq!(
-        count(&format!(" py_caps http POST {url} allowed")),
-        1,
-        "{text}"
-    );
-    assert_eq!(
-        count(" py_caps http GET http://example.com denied"),
-        1,
-        "{text}"
-    );
-    assert_eq!(rows.len(), 9, "{text}");
+    assert_model_requests(&llm);
+    // Every call is journalled, allowed or refused: two calls of
+    // echo_graph.
+    assert_capability_journal(&env, "py_caps", &url, 2);
 }
 
 /// The Python research twin (`create_react_agent`'s blocks: ChatModel,

@@ -227,3 +227,25 @@ export declare class StateGraph<SD extends StateDefinition, N extends string = n
   setFinishPoint(node: N): this;
   compile(options: CompileOptions): CompiledStateGraph;
 }
+
+export {
+  AIMessage,
+  HumanMessage,
+  REMOVE_ALL_MESSAGES,
+  RemoveMessage,
+  SystemMessage,
+  ToolMessage,
+  addMessages,
+  coerceMessages,
+  isAIMessage,
+  isHumanMessage,
+  isSystemMessage,
+  isToolMessage,
+  messagesStateReducer,
+} from "./messages.js";
+export type { BaseMessage, Message, MessageLike, RemoveMarker, ToolCall } from "./messages.js";
+
+/** LangGraph's `MessagesAnnotation`: the channel `messages` (starts at [], merged by `messagesStateReducer`). */
+export declare const MessagesAnnotation: AnnotationRoot<{
+  messages: ChannelAnnotation<import("./messages.js").Message[], import("./messages.js").MessageLike | import("./messages.js").MessageLike[]>;
+}>;

@@ -3,9 +3,27 @@
 // compiles both into one wasm component; the compiled graph answers the WIT
 // world `sandgraph:graph/graph` (describe, run-node, route, reduce, validate).
 //
-// The file has no imports, so it runs unchanged under node (for unit tests)
-// and inside the component (QuickJS). The host imports are handed in by the
-// build's entry module through `__bindComponent`.
+// The SDK's modules import only each other, so they run unchanged under node
+// (for unit tests) and inside the component (QuickJS). The host imports are
+// handed in by the build's entry module through `__bindComponent`.
+
+import { messagesStateReducer } from "./messages.js";
+
+export {
+  AIMessage,
+  HumanMessage,
+  REMOVE_ALL_MESSAGES,
+  RemoveMessage,
+  SystemMessage,
+  ToolMessage,
+  addMessages,
+  coerceMessages,
+  isAIMessage,
+  isHumanMessage,
+  isSystemMessage,
+  isToolMessage,
+  messagesStateReducer,
+} from "./messages.js";
 
 /** The virtual node a run starts from. */
 export const START = "__start__";
@@ -67,6 +85,15 @@ class AnnotationRoot {
 
 /** The state's channels, keyed by name, in declaration order. */
 Annotation.Root = (spec) => new AnnotationRoot(spec);
+
+/**
+ * LangGraph's `MessagesAnnotation`: the channel `messages`, starting at [],
+ * whose writes `messagesStateReducer` merges (in the graph, as a custom
+ * reducer). Extend it with `Annotation.Root({ ...MessagesAnnotation.spec, ... })`.
+ */
+export const MessagesAnnotation = Annotation.Root({
+  messages: Annotation({ reducer: messagesStateReducer, default: () => [] }),
+});
 
 /** A dynamic task: run `node` in the next superstep with `arg` as its input. */
 export class Send {

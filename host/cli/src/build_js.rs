@@ -28,7 +28,13 @@ use crate::exit::Failure;
 /// The SDK's modules, file by file (`guest-sdk/js/*.js`): `@sandgraph/sdk`
 /// resolves to `index.js`, `@sandgraph/sdk/NAME` to `NAME.js`, and the
 /// modules import each other by relative path.
-const SDK: [(&str, &str); 1] = [("index.js", include_str!("../../../guest-sdk/js/index.js"))];
+const SDK: [(&str, &str); 2] = [
+    ("index.js", include_str!("../../../guest-sdk/js/index.js")),
+    (
+        "messages.js",
+        include_str!("../../../guest-sdk/js/messages.js"),
+    ),
+];
 /// The bundling script, run with node in the build folder.
 const BUNDLE_MJS: &str = include_str!("../../../guest-sdk/js/build/bundle.mjs");
 /// The WIT world, as the Rust SDK ships it.

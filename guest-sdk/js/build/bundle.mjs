@@ -34,10 +34,20 @@ try {
 const { rolldown } = await import(pathToFileURL(rolldownPath).href);
 
 const ENTRY = "\0sandgraph:entry";
+// Sets the package's name before the graph's module runs: `compile()`
+// without a name takes it (index.js reads the global).
+const PACKAGE = "\0sandgraph:package";
+let packageName = null;
+try {
+  packageName = JSON.parse(readFileSync(join(graphDir, "package.json"), "utf8")).name ?? null;
+} catch (err) {
+  fail(`${join(graphDir, "package.json")}: ${err.message}`);
+}
 // SDK modules are named `\0sandgraph:sdk/FILE`.
 const SDK = "\0sandgraph:sdk/";
 const SDK_MODULE = /^[a-z][a-z0-9_-]*\.js$/;
 const entrySource = [
+  `import ${JSON.stringify(PACKAGE)};`,
   'import host from "sandgraph:graph/host@0.2.0";',
   `import * as graphModule from ${JSON.stringify(`./${main}`)};`,
   'import { __bindComponent } from "@sandgraph/sdk";',
@@ -48,7 +58,7 @@ const entrySource = [
 const virtual = {
   name: "sandgraph",
   resolveId(id, importer) {
-    if (id === ENTRY) return ENTRY;
+    if (id === ENTRY || id === PACKAGE) return id;
     if (id === "@sandgraph/sdk") return `${SDK}index.js`;
     let file = null;
     if (id.startsWith("@sandgraph/sdk/")) file = `${id.slice("@sandgraph/sdk/".length)}.js`;
@@ -61,6 +71,7 @@ const virtual = {
   },
   load(id) {
     if (id === ENTRY) return entrySource;
+    if (id === PACKAGE) return `globalThis.__SANDGRAPH_PACKAGE_NAME__ = ${JSON.stringify(packageName)};\n`;
     if (id.startsWith(SDK)) return readFileSync(join(sdk, id.slice(SDK.length)), "utf8");
     return null;
   },

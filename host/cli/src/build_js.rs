@@ -28,11 +28,15 @@ use crate::exit::Failure;
 /// The SDK's modules, file by file (`guest-sdk/js/*.js`): `@sandgraph/sdk`
 /// resolves to `index.js`, `@sandgraph/sdk/NAME` to `NAME.js`, and the
 /// modules import each other by relative path.
-const SDK: [(&str, &str); 2] = [
+const SDK: [(&str, &str); 3] = [
     ("index.js", include_str!("../../../guest-sdk/js/index.js")),
     (
         "messages.js",
         include_str!("../../../guest-sdk/js/messages.js"),
+    ),
+    (
+        "prebuilt.js",
+        include_str!("../../../guest-sdk/js/prebuilt.js"),
     ),
 ];
 /// The bundling script, run with node in the build folder.

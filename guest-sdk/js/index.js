@@ -471,11 +471,13 @@ let lastCompiled = null;
 
 /**
  * The package's name, which `sandgraph build` hands in before the graph's
- * module runs (package.json "name"); undefined off the build.
+ * module runs (package.json "name"): null when the package has none,
+ * undefined off the build (node tests).
  */
 function packageName() {
+  if (!Object.hasOwn(globalThis, "__SANDGRAPH_PACKAGE_NAME__")) return undefined;
   const name = globalThis.__SANDGRAPH_PACKAGE_NAME__;
-  return typeof name === "string" ? name : undefined;
+  return typeof name === "string" ? name : null;
 }
 
 /**
@@ -484,7 +486,7 @@ function packageName() {
  * npm names) made "_".
  */
 function graphNameOf(packageName) {
-  if (packageName === undefined) return "";
+  if (typeof packageName !== "string") return "";
   return packageName.replace(/^@[^/]*\//, "").replace(/[^A-Za-z0-9_-]/g, "_");
 }
 
@@ -522,7 +524,9 @@ export class CompiledStateGraph {
     const problems = [...this.problems];
     const name = this.name;
     const from = typeof this.nameSource === "string" ? ` (from package.json "name" ${JSON.stringify(this.nameSource)}: pass compile({ name }))` : "";
-    if (typeof name !== "string" || name === "") {
+    if (name === "" && this.nameSource === undefined) {
+      // Off the build (node tests) the package's name is unknown: the build names it.
+    } else if (typeof name !== "string" || name === "") {
       problems.push('graph name is empty: compile({ name: "my_graph" }), or give package.json a "name" (sandgraph build passes it in)');
     } else if ([...name].length > MAX_NAME_LEN) problems.push(`graph name "${name}" is longer than ${MAX_NAME_LEN} characters${from}`);
     else if (!/^[A-Za-z0-9_-]+$/.test(name)) problems.push(`graph name "${name}" may only contain ascii letters, digits, "_" and "-"`);

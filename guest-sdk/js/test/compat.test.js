@@ -46,12 +46,18 @@ test("compile() without a name takes the package's, scope dropped and normalised
   assert.throws(() => builder().compile(), /graph name "run_code" is reserved \(from package.json "name" "run_code": pass compile\(\{ name \}\)\)/);
 });
 
-test("compile() without a name or a package name says how to give one", () => {
+test("compile() without a name: off the build it is unnamed, in a build without a package name it fails", () => {
+  // Node tests of a graph compiled with compile(): the build names it.
+  assert.equal(builder().compile().name, "");
+  globalThis.__SANDGRAPH_PACKAGE_NAME__ = null;
   assert.throws(() => builder().compile(), {
     message: 'the graph "" is not valid:\n  graph name is empty: compile({ name: "my_graph" }), or give package.json a "name" (sandgraph build passes it in)',
   });
   globalThis.__SANDGRAPH_PACKAGE_NAME__ = "@acme/";
   assert.throws(() => builder().compile(), /graph name is empty/);
+  // An explicit empty name is always wrong.
+  delete globalThis.__SANDGRAPH_PACKAGE_NAME__;
+  assert.throws(() => builder().compile({ name: "" }), /graph name is empty/);
 });
 
 test("checkpointers and stores are not offered: the host owns checkpoints and thread state", () => {

@@ -171,7 +171,7 @@ test("compile throws every problem, as the host would refuse the graph", () => {
       return true;
     },
   );
-  assert.throws(() => echo({ name: undefined }), /graph name is empty/);
+  assert.throws(() => echo({ name: "" }), /graph name is empty/);
   assert.throws(() => echo({ parameters: "[1]" }), /parameters must be a json object, not an array/);
   assert.throws(() => echo({ checkpointer: {} }), /the host owns checkpoints and thread state/);
   assert.throws(() => echo({ nmae: "x" }), /unknown option "nmae"/);

@@ -7,9 +7,12 @@
 //   register("../fakes/hooks.mjs", import.meta.url);
 //   const prebuilt = await import("../prebuilt.js");
 const FAKE = new URL("./capabilities.js", import.meta.url).href;
+/** The SDK's folder: its modules import the capability module as ./capabilities.js. */
+const SDK = new URL("../", import.meta.url).href;
 
 export async function resolve(specifier, context, next) {
-  const fromSdk = specifier === "./capabilities.js" && /\/guest-sdk\/js\/[a-z]+\.js$/.test(context.parentURL ?? "");
+  const parent = context.parentURL ?? "";
+  const fromSdk = specifier === "./capabilities.js" && parent.startsWith(SDK) && !parent.slice(SDK.length).includes("/");
   if (specifier === "@sandgraph/sdk/capabilities" || fromSdk) return { url: FAKE, shortCircuit: true };
   return next(specifier, context);
 }

@@ -82,8 +82,8 @@ export interface CommandParams<U> {
   goto?: string | Send | Array<string | Send>;
   /** Not used: the host passes resume values. */
   resume?: unknown;
-  /** Not used: there are no parent graphs. */
-  graph?: string;
+  /** Not offered: setting it throws (there are no parent graphs). */
+  graph?: never;
 }
 
 /** An update plus dynamic control flow, returned by a node. */
@@ -92,6 +92,8 @@ export declare class Command<U = Record<string, unknown>> {
   readonly lg_name: "Command";
   readonly update: U | undefined;
   readonly goto: string | Send | Array<string | Send>;
+  /** LangGraph's parent-graph marker; a Command with `graph` set throws (not offered). */
+  static readonly PARENT: "__parent__";
 }
 
 /** Thrown by `interrupt` to pause the run; do not catch it. */

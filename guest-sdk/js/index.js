@@ -146,6 +146,9 @@ export class Send {
 /** An update plus dynamic control flow, returned by a node. */
 export class Command {
   constructor({ update, goto, resume, graph } = {}) {
+    if (graph !== undefined && graph !== null) {
+      throw new Error("Command({ graph }) is not offered: there are no parent graphs (a component holds one graph; call another graph as a graph tool)");
+    }
     this.lg_name = "Command";
     this.update = update;
     this.goto = goto ?? [];
@@ -153,6 +156,9 @@ export class Command {
     this.graph = graph;
   }
 }
+
+/** LangGraph's `Command.PARENT`; a Command with `graph` set throws (not offered). */
+Command.PARENT = "__parent__";
 
 /** Thrown by `interrupt` to pause the run; do not catch it. */
 export class GraphInterrupt extends Error {

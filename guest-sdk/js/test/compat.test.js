@@ -6,6 +6,7 @@ import { afterEach, test } from "node:test";
 import {
   Annotation,
   CachePolicy,
+  Command,
   END,
   InMemorySaver,
   InMemoryStore,
@@ -96,6 +97,9 @@ test("streaming, invoke and compiled graphs as nodes are not offered", () => {
   });
   assert.throws(() => graph.invoke({ x: 1 }), /graph.invoke\(\) is not offered in the guest: the host runs the graph/);
   assert.throws(() => builder().addNode("sub", graph), /addNode\("sub", graph\): a compiled graph as a node \(a subgraph\) is not offered: a component holds one graph/);
+  assert.throws(() => new Command({ goto: "a", graph: Command.PARENT }), {
+    message: "Command({ graph }) is not offered: there are no parent graphs (a component holds one graph; call another graph as a graph tool)",
+  });
 });
 
 test("an object with invoke is a node (a Runnable, e.g. a ToolNode)", () => {

@@ -154,12 +154,25 @@ export class ToolNode {
   }
 }
 
+/** A successful call's content: a string as it is, other JSON its compact text; null when it is not JSON. */
+function resultText(value) {
+  if (typeof value === "string") return value;
+  try {
+    return JSON.stringify(value ?? null) ?? null;
+  } catch {
+    return null;
+  }
+}
+
 function toolMessage(call, result) {
   const fields = { name: call.name, tool_call_id: call.id };
-  if (result.error !== undefined) return new ToolMessage({ ...fields, content: result.error, status: "error" }).toJSON();
-  const { value } = result;
-  const content = typeof value === "string" ? value : JSON.stringify(value ?? null);
-  return new ToolMessage({ ...fields, content, status: "success" }).toJSON();
+  let error = result.error;
+  if (error === undefined) {
+    const content = resultText(result.value);
+    if (content !== null) return new ToolMessage({ ...fields, content, status: "success" }).toJSON();
+    error = `Error: the result of ${call.name} is not JSON`;
+  }
+  return new ToolMessage({ ...fields, content: error, status: "error" }).toJSON();
 }
 
 /**

@@ -98,6 +98,14 @@ test("tool node needs an ai message and takes a list too", async () => {
   const nothing = tool(() => undefined, { name: "nothing" });
   const out = await new ToolNode([nothing]).invoke([new AIMessage({ content: "", tool_calls: [{ id: "n", name: "nothing", args: {} }] })]);
   assert.equal(out.messages[0].content, "null");
+  // A result that is not JSON is an error message.
+  const cyclic = tool(() => {
+    const o = {};
+    o.self = o;
+    return o;
+  }, { name: "cyclic" });
+  const [bad] = (await new ToolNode([cyclic]).invoke([["ai", ""], { type: "ai", content: "", tool_calls: [{ id: "y", name: "cyclic", args: {} }] }])).messages;
+  assert.deepEqual(bad, { type: "tool", content: "Error: the result of cyclic is not JSON", name: "cyclic", tool_call_id: "y", status: "error" });
   assert.throws(() => new ToolNode([7]), { message: "new ToolNode(tools): tools[0] is neither a tool (made by tool()) nor a graph tool name" });
 });
 

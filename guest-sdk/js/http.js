@@ -11,7 +11,7 @@
 // has children"): the body's input-stream, the incoming-body (through
 // `finish`) and its trailers, the response's headers, the response, and
 // last the future it came from.
-import { capability, HttpError, promised } from "./capabilities.js";
+import { capability, HttpError, promised } from "./registry.js";
 
 /** The largest response body read: it lives in the instance's memory, whose cap would end the run with a trap. */
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;

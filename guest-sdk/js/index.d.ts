@@ -82,8 +82,8 @@ export interface CommandParams<U> {
   goto?: string | Send | Array<string | Send>;
   /** Not used: the host passes resume values. */
   resume?: unknown;
-  /** Not used: there are no parent graphs. */
-  graph?: string;
+  /** Not offered: setting it throws (there are no parent graphs). */
+  graph?: never;
 }
 
 /** An update plus dynamic control flow, returned by a node. */
@@ -92,6 +92,8 @@ export declare class Command<U = Record<string, unknown>> {
   readonly lg_name: "Command";
   readonly update: U | undefined;
   readonly goto: string | Send | Array<string | Send>;
+  /** LangGraph's parent-graph marker; a Command with `graph` set throws (not offered). */
+  static readonly PARENT: "__parent__";
 }
 
 /** Thrown by `interrupt` to pause the run; do not catch it. */
@@ -137,16 +139,25 @@ export interface NodeOptions {
   description?: string;
   /**
    * Where the node's Commands may go (goto targets and Send nodes): the host
-   * needs every node declared reachable.
+   * needs every node declared reachable. Sent as a conditional edge whose
+   * router is the reserved "__goto__" (never routed).
    */
   ends?: string[];
+  /** Not offered: throws (a failing node fails the run). */
+  retryPolicy?: never;
+  /** Not offered: throws (node results are not cached). */
+  cachePolicy?: never;
 }
 
 export type RouteAnswer = string | Send | Array<string | Send> | null | undefined;
 
 export interface CompileOptions<I = Record<string, unknown>> {
-  /** The tool name and registry key: ascii letters, digits, "_" and "-". */
-  name: string;
+  /**
+   * The tool name and registry key: ascii letters, digits, "_" and "-".
+   * Default: package.json "name", its scope dropped and other characters
+   * made "_" ("@acme/triage.v2" is "triage_v2").
+   */
+  name?: string;
   /** The tool description shown to models. */
   description?: string;
   /** The tool's parameters in the value-schema DSL (an object, or JSON text to keep its order). */
@@ -164,6 +175,16 @@ export interface CompileOptions<I = Record<string, unknown>> {
    * throw) to refuse it with that reason.
    */
   validate?: (input: I, config: NodeConfig) => string | boolean | void | Promise<string | boolean | void>;
+  /** Not offered: throws (the host owns checkpoints and thread state). */
+  checkpointer?: never;
+  /** Not offered: throws (there is no long-term store). */
+  store?: never;
+  /** Not offered: throws (node results are not cached). */
+  cache?: never;
+  /** Not offered: throws (call interrupt(value) in the node). */
+  interruptBefore?: never;
+  /** Not offered: throws (call interrupt(value) in the node). */
+  interruptAfter?: never;
 }
 
 /** The WIT `graph-spec` record, as `describe` returns it. */
@@ -209,6 +230,10 @@ export declare class CompiledStateGraph {
   route(router: string, state: string): WitRouteTarget[];
   reduce(channel: string, current: string, update: string): string;
   validate(input: string, context?: Partial<CallContext>): void;
+  /** Not offered: throws (the host runs the graph: sandgraph run, sandgraph call). */
+  invoke(...args: unknown[]): never;
+  /** Not offered: throws (sandgraph run --stream streams the supersteps). */
+  stream(...args: unknown[]): never;
 }
 
 /** A state graph; build it, then `compile()` it. */
@@ -218,6 +243,8 @@ export declare class StateGraph<SD extends StateDefinition, N extends string = n
   addNode<K extends string>(nodes: Record<K, NodeAction<StateType<SD>, UpdateType<SD>>>): StateGraph<SD, N | K>;
   /** Nodes fed by a Send take its payload instead of the state. */
   addNode<K extends string, P>(name: K, action: NodeAction<P, UpdateType<SD>>, options?: NodeOptions): StateGraph<SD, N | K>;
+  /** A Runnable (an object with `invoke`), e.g. a ToolNode. */
+  addNode<K extends string>(name: K, action: { invoke(state: any, config?: NodeConfig): unknown }, options?: NodeOptions): StateGraph<SD, N | K>;
   addEdge(start: typeof START | N | N[], end: N | typeof END): this;
   addConditionalEdges(
     source: typeof START | N,
@@ -226,7 +253,50 @@ export declare class StateGraph<SD extends StateDefinition, N extends string = n
   ): this;
   setEntryPoint(node: N): this;
   setFinishPoint(node: N): this;
-  compile(options: CompileOptions): CompiledStateGraph;
+  compile(options?: CompileOptions): CompiledStateGraph;
+}
+
+export {
+  AIMessage,
+  HumanMessage,
+  REMOVE_ALL_MESSAGES,
+  RemoveMessage,
+  SystemMessage,
+  ToolMessage,
+  addMessages,
+  coerceMessages,
+  isAIMessage,
+  isHumanMessage,
+  isSystemMessage,
+  isToolMessage,
+  messagesStateReducer,
+} from "./messages.js";
+export type { BaseMessage, Message, MessageLike, RemoveMarker, ToolCall } from "./messages.js";
+
+/** LangGraph's `MessagesAnnotation`: the channel `messages` (starts at [], merged by `messagesStateReducer`). */
+export declare const MessagesAnnotation: AnnotationRoot<{
+  messages: ChannelAnnotation<import("./messages.js").Message[], import("./messages.js").MessageLike | import("./messages.js").MessageLike[]>;
+}>;
+
+/** Not offered: constructing it throws (the host owns checkpoints and thread state). */
+export declare class MemorySaver {
+  constructor();
+}
+/** Not offered: constructing it throws (the host owns checkpoints and thread state). */
+export declare class InMemorySaver {
+  constructor();
+}
+/** Not offered: constructing it throws (there is no long-term store). */
+export declare class InMemoryStore {
+  constructor();
+}
+/** Not offered: constructing it throws (a failing node fails the run). */
+export declare class RetryPolicy {
+  constructor();
+}
+/** Not offered: constructing it throws (node results are not cached). */
+export declare class CachePolicy {
+  constructor();
 }
 
 // ---- Capabilities: package.json's "sandgraph": { "capabilities": [...] } ----

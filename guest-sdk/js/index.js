@@ -7,19 +7,41 @@
 // node (for unit tests) and inside the component (QuickJS). The host
 // imports are handed in by the build's entry module through
 // `__bindComponent`.
-import { bindCapabilities } from "./capabilities.js";
+import { bindCapabilities } from "./registry.js";
 import { installFetch } from "./http.js";
 import { settle } from "./jobs.js";
 
-export { CapabilityError, CapabilityNotImported, HttpError, LlmError, ToolError } from "./capabilities.js";
+export { CapabilityError, CapabilityNotImported, HttpError, LlmError, ToolError } from "./registry.js";
 export { fetch, Headers, Request, Response } from "./http.js";
 export { ChatModel, llm } from "./llm.js";
 export { tools } from "./tools.js";
+import { messagesStateReducer } from "./messages.js";
+
+export {
+  AIMessage,
+  HumanMessage,
+  REMOVE_ALL_MESSAGES,
+  RemoveMessage,
+  SystemMessage,
+  ToolMessage,
+  addMessages,
+  coerceMessages,
+  isAIMessage,
+  isHumanMessage,
+  isSystemMessage,
+  isToolMessage,
+  messagesStateReducer,
+} from "./messages.js";
 
 /** The virtual node a run starts from. */
 export const START = "__start__";
 /** The virtual node a run ends at. */
 export const END = "__end__";
+
+/** The router of the conditional edge declaring a node's goto targets; never routed. */
+const GOTO_ROUTER = "__goto__";
+/** A router function's default path map (toolsCondition's), used when addConditionalEdges gets none. */
+const PATH_MAP = Symbol.for("sandgraph.pathMap");
 
 /** The channel a strict graph's spec carries to say it is strict. */
 const STRICT_MARKER = "__strict__";
@@ -77,6 +99,49 @@ class AnnotationRoot {
 /** The state's channels, keyed by name, in declaration order. */
 Annotation.Root = (spec) => new AnnotationRoot(spec);
 
+/**
+ * LangGraph's `MessagesAnnotation`: the channel `messages`, starting at [],
+ * whose writes `messagesStateReducer` merges (in the graph, as a custom
+ * reducer). Extend it with `Annotation.Root({ ...MessagesAnnotation.spec, ... })`.
+ */
+export const MessagesAnnotation = Annotation.Root({
+  messages: Annotation({ reducer: messagesStateReducer, default: () => [] }),
+});
+
+/**
+ * LangGraph names sandgraph does not offer, and what it does instead: each
+ * fails with `<name> is not offered: <this>`.
+ */
+const NOT_OFFERED = Object.freeze({
+  checkpointer: "checkpointers are not offered: the host owns checkpoints and thread state (run with a thread: sandgraph run --thread ID; a paused run resumes there)",
+  store: "stores are not offered: there is no long-term store in the guest; keep data in state (a thread keeps it between runs) or call a graph tool",
+  retryPolicy: "RetryPolicy is not offered: a failing node fails the run; retry inside the node, or let the caller run the graph again",
+  cachePolicy: "CachePolicy is not offered: node results are not cached; the host runs every node it schedules",
+  cache: "caches are not offered: node results are not cached; the host runs every node it schedules",
+  streamMode: "streamMode is not offered: the host runs the graph and streams it (sandgraph run --stream prints one JSON line per superstep)",
+  interruptBefore: "interruptBefore is not offered: call interrupt(value) in the node; the host keeps the paused thread",
+  interruptAfter: "interruptAfter is not offered: call interrupt(value) in the node; the host keeps the paused thread",
+});
+
+function notOffered(name, key) {
+  return class {
+    constructor() {
+      throw new Error(`${name} is not offered: ${NOT_OFFERED[key].replace(/^[^:]*: /, "")}`);
+    }
+  };
+}
+
+/** Not offered: the host owns checkpoints and thread state. Constructing it throws saying so. */
+export const MemorySaver = notOffered("MemorySaver", "checkpointer");
+/** Not offered (LangGraph's newer name for MemorySaver): the host owns checkpoints. */
+export const InMemorySaver = notOffered("InMemorySaver", "checkpointer");
+/** Not offered: there is no long-term store. Constructing it throws saying so. */
+export const InMemoryStore = notOffered("InMemoryStore", "store");
+/** Not offered: nodes are not retried. Constructing it throws saying so. */
+export const RetryPolicy = notOffered("RetryPolicy", "retryPolicy");
+/** Not offered: node results are not cached. Constructing it throws saying so. */
+export const CachePolicy = notOffered("CachePolicy", "cachePolicy");
+
 /** A dynamic task: run `node` in the next superstep with `arg` as its input. */
 export class Send {
   constructor(node, arg) {
@@ -89,6 +154,9 @@ export class Send {
 /** An update plus dynamic control flow, returned by a node. */
 export class Command {
   constructor({ update, goto, resume, graph } = {}) {
+    if (graph !== undefined && graph !== null) {
+      throw new Error("Command({ graph }) is not offered: there are no parent graphs (a component holds one graph; call another graph as a graph tool)");
+    }
     this.lg_name = "Command";
     this.update = update;
     this.goto = goto ?? [];
@@ -96,6 +164,9 @@ export class Command {
     this.graph = graph;
   }
 }
+
+/** LangGraph's `Command.PARENT`; a Command with `graph` set throws (not offered). */
+Command.PARENT = "__parent__";
 
 /** Thrown by `interrupt` to pause the run; do not catch it. */
 export class GraphInterrupt extends Error {
@@ -250,7 +321,7 @@ function channelOf(name, annotation) {
 
 function routerName(path, source, taken) {
   let base = typeof path.name === "string" && /^[A-Za-z_$][\w$-]*$/.test(path.name) ? path.name : "";
-  if (base === "" || base === "path" || base === "anonymous") base = `${source === START ? "start" : source}_router`;
+  if (base === "" || base === "path" || base === "anonymous" || base === GOTO_ROUTER) base = `${source === START ? "start" : source}_router`;
   let name = base;
   for (let i = 2; taken.has(name); i++) name = `${base}_${i}`;
   return name;
@@ -274,8 +345,10 @@ export class StateGraph {
 
   /**
    * Adds a node: `action(state, config)` returns an update object, a
-   * `Command`, or nothing. `addNode({ a: fnA, b: fnB })` adds several.
-   * Options: `description` (shown in tool descriptions and diagrams).
+   * `Command`, or nothing; an object with `invoke(state, config)` (a
+   * ToolNode) works too. `addNode({ a: fnA, b: fnB })` adds several.
+   * Options: `description` (shown in tool descriptions and diagrams) and
+   * `ends` (where the node's Commands may go).
    */
   addNode(name, action, options) {
     if (isPlainObject(name) && action === undefined) {
@@ -283,23 +356,47 @@ export class StateGraph {
       return this;
     }
     if (typeof name !== "string") throw new TypeError("addNode(name, action): name must be a string");
+    if (action instanceof CompiledStateGraph) {
+      throw new Error(
+        `addNode("${name}", graph): a compiled graph as a node (a subgraph) is not offered: a component holds one graph; add its nodes to this graph, or build it as its own graph and call it from a node as a graph tool (the tools capability)`,
+      );
+    }
+    if (action !== null && typeof action === "object" && typeof action.invoke === "function") {
+      const runnable = action;
+      action = (state, config) => runnable.invoke(state, config);
+    }
     if (typeof action !== "function") {
-      throw new TypeError(`addNode("${name}", action): action must be a function`);
+      throw new TypeError(`addNode("${name}", action): action must be a function or have an invoke method`);
+    }
+    if (options !== undefined && options !== null) {
+      for (const key of ["retryPolicy", "cachePolicy"]) {
+        if (options[key] !== undefined) throw new Error(`addNode("${name}", action, { ${key} }): ${NOT_OFFERED[key]}`);
+      }
     }
     this.nodes.push({ name, action, description: options?.description ?? null });
     const ends = options?.ends;
     if (ends !== undefined) {
-      // LangGraph's `ends` declares where the node's Commands may go. The
-      // host needs every destination declared: a conditional edge whose
-      // router answers nothing and whose path map lists them.
       if (!Array.isArray(ends) || ends.some((e) => typeof e !== "string")) {
         throw new TypeError(`addNode("${name}", action, { ends }): ends must be an array of node names`);
       }
-      const taken = new Set(this.conditionalEdges.map((c) => c.router));
-      const router = routerName({ name: `${name}_ends` }, name, taken);
-      this.conditionalEdges.push({ source: name, router, path: () => [], pathMap: ends.map((e) => [e, e]) });
+      this.declareGoto(name, ends);
     }
     return this;
+  }
+
+  /**
+   * LangGraph's `ends`: where `node`'s Commands may go. The host needs every
+   * destination declared: a conditional edge whose router is the reserved
+   * `__goto__` (never routed) and whose path map lists each target as itself.
+   */
+  declareGoto(node, targets) {
+    if (targets.length === 0) return;
+    let edge = this.conditionalEdges.find((c) => c.source === node && c.router === GOTO_ROUTER);
+    if (edge === undefined) {
+      edge = { source: node, router: GOTO_ROUTER, path: null, pathMap: [] };
+      this.conditionalEdges.push(edge);
+    }
+    for (const t of targets) pushUnique(edge.pathMap, [t, t], (a, b) => a[0] === b[0]);
   }
 
   /**
@@ -340,6 +437,7 @@ export class StateGraph {
     if (typeof source !== "string") throw new TypeError("addConditionalEdges(source, path): source must be a node name or START");
     if (typeof path !== "function") throw new TypeError(`addConditionalEdges("${source}", path): path must be a function`);
     let entries = [];
+    pathMap ??= path[PATH_MAP];
     if (Array.isArray(pathMap)) entries = pathMap.map((t) => [String(t), String(t)]);
     else if (isPlainObject(pathMap)) entries = Object.entries(pathMap).map(([k, t]) => [k, String(t)]);
     else if (pathMap !== undefined && pathMap !== null) {
@@ -368,6 +466,11 @@ export class StateGraph {
    * problem, as the host would refuse the graph.
    */
   compile(options = {}) {
+    if (isPlainObject(options)) {
+      for (const key of ["checkpointer", "store", "cache", "interruptBefore", "interruptAfter"]) {
+        if (options[key] !== undefined) throw new Error(`compile({ ${key} }): ${NOT_OFFERED[key]}`);
+      }
+    }
     const compiled = new CompiledStateGraph(this, options);
     const problems = compiled.check();
     if (problems.length > 0) {
@@ -380,15 +483,37 @@ export class StateGraph {
 
 let lastCompiled = null;
 
+/**
+ * The package's name, which `sandgraph build` hands in before the graph's
+ * module runs (package.json "name"): null when the package has none,
+ * undefined off the build (node tests).
+ */
+function packageName() {
+  if (!Object.hasOwn(globalThis, "__SANDGRAPH_PACKAGE_NAME__")) return undefined;
+  const name = globalThis.__SANDGRAPH_PACKAGE_NAME__;
+  return typeof name === "string" ? name : null;
+}
+
+/**
+ * A graph name from a package name: the scope dropped ("@acme/triage" is
+ * "triage") and every character a graph name may not hold ("." and "~" in
+ * npm names) made "_".
+ */
+function graphNameOf(packageName) {
+  if (typeof packageName !== "string") return "";
+  return packageName.replace(/^@[^/]*\//, "").replace(/[^A-Za-z0-9_-]/g, "_");
+}
+
 /** A compiled graph: what the component exports. */
 export class CompiledStateGraph {
   constructor(builder, options) {
     if (!isPlainObject(options)) throw new TypeError("compile(options): options must be an object");
-    const known = ["name", "description", "parameters", "asTool", "asGraphTool", "strict", "timeoutMs", "validate", "checkpointer", "interruptBefore", "interruptAfter"];
+    const known = ["name", "description", "parameters", "asTool", "asGraphTool", "strict", "timeoutMs", "validate"];
     for (const key of Object.keys(options)) {
-      if (!known.includes(key)) throw new TypeError(`compile(options): unknown option "${key}" (known: ${known.slice(0, 8).join(", ")})`);
+      if (!known.includes(key)) throw new TypeError(`compile(options): unknown option "${key}" (known: ${known.join(", ")})`);
     }
-    this.name = options.name ?? "";
+    this.nameSource = options.name === undefined ? packageName() : null;
+    this.name = options.name ?? graphNameOf(this.nameSource);
     this.description = options.description ?? null;
     this.asTool = options.asTool === true;
     this.asGraphTool = options.asGraphTool !== false;
@@ -399,9 +524,6 @@ export class CompiledStateGraph {
     if (options.parameters === undefined || options.parameters === null) this.parameters = null;
     else if (typeof options.parameters === "string") this.parameters = options.parameters;
     else this.parameters = toJson(options.parameters, "parameters");
-    if (options.checkpointer !== undefined || options.interruptBefore !== undefined || options.interruptAfter !== undefined) {
-      this.problems.push("checkpointer, interruptBefore and interruptAfter are the host's business: remove them (the host keeps threads; use interrupt() in a node)");
-    }
     if (this.validator !== null && typeof this.validator !== "function") this.problems.push("validate must be a function");
     this.channels = builder.channels.map((c) => ({ ...c }));
     this.nodes = builder.nodes.map((n) => ({ ...n }));
@@ -415,10 +537,14 @@ export class CompiledStateGraph {
   check() {
     const problems = [...this.problems];
     const name = this.name;
-    if (typeof name !== "string" || name === "") problems.push("graph name is empty: compile({ name: \"my_graph\" })");
-    else if ([...name].length > MAX_NAME_LEN) problems.push(`graph name "${name}" is longer than ${MAX_NAME_LEN} characters`);
+    const from = typeof this.nameSource === "string" ? ` (from package.json "name" ${JSON.stringify(this.nameSource)}: pass compile({ name }))` : "";
+    if (name === "" && this.nameSource === undefined) {
+      // Off the build (node tests) the package's name is unknown: the build names it.
+    } else if (typeof name !== "string" || name === "") {
+      problems.push('graph name is empty: compile({ name: "my_graph" }), or give package.json a "name" (sandgraph build passes it in)');
+    } else if ([...name].length > MAX_NAME_LEN) problems.push(`graph name "${name}" is longer than ${MAX_NAME_LEN} characters${from}`);
     else if (!/^[A-Za-z0-9_-]+$/.test(name)) problems.push(`graph name "${name}" may only contain ascii letters, digits, "_" and "-"`);
-    else if (name === "run_code") problems.push('graph name "run_code" is reserved');
+    else if (name === "run_code") problems.push(`graph name "run_code" is reserved${from}`);
     if (this.parameters !== null) {
       try {
         const p = JSON.parse(this.parameters);
@@ -508,6 +634,16 @@ export class CompiledStateGraph {
     }
   }
 
+  /** Not offered: the host runs the graph (sandgraph run, sandgraph call); node tests call runNode. */
+  invoke() {
+    throw new Error("graph.invoke() is not offered in the guest: the host runs the graph (sandgraph run, sandgraph call); unit-test nodes with runNode");
+  }
+
+  /** Not offered: the host runs and streams the graph. */
+  stream() {
+    throw new Error(`graph.stream() is not offered in the guest: ${NOT_OFFERED.streamMode}`);
+  }
+
   /** The WIT `graph-spec` record (option fields are null when unset). */
   describe() {
     const channels = this.channels.map((c) => ({ name: c.name, reducer: c.reducer, default: c.default }));
@@ -565,7 +701,7 @@ export class CompiledStateGraph {
 
   /** Runs router `router` on `state` (JSON text); returns WIT route targets. */
   route(router, state) {
-    const edge = this.conditionalEdges.find((c) => c.router === router);
+    const edge = this.conditionalEdges.find((c) => c.router === router && router !== GOTO_ROUTER);
     if (!edge) throw new GraphError("unknown", `unknown router "${router}"`);
     const input = parseJson(state, "invalid-state", `router "${router}": state`);
     const answer = settle(edge.path(input), `router "${router}"`);

@@ -8,59 +8,14 @@
 // models: `invoke(messages)` resolves to an ai message (the JSON the Rust
 // SDK's `prebuilt::ChatModel::invoke` gives) and `bindTools(tools)` offers
 // tools to the model.
-import { capability, hostCall, LlmError, promised } from "./capabilities.js";
+import { coerceMessages } from "./messages.js";
+import { capability, hostCall, LlmError, promised } from "./registry.js";
 import { listNow } from "./tools.js";
-
-const ROLES = {
-  human: "human",
-  user: "human",
-  ai: "ai",
-  assistant: "ai",
-  system: "system",
-  developer: "system",
-  tool: "tool",
-  remove: "remove",
-};
 
 function describeKind(value) {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
   return typeof value === "object" ? "an object" : `a ${typeof value}`;
-}
-
-/**
- * Messages as objects with `type` and `content` (contract section 1): a
- * string is a human message, `[role, content]` a pair, an object needs
- * `type` or `role` and string `content`; null is no message and a single
- * message stands for a list of one. Errors name the index.
- *
- * This is the seam to the messages module: when `coerceMessages` of
- * messages.js is in the SDK, this function becomes a call of it.
- */
-export function coerceForModel(messages) {
-  if (messages === null || messages === undefined) return [];
-  const items = Array.isArray(messages) ? messages : [messages];
-  return items.map((item, i) => {
-    if (typeof item === "string") return { type: "human", content: item };
-    let message = item;
-    if (isPair(item)) {
-      if (ROLES[item[0]] === "tool") throw new Error(`message ${i}: a ("tool", content) pair has no tool_call_id: give a tool message object`);
-      message = { role: item[0], content: item[1] };
-    }
-    if (message === null || typeof message !== "object" || Array.isArray(message)) {
-      throw new Error(`message ${i}: ${describeKind(message)} is not a message`);
-    }
-    const kind = ROLES[message.type ?? message.role];
-    if (kind === undefined) throw new Error(`message ${i}: unknown type or role ${JSON.stringify(message.type ?? message.role ?? null)}`);
-    if (typeof message.content !== "string") throw new Error(`message ${i}: content must be a string, not ${describeKind(message.content)}`);
-    if (kind === "tool" && typeof message.tool_call_id !== "string") throw new Error(`message ${i}: a tool message needs a tool_call_id`);
-    const { role: _role, ...rest } = message;
-    return { ...rest, type: kind };
-  });
-}
-
-function isPair(value) {
-  return Array.isArray(value) && value.length === 2 && typeof value[0] === "string" && typeof value[1] === "string" && ROLES[value[0]] !== undefined;
 }
 
 /** A state message as `sandgraph:graph/llm` takes it (as the Rust SDK's `to_wire`). */
@@ -134,7 +89,7 @@ export function chatNow(request) {
   }
   let messages;
   try {
-    messages = coerceForModel(request.messages);
+    messages = coerceMessages(request.messages);
   } catch (err) {
     throw new LlmError("malformed", err.message);
   }

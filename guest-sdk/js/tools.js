@@ -3,7 +3,7 @@
 // package.json's `sandgraph` field, and a `tools` grant in the operator's
 // config). Each call returns a Promise; the host call itself is
 // synchronous, so several awaited with `Promise.all` run one after another.
-import { capability, hostCall, promised, ToolError } from "./capabilities.js";
+import { capability, hostCall, promised, ToolError } from "./registry.js";
 
 function kindOf(value) {
   if (value === null) return "null";

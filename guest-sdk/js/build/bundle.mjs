@@ -56,6 +56,15 @@ const ENTRY = "\0sandgraph:entry";
 const WASI_STAND_IN = "xasi";
 // Runs first: installs the SDK's Promise.
 const INSTALL = "\0sandgraph:install";
+// Sets the package's name before the graph's module runs: `compile()`
+// without a name takes it (index.js reads the global).
+const PACKAGE = "\0sandgraph:package";
+let packageName = null;
+try {
+  packageName = JSON.parse(readFileSync(join(graphDir, "package.json"), "utf8")).name ?? null;
+} catch (err) {
+  fail(`${join(graphDir, "package.json")}: ${err.message}`);
+}
 // SDK modules are named `\0sandgraph:sdk/FILE`.
 const SDK = "\0sandgraph:sdk/";
 const SDK_MODULE = /^[a-z][a-z0-9_-]*\.js$/;
@@ -76,6 +85,7 @@ function capabilityImport(cap, i) {
 }
 const entrySource = [
   `import ${JSON.stringify(INSTALL)};`,
+  `import ${JSON.stringify(PACKAGE)};`,
   'import host from "sandgraph:graph/host@0.2.0";',
   ...capabilities.map(capabilityImport),
   `import * as graphModule from ${JSON.stringify(`./${main}`)};`,
@@ -134,7 +144,7 @@ const timerCheck = {
 const virtual = {
   name: "sandgraph",
   resolveId(id, importer) {
-    if (id === ENTRY || id === INSTALL) return id;
+    if (id === ENTRY || id === INSTALL || id === PACKAGE) return id;
     if (id === "@sandgraph/sdk") return `${SDK}index.js`;
     let file = null;
     if (id.startsWith("@sandgraph/sdk/")) file = `${id.slice("@sandgraph/sdk/".length)}.js`;
@@ -148,6 +158,7 @@ const virtual = {
   load(id) {
     if (id === ENTRY) return entrySource;
     if (id === INSTALL) return installSource;
+    if (id === PACKAGE) return `globalThis.__SANDGRAPH_PACKAGE_NAME__ = ${JSON.stringify(packageName)};\n`;
     if (id.startsWith(SDK)) return readFileSync(join(sdk, id.slice(SDK.length)), "utf8");
     return null;
   },

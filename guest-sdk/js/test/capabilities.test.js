@@ -10,8 +10,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { SandPromise, installPromise, queueMicrotask as sandMicrotask, runJobs, settle } from "../jobs.js";
-import { bindCapabilities } from "../capabilities.js";
-import { coerceForModel } from "../llm.js";
+import { bindCapabilities } from "../registry.js";
 import {
   Annotation,
   CapabilityError,
@@ -226,23 +225,11 @@ test("llm errors are typed: the host's cases, bad messages as malformed", () => 
   assert.ok(quota instanceof LlmError && quota instanceof CapabilityError);
   assert.deepEqual([quota.name, quota.kind, quota.detail, quota.message], ["LlmError", "quota", "no calls left", "quota: no calls left"]);
   const bad = err(llm.chat({ messages: ["ok", { role: "robot", content: "x" }] }));
-  assert.deepEqual([bad.kind, bad.message], ["malformed", 'malformed: message 1: unknown type or role "robot"']);
-  assert.equal(err(llm.chat({ messages: [["tool", "x"]] })).message, 'malformed: message 0: a ("tool", content) pair has no tool_call_id: give a tool message object');
+  assert.deepEqual([bad.kind, bad.message], ["malformed", 'malformed: message 1: unknown type "robot"']);
+  assert.equal(err(llm.chat({ messages: [["tool", "x"]] })).message, 'malformed: message 0: a [role, content] pair cannot make a tool message (it needs a tool_call_id)');
   assert.equal(err(llm.chat({ messages: "hi", tools: ["nope"] })).name, "CapabilityNotImported", "graph tools by name need the tools capability");
   bindCapabilities({ llm: fakeLlm(null, { tag: "quota", val: "x" }), tools: fakeTools() });
   assert.equal(err(llm.chat({ messages: "hi", tools: ["nope"] })).message, 'malformed: no graph tool named "nope" is granted (granted: echo_graph, bare)');
-});
-
-test("coercion follows contract 1: strings, pairs, objects, null, one message", () => {
-  assert.deepEqual(coerceForModel(null), []);
-  assert.deepEqual(coerceForModel("hi"), [{ type: "human", content: "hi" }]);
-  assert.deepEqual(coerceForModel({ role: "assistant", content: "yo" }), [{ type: "ai", content: "yo" }]);
-  assert.deepEqual(coerceForModel([["developer", "rules"], ["user", "q"]]), [
-    { type: "system", content: "rules" },
-    { type: "human", content: "q" },
-  ]);
-  assert.throws(() => coerceForModel([1]), { message: "message 0: a number is not a message" });
-  assert.throws(() => coerceForModel([{ type: "human", content: 3 }]), { message: "message 0: content must be a string, not a number" });
 });
 
 test("tools.list and tools.call go through the host; failures are ToolErrors", () => {

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { bindCapabilities } from "../capabilities.js";
+import { bindCapabilities } from "../registry.js";
 import { MAX_RESPONSE_BYTES, errorKind, splitUrl, utf8Decode, utf8Encode } from "../http.js";
 import { Headers, HttpError, Request, Response, fetch } from "../index.js";
 import { installPromise, settle } from "../jobs.js";

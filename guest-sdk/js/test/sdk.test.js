@@ -171,9 +171,9 @@ test("compile throws every problem, as the host would refuse the graph", () => {
       return true;
     },
   );
-  assert.throws(() => echo({ name: undefined }), /graph name is empty/);
+  assert.throws(() => echo({ name: "" }), /graph name is empty/);
   assert.throws(() => echo({ parameters: "[1]" }), /parameters must be a json object, not an array/);
-  assert.throws(() => echo({ checkpointer: {} }), /the host's business/);
+  assert.throws(() => echo({ checkpointer: {} }), /the host owns checkpoints and thread state/);
   assert.throws(() => echo({ nmae: "x" }), /unknown option "nmae"/);
   assert.throws(() => new StateGraph(Annotation.Root({ x: 5 })), /channel "x": expected Annotation/);
 });
@@ -187,11 +187,23 @@ test("ends declares a node's Command destinations, so they are reachable", () =>
       .addEdge(START, "fan");
   assert.throws(() => build().compile({ name: "g" }), /node "put" is unreachable from __start__/);
   const g = build({ ends: ["put", END] }).compile({ name: "g" });
+  // As the Rust SDK's destinations: a conditional edge whose router is the
+  // reserved "__goto__", each target its own key, never routed.
   assert.deepEqual(g.describe().conditionalEdges, [
-    { source: "fan", router: "fan_ends", pathMap: [{ key: "put", target: "put" }, { key: END, target: END }] },
+    { source: "fan", router: "__goto__", pathMap: [{ key: "put", target: "put" }, { key: END, target: END }] },
   ]);
-  assert.deepEqual(g.route("fan_ends", "{}"), []);
+  assert.throws(() => g.route("__goto__", "{}"), { tag: "unknown", message: 'unknown router "__goto__"' });
   assert.throws(() => build({ ends: "put" }), /ends must be an array of node names/);
+  // A router function named __goto__ is not the declaration's router.
+  function __goto__() {
+    return "put";
+  }
+  const routed = build({ ends: ["put"] }).addConditionalEdges("fan", __goto__, ["put"]).compile({ name: "g" });
+  assert.deepEqual(
+    routed.describe().conditionalEdges.map((c) => c.router),
+    ["__goto__", "fan_router"],
+  );
+  assert.deepEqual(routed.route("fan_router", "{}"), [{ tag: "node", val: "put" }]);
 });
 
 test("parameters, strict, timeout and registration reach the spec", () => {

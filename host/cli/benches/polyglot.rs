@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 use sandgraph_runtime::caps::Capabilities;
 use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
 use sandgraph_runtime::{Graph, Limits, RunOptions, RunOutcome, Runtime};
-use sandgraph_test_llm::{Reply, ScriptedLlm};
 use sandgraph_store::{Store, sha256_hex};
+use sandgraph_test_llm::{Reply, ScriptedLlm};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime as Tokio;
 use wasmtime::component::types::ComponentItem;
@@ -535,7 +535,11 @@ fn measure_llm(tokio: &Tokio, runtime: &Runtime, server: &ScriptedLlm, lang: Lan
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = Store::open(&dir.path().join("cache.redb")).expect("a compile cache");
     let graph = tokio
-        .block_on(sandgraph_registry::load_cached(runtime, Some(&store), bytes))
+        .block_on(sandgraph_registry::load_cached(
+            runtime,
+            Some(&store),
+            bytes,
+        ))
         .unwrap_or_else(|e| panic!("{} loads: [{}] {}", lang.name(), e.code, e.message));
     let caps = llm_caps(server);
     eprintln!("{}: llm calls", lang.name());
@@ -559,7 +563,11 @@ fn measure_llm(tokio: &Tokio, runtime: &Runtime, server: &ScriptedLlm, lang: Lan
         let answers = state["answers"].as_array().map_or(0, Vec::len);
         assert_eq!(answers as u64, calls, "{}: {state:?}", lang.name());
         assert!(
-            state["answers"].as_array().into_iter().flatten().all(|a| a["content"] == "ok"),
+            state["answers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|a| a["content"] == "ok"),
             "{}: {state:?}",
             lang.name()
         );
@@ -593,7 +601,10 @@ fn report_llm(figures: &[(Lang, LlmFigures)]) {
         let (async1, overhead) = match f.async1 {
             Some(a) => (
                 ms(a),
-                format!("{:+.1}%", (a.as_secs_f64() / f.sync1.as_secs_f64() - 1.0) * 100.0),
+                format!(
+                    "{:+.1}%",
+                    (a.as_secs_f64() / f.sync1.as_secs_f64() - 1.0) * 100.0
+                ),
             ),
             None => ("-".into(), "-".into()),
         };

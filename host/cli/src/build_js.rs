@@ -28,7 +28,7 @@ use crate::exit::Failure;
 /// The SDK's modules, file by file (`guest-sdk/js/*.js`): `@sandgraph/sdk`
 /// resolves to `index.js`, `@sandgraph/sdk/NAME` to `NAME.js`, and the
 /// modules import each other by relative path.
-const SDK: [(&str, &str); 6] = [
+const SDK: [(&str, &str); 9] = [
     ("index.js", include_str!("../../../guest-sdk/js/index.js")),
     (
         "capabilities.js",
@@ -37,6 +37,18 @@ const SDK: [(&str, &str); 6] = [
     ("http.js", include_str!("../../../guest-sdk/js/http.js")),
     ("jobs.js", include_str!("../../../guest-sdk/js/jobs.js")),
     ("llm.js", include_str!("../../../guest-sdk/js/llm.js")),
+    (
+        "messages.js",
+        include_str!("../../../guest-sdk/js/messages.js"),
+    ),
+    (
+        "prebuilt.js",
+        include_str!("../../../guest-sdk/js/prebuilt.js"),
+    ),
+    (
+        "registry.js",
+        include_str!("../../../guest-sdk/js/registry.js"),
+    ),
     ("tools.js", include_str!("../../../guest-sdk/js/tools.js")),
 ];
 /// The bundling script, run with node in the build folder.

@@ -46,7 +46,11 @@ fn page_server() -> String {
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut line = String::new();
             let _ = reader.read_line(&mut line);
-            let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+            let path = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned();
             let mut length = 0usize;
             loop {
                 let mut header = String::new();
@@ -120,7 +124,11 @@ async fn run(
     let wasm = tokio::task::block_in_place(|| built(lang, example));
     let llm = ScriptedLlm::start(replies).await;
     let mut graphs = vec![(format!("{tool}.wasm"), wasm.to_string_lossy().into_owned())];
-    graphs.extend(extra.iter().map(|(n, p)| ((*n).to_owned(), (*p).to_owned())));
+    graphs.extend(
+        extra
+            .iter()
+            .map(|(n, p)| ((*n).to_owned(), (*p).to_owned())),
+    );
     let graphs: Vec<(&str, &str)> = graphs.iter().map(|(n, p)| (&**n, &**p)).collect();
     let env = Env::new(&graphs)
         .with_db("threads.redb")
@@ -143,8 +151,15 @@ async fn run(
     let journal = stdout(&o).lines().map(journal_row).collect();
     let requests: Vec<Value> = llm.requests().into_iter().map(|r| r.body).collect();
     let replayed = tokio::task::block_in_place(|| call("--replay"));
-    assert_eq!(replayed, state, "{lang:?} {example}: the replay ends elsewhere");
-    assert_eq!(llm.requests().len(), requests.len(), "the replay asked the model");
+    assert_eq!(
+        replayed, state,
+        "{lang:?} {example}: the replay ends elsewhere"
+    );
+    assert_eq!(
+        llm.requests().len(),
+        requests.len(),
+        "the replay asked the model"
+    );
     Outcome {
         state,
         requests,
@@ -163,13 +178,25 @@ async fn agree(
 ) -> Outcome {
     let mut outcomes = Vec::new();
     for lang in LANGS {
-        outcomes.push((lang, run(lang, example, tool, grants, &args, replies()).await));
+        outcomes.push((
+            lang,
+            run(lang, example, tool, grants, &args, replies()).await,
+        ));
     }
     let (_, rust) = outcomes.remove(0);
     for (lang, outcome) in outcomes {
-        assert_eq!(outcome.state, rust.state, "{lang:?} {example} {args}: state");
-        assert_eq!(outcome.requests, rust.requests, "{lang:?} {example} {args}: model requests");
-        assert_eq!(outcome.journal, rust.journal, "{lang:?} {example} {args}: journal");
+        assert_eq!(
+            outcome.state, rust.state,
+            "{lang:?} {example} {args}: state"
+        );
+        assert_eq!(
+            outcome.requests, rust.requests,
+            "{lang:?} {example} {args}: model requests"
+        );
+        assert_eq!(
+            outcome.journal, rust.journal,
+            "{lang:?} {example} {args}: journal"
+        );
     }
     rust
 }
@@ -177,9 +204,7 @@ async fn agree(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_summarize_agrees_across_languages() {
     let url = page_server();
-    let grants = format!(
-        "http = {{ allow = [\"{url}\"], methods = [\"GET\"], private = true }}\n"
-    );
+    let grants = format!("http = {{ allow = [\"{url}\"], methods = [\"GET\"], private = true }}\n");
     let summary = || vec![Reply::text("A short summary.")];
     let ok = agree(
         "fetch-summarize",
@@ -206,7 +231,11 @@ async fn fetch_summarize_agrees_across_languages() {
         Vec::new,
     )
     .await;
-    assert_eq!(missing.state["error"], "the server answered 404", "{}", missing.state);
+    assert_eq!(
+        missing.state["error"], "the server answered 404",
+        "{}",
+        missing.state
+    );
     assert!(missing.requests.is_empty());
 }
 
@@ -230,9 +259,20 @@ async fn research_agrees_across_languages() {
     assert_eq!(rust.state["answer"], "Good day, Ada.", "{}", rust.state);
     assert_eq!(rust.state["steps"], 2, "{}", rust.state);
     let messages = rust.state["messages"].as_array().unwrap();
-    let kinds: Vec<&str> = messages.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["system", "human", "ai", "tool", "ai"], "{}", rust.state);
-    assert_eq!(messages[3]["content"], "{\"greeting\":\"Good day, Ada.\",\"tags\":[]}");
+    let kinds: Vec<&str> = messages
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["system", "human", "ai", "tool", "ai"],
+        "{}",
+        rust.state
+    );
+    assert_eq!(
+        messages[3]["content"],
+        "{\"greeting\":\"Good day, Ada.\",\"tags\":[]}"
+    );
     // The second request carries the tool's answer back to the model.
     assert_eq!(rust.requests.len(), 2);
     assert_eq!(rust.requests[1]["messages"].as_array().unwrap().len(), 4);

@@ -309,3 +309,70 @@ fn a_graph_that_calls_a_timer_is_a_build_error() {
         "{err}"
     );
 }
+
+/// A LangGraph.js graph as written: `compile()` without a name (package.json
+/// names it), a Command's goto target declared with `ends` only, and the
+/// messages channel reduced in the graph.
+const TRIAGE_JS: &str = r#"import { AIMessage, Command, END, MessagesAnnotation, START, StateGraph } from "@sandgraph/sdk";
+
+export const graph = new StateGraph(MessagesAnnotation)
+  .addNode("triage", () => new Command({ update: { messages: [new AIMessage("escalating")] }, goto: "escalate" }), { ends: ["escalate"] })
+  .addNode("escalate", (state) => ({ messages: [["ai", `escalated after ${state.messages.length} messages`]] }))
+  .addEdge(START, "triage")
+  .addEdge("escalate", END)
+  .compile();
+"#;
+
+/// `sandgraph build DIR --out OUT` with the examples' jco.
+fn build(env: &Env, dir: &Path, out: &str) -> Output {
+    env.command(&["build", dir.to_str().unwrap(), "--out", out])
+        .env("SANDGRAPH_JCO", jco())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_langgraph_graph_builds_unnamed_with_goto_declared_by_ends() {
+    let env = folder(&[]);
+    let dir = env.path("triage");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        r#"{"name": "@acme/triage.v2", "type": "module", "sandgraph": {"main": "graph.js"}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("graph.js"), TRIAGE_JS).unwrap();
+    let o = build(&env, &dir, "triage.wasm");
+    assert_ok("sandgraph build", &o);
+    let o = env.run(&["inspect", "triage.wasm"]);
+    assert_ok("sandgraph inspect", &o);
+    let spec: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(spec["name"], "triage_v2", "{spec}");
+    let o = env.run(&["run", "triage.wasm", "--input", r#"{"messages": ["help"]}"#]);
+    assert_ok("sandgraph run", &o);
+    let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        state,
+        json!({"messages": [
+            {"type": "human", "content": "help", "id": "msg-0"},
+            {"type": "ai", "content": "escalating", "id": "msg-1", "tool_calls": []},
+            {"type": "ai", "content": "escalated after 2 messages", "id": "msg-2", "tool_calls": []},
+        ]})
+    );
+
+    // Without a package name the build says how to name the graph.
+    std::fs::write(
+        dir.join("package.json"),
+        r#"{"type": "module", "sandgraph": {"main": "graph.js"}}"#,
+    )
+    .unwrap();
+    let o = build(&env, &dir, "unnamed.wasm");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(12), "{err}");
+    assert!(
+        err.contains(
+            "graph name is empty: compile({ name: \"my_graph\" }), or give package.json a \"name\""
+        ),
+        "{err}"
+    );
+}

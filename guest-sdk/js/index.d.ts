@@ -271,7 +271,7 @@ export {
   isToolMessage,
   messagesStateReducer,
 } from "./messages.js";
-export type { BaseMessage, Message, MessageLike, RemoveMarker, ToolCall } from "./messages.js";
+export type { BaseMessage, Message, RemoveMarker } from "./messages.js";
 
 /** LangGraph's `MessagesAnnotation`: the channel `messages` (starts at [], merged by `messagesStateReducer`). */
 export declare const MessagesAnnotation: AnnotationRoot<{

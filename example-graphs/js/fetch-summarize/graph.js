@@ -34,12 +34,13 @@ async function fetchPage({ url = "" }) {
   }
   update.status = response.status;
   if (!response.ok) return { ...update, error: `the server answered ${response.status}` };
-  const body = new Uint8Array(await response.arrayBuffer());
-  const excerpt = new TextDecoder().decode(body.subarray(0, EXCERPT_BYTES));
+  const body = await response.bytes();
+  // Decoded as Rust's from_utf8_lossy does: invalid bytes become U+FFFD.
+  const excerpt = await new Response(body.subarray(0, EXCERPT_BYTES)).text();
   return { ...update, excerpt };
 }
 
-const model = new ChatModel("fast", { maxTokens: 300 });
+const model = new ChatModel({ model: "fast", maxTokens: 300 });
 
 async function summarize({ url = "", excerpt = "" }) {
   try {

@@ -132,7 +132,14 @@ const timerCheck = {
   name: "sandgraph-timers",
   transform(code, id) {
     if (id.startsWith("\0") || id.includes("/node_modules/")) return null;
-    const calls = timerCalls(parseAst(code));
+    let ast;
+    try {
+      ast = parseAst(code);
+    } catch {
+      // Not valid JavaScript: rolldown's own parse reports it with its file and line.
+      return null;
+    }
+    const calls = timerCalls(ast);
     if (calls.length > 0) {
       const where = calls.map((c) => `${c.name} at ${relative(graphDir, id)}:${lineOf(code, c.start)}`).join(", ");
       fail(`a graph cannot use timers (${where}): a node runs to completion within its call and nothing runs after it; await the sdk's calls instead`);

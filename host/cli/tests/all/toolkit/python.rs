@@ -413,7 +413,7 @@ async fn the_research_twin_calls_a_tool_then_answers() {
     use sandgraph_test_llm::{Reply, ScriptedLlm};
     let wasm = tokio::task::block_in_place(|| built("research"));
     let llm = ScriptedLlm::start([
-        Reply::tool_call("echo_graph", r#"{"topic":"py"}"#),
+        Reply::tool_call("echo_graph", r#"{"input":{"topic":"py"}}"#),
         Reply::text("It said seen:py."),
     ])
     .await;
@@ -429,7 +429,7 @@ async fn the_research_twin_calls_a_tool_then_answers() {
         llm.base_url()
     );
     std::fs::write(env.path("ops.toml"), toml).unwrap();
-    let args = json!({"input": {"question": "What does echo say?"}}).to_string();
+    let args = json!({"question": "What does echo say?"}).to_string();
     let mut cmd = env.command(&[
         "call", "research", "--graphs", "graphs", "--config", "ops.toml", "--args", &args,
     ]);
@@ -449,7 +449,7 @@ async fn the_research_twin_calls_a_tool_then_answers() {
     let call = &messages[2]["tool_calls"][0];
     assert_eq!(
         (&call["name"], &call["args"]),
-        (&json!("echo_graph"), &json!({"topic": "py"})),
+        (&json!("echo_graph"), &json!({"input": {"topic": "py"}})),
         "{out}"
     );
     assert_eq!(messages[3]["tool_call_id"], call["id"], "{out}");

@@ -271,7 +271,8 @@ export {
   isToolMessage,
   messagesStateReducer,
 } from "./messages.js";
-export type { BaseMessage, Message, RemoveMarker } from "./messages.js";
+import type { Message, MessageLike, RemoveMarker, ToolCall } from "./messages.js";
+export type { BaseMessage, Message, MessageLike, RemoveMarker, ToolCall } from "./messages.js";
 
 /** LangGraph's `MessagesAnnotation`: the channel `messages` (starts at [], merged by `messagesStateReducer`). */
 export declare const MessagesAnnotation: AnnotationRoot<{
@@ -337,29 +338,8 @@ export declare class CapabilityNotImported extends Error {
   readonly capability: "llm" | "tools" | "http";
 }
 
-/** A model's request to call a tool; `args` is the parsed object, or the raw text when it is not a JSON object. */
-export interface ToolCall {
-  id: string;
-  name: string;
-  args: Record<string, unknown> | string;
-}
-
-/** A message as state keeps it (contract section 1). */
-export interface MessageJson {
-  type: "human" | "ai" | "system" | "tool" | "remove";
-  content: string;
-  id?: string;
-  name?: string;
-  tool_calls?: ToolCall[];
-  tool_call_id?: string;
-  status?: "success" | "error";
-}
-
-/** What a model is given: a string (a human message), a `[role, content]` pair, or a message object (`type` or `role`). */
-export type MessageLike =
-  | string
-  | [role: "human" | "user" | "ai" | "assistant" | "system" | "developer", content: string]
-  | (Partial<MessageJson> & { content: string; type?: string; role?: string });
+/** A message as state keeps it, or a remove marker (contract section 1). */
+export type MessageJson = Message | RemoveMarker;
 
 /** A tool offered to a model: a granted graph tool's name, or its definition. */
 export type ToolLike =

@@ -11,11 +11,18 @@
 //! only passed when building for the machine the build runs on, against a
 //! glibc that supports it, and only for release builds (the dev binary is
 //! linked on every test run; its size does not matter).
+//!
+//! It also records the commit the binary is built from, for `--version` and
+//! for the CI workflow `sandgraph new` writes, which installs this exact
+//! commit: `SANDGRAPH_COMMIT`, `unknown` outside a git checkout.
 
 use std::env;
+use std::path::Path;
+use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rustc-env=SANDGRAPH_COMMIT={}", commit());
     let var = |k: &str| env::var(k).unwrap_or_default();
     let native_glibc = var("CARGO_CFG_TARGET_OS") == "linux"
         && var("CARGO_CFG_TARGET_ENV") == "gnu"
@@ -23,6 +30,29 @@ fn main() {
     if var("PROFILE") == "release" && native_glibc && glibc_supports_relr() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+}
+
+/// The full hash of the commit checked out, or `unknown`; the build
+/// reruns when `HEAD` or the branch it names moves.
+fn commit() -> String {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git").args(args).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        out.status.success().then(|| text.trim().to_owned())
+    };
+    let Some(hash) = git(&["rev-parse", "HEAD"]).filter(|h| h.len() == 40) else {
+        return "unknown".to_owned();
+    };
+    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name])
+            && Path::new(&path).exists()
+        {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    hash
 }
 
 /// Whether the glibc this build script runs on (the target's, checked above)

@@ -42,7 +42,7 @@ use crate::exit::Failure;
 #[derive(Parser)]
 #[command(
     name = "sandgraph",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SANDGRAPH_COMMIT"), ")"),
     about = "Ship, host and run agent graphs as sandboxed WebAssembly components"
 )]
 struct Cli {

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 
 use crate::digest::{Digest, sha256};
-use crate::{ArtifactError, read_text};
+use crate::{ArtifactError, open, read_open_bounded, read_text, text};
 
 /// The first line of a secret key file.
 pub const SECRET_KEY_HEADER: &str = "sandgraph-ed25519-secret-key";
@@ -174,13 +174,42 @@ impl SecretKey {
             .map(|seed| SecretKey(SigningKey::from_bytes(&seed)))
     }
 
-    /// Reads a secret key file.
+    /// Reads a secret key file. On Unix the file must be private, as
+    /// `sandgraph keygen` writes it: a file that its group or others may
+    /// read or write is refused, naming its mode and the `chmod` that fixes
+    /// it. The mode checked is the one of the file opened (through a
+    /// symlink, the file it points to), so it cannot change in between.
     ///
     /// # Errors
     ///
-    /// Unreadable, oversized or malformed.
+    /// Unreadable, open to others, oversized or malformed.
     pub fn read(path: &Path) -> Result<SecretKey, ArtifactError> {
-        let text = read_text(path, MAX_KEY_FILE, "secret key file")?;
+        const WHAT: &str = "secret key file";
+        let file = open(path, WHAT)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = file
+                .metadata()
+                .map_err(|e| ArtifactError::new(path, format!("cannot read the {WHAT}: {e}")))?;
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                return Err(ArtifactError::new(
+                    path,
+                    format!(
+                        "the {WHAT} has mode {:04o}, so its group or others may read or write \
+                         it; make it private with `chmod 600 {}`",
+                        mode & 0o7777,
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        let text = text(
+            read_open_bounded(file, path, MAX_KEY_FILE, WHAT)?,
+            path,
+            WHAT,
+        )?;
         Self::parse(&text).map_err(|m| ArtifactError::new(path, m))
     }
 
@@ -360,6 +389,35 @@ mod tests {
         let err = SecretKey::generate().unwrap().write_pair(&out).unwrap_err();
         assert!(err.message.contains("never overwritten"), "{err}");
         assert_eq!(std::fs::read(&out).unwrap(), before);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_secret_key_file_others_may_read_or_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("ci");
+        let key = SecretKey::generate().unwrap();
+        key.write_pair(&out).unwrap();
+        for mode in [0o644, 0o640, 0o620, 0o602] {
+            std::fs::set_permissions(&out, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = SecretKey::read(&out).unwrap_err();
+            assert_eq!(err.path, out);
+            assert!(
+                err.message.contains(&format!("has mode {mode:04o}"))
+                    && err
+                        .message
+                        .contains(&format!("`chmod 600 {}`", out.display())),
+                "{err}"
+            );
+        }
+        // Private to its owner (read-only too), through a symlink as well.
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&out, &link).unwrap();
+        for path in [&out, &link] {
+            assert_eq!(SecretKey::read(path).unwrap().public(), key.public());
+        }
     }
 
     #[test]

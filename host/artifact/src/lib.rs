@@ -69,8 +69,22 @@ impl ArtifactError {
 /// Reads at most `max` bytes of `path`; a larger file is an error naming
 /// `what` and the bound.
 pub(crate) fn read_bounded(path: &Path, max: usize, what: &str) -> Result<Vec<u8>, ArtifactError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| ArtifactError::new(path, format!("cannot read the {what}: {e}")))?;
+    read_open_bounded(open(path, what)?, path, max, what)
+}
+
+/// Opens `path` for reading; an error names `what`.
+pub(crate) fn open(path: &Path, what: &str) -> Result<std::fs::File, ArtifactError> {
+    std::fs::File::open(path)
+        .map_err(|e| ArtifactError::new(path, format!("cannot read the {what}: {e}")))
+}
+
+/// [`read_bounded`] of a file already opened from `path`.
+pub(crate) fn read_open_bounded(
+    file: std::fs::File,
+    path: &Path,
+    max: usize,
+    what: &str,
+) -> Result<Vec<u8>, ArtifactError> {
     let mut bytes = Vec::new();
     file.take(max as u64 + 1)
         .read_to_end(&mut bytes)
@@ -86,7 +100,12 @@ pub(crate) fn read_bounded(path: &Path, max: usize, what: &str) -> Result<Vec<u8
 
 /// [`read_bounded`] as UTF-8 text.
 pub(crate) fn read_text(path: &Path, max: usize, what: &str) -> Result<String, ArtifactError> {
-    String::from_utf8(read_bounded(path, max, what)?)
+    text(read_bounded(path, max, what)?, path, what)
+}
+
+/// The bytes read from `path` as UTF-8 text.
+pub(crate) fn text(bytes: Vec<u8>, path: &Path, what: &str) -> Result<String, ArtifactError> {
+    String::from_utf8(bytes)
         .map_err(|_| ArtifactError::new(path, format!("the {what} is not UTF-8 text")))
 }
 

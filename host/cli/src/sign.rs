@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use sandgraph_artifact::keys::MAX_KEY_FILE;
 use sandgraph_artifact::{Digest, LockEntry, LockFile, SecretKey, Sidecar, sha256_file};
 use sandgraph_registry::{Registry, RegistryOptions};
 use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
@@ -170,12 +171,16 @@ pub async fn keygen(args: KeygenArgs) -> Result<ExitCode, Failure> {
 
 /// `sandgraph sign`
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("secret").required(true).args(["key", "key_env"])))]
 pub struct SignArgs {
     /// The graph component to sign (GRAPH.wasm); the signature is written to GRAPH.wasm.sig
     graph: PathBuf,
-    /// The secret key file (from `sandgraph keygen`)
+    /// The secret key file (from `sandgraph keygen`); refused when its group or others may read or write it
     #[arg(long, value_name = "FILE")]
-    key: PathBuf,
+    key: Option<PathBuf>,
+    /// The environment variable that holds the secret key: the text `sandgraph keygen` writes to its key file (a CI secret)
+    #[arg(long, value_name = "VAR")]
+    key_env: Option<String>,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -201,7 +206,16 @@ async fn named(path: &Path, cache: &CacheArgs) -> Result<(Vec<u8>, String), Fail
 /// it) and writes the sidecar next to it; the component itself is not
 /// changed.
 pub async fn sign(args: SignArgs) -> Result<ExitCode, Failure> {
-    let key = SecretKey::read(&args.key).map_err(|e| invalid(e.to_string()))?;
+    let key = match (&args.key, &args.key_env) {
+        (Some(path), _) => SecretKey::read(path).map_err(|e| invalid(e.to_string()))?,
+        (None, Some(var)) => key_from_env(var)?,
+        // clap requires one of them.
+        (None, None) => {
+            return Err(invalid(
+                "give the secret key with --key FILE or --key-env VAR",
+            ));
+        }
+    };
     let (bytes, name) = named(&args.graph, &args.cache).await?;
     let digest = sandgraph_artifact::sha256(&bytes);
     let sidecar = Sidecar::sign(&key, digest, &name)
@@ -215,6 +229,38 @@ pub async fn sign(args: SignArgs) -> Result<ExitCode, Failure> {
     );
     outln!("wrote {}", shown(&sidecar));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The secret key held by the environment variable `var`, bounded as a key
+/// file is. No message shows the variable's value.
+fn key_from_env(var: &str) -> Result<SecretKey, Failure> {
+    let name = show::line(var, show::MAX_LINE_BYTES);
+    let refused = |problem: &str| {
+        invalid(format!(
+            "environment variable {name} {problem}; put the text of a secret key file \
+             (`sandgraph keygen --out KEY` writes it to KEY) in it"
+        ))
+    };
+    let Some(value) = std::env::var_os(var) else {
+        return Err(refused("is not set"));
+    };
+    if value.len() > MAX_KEY_FILE {
+        return Err(refused(&format!(
+            "holds {} bytes, more than a secret key's {MAX_KEY_FILE}-byte limit",
+            value.len()
+        )));
+    }
+    let Some(text) = value.to_str() else {
+        return Err(refused("is not UTF-8 text"));
+    };
+    if text.trim().is_empty() {
+        return Err(refused("is empty"));
+    }
+    SecretKey::parse(text).map_err(|m| {
+        invalid(format!(
+            "environment variable {name} holds no secret key: {m}"
+        ))
+    })
 }
 
 /// `sandgraph verify`

@@ -30,6 +30,17 @@ fn refused(o: &Output, exit: i32, parts: &[&str]) {
     }
 }
 
+/// `sandgraph keygen --out OUT`, which must succeed: the key id it prints.
+fn keygen(env: &Env, out: &str) -> String {
+    let o = env.run(&["keygen", "--out", out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("key id "))
+        .expect("keygen prints the key id")
+        .to_owned()
+}
+
 fn list_locked(env: &Env) -> Output {
     env.run(&["tools", "list", "--graphs", "graphs", "--locked"])
 }
@@ -174,13 +185,7 @@ fn call_and_serve_with_locked_run_the_pinned_graphs_and_refuse_a_changed_one() {
 #[test]
 fn keygen_sign_and_verify_and_each_bad_signature_is_refused() {
     let env = graphs();
-    let o = env.run(&["keygen", "--out", "ci.key"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let key_id = stdout(&o)
-        .lines()
-        .find_map(|l| l.strip_prefix("key id "))
-        .expect("keygen prints the key id")
-        .to_owned();
+    let key_id = keygen(&env, "ci.key");
     assert_eq!(key_id.len(), 64);
     #[cfg(unix)]
     {
@@ -379,4 +384,114 @@ fn trusted_keys_mount_only_the_signed_graph_and_strict_fails_on_the_unsigned_one
         2,
         &["empty: no trusted keys"],
     );
+}
+
+/// The variable the `--key-env` test puts its key in.
+const KEY_VAR: &str = "SANDGRAPH_SIGN_TEST_SECRET";
+
+/// `sandgraph sign graphs/echo_graph.wasm ARGS` with [`KEY_VAR`] set to
+/// `value` (unset when `None`).
+fn sign_with_env(env: &Env, args: &[&str], value: Option<&str>) -> Output {
+    let mut full = vec!["sign", "graphs/echo_graph.wasm"];
+    full.extend_from_slice(args);
+    let mut cmd = env.command(&full);
+    match value {
+        Some(v) => cmd.env(KEY_VAR, v),
+        None => cmd.env_remove(KEY_VAR),
+    };
+    cmd.output().unwrap()
+}
+
+#[test]
+fn sign_takes_the_key_from_an_environment_variable_and_refuses_a_key_file_others_may_read() {
+    let env = graphs();
+    let key_id = keygen(&env, "ci.key");
+    let secret = std::fs::read_to_string(env.path("ci.key")).unwrap();
+
+    // The key file's text in a variable (a CI secret) signs, and verifies.
+    let o = sign_with_env(&env, &["--key-env", KEY_VAR], Some(&secret));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("with key {key_id}")),
+        "{}",
+        stdout(&o)
+    );
+    let o = env.run(&["verify", "graphs/echo_graph.wasm", "--key", "ci.key.pub"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("signed by key {key_id}")),
+        "{}",
+        stdout(&o)
+    );
+
+    // Each bad variable is named, and its value never shown.
+    let missing = format!("environment variable {KEY_VAR} is not set");
+    refused(
+        &sign_with_env(&env, &["--key-env", KEY_VAR], None),
+        2,
+        &[&missing, "sandgraph keygen"],
+    );
+    let empty = format!("environment variable {KEY_VAR} is empty");
+    refused(
+        &sign_with_env(&env, &["--key-env", KEY_VAR], Some(" \n")),
+        2,
+        &[&empty],
+    );
+    let marker = "notakeyzz";
+    let malformed = format!("sandgraph-ed25519-secret-key\n{marker}\n");
+    let o = sign_with_env(&env, &["--key-env", KEY_VAR], Some(&malformed));
+    let named = format!("environment variable {KEY_VAR} holds no secret key");
+    refused(&o, 2, &[&named, "64 hex digits"]);
+    assert!(!stderr(&o).contains(marker), "{}", stderr(&o));
+    let public = std::fs::read_to_string(env.path("ci.key.pub")).unwrap();
+    let o = sign_with_env(&env, &["--key-env", KEY_VAR], Some(&public));
+    refused(&o, 2, &[&named, "it is a public key"]);
+    assert!(!stderr(&o).contains(public.trim()), "{}", stderr(&o));
+    let huge = format!("{secret}{}", "#".repeat(5000));
+    let o = sign_with_env(&env, &["--key-env", KEY_VAR], Some(&huge));
+    refused(&o, 2, &[&format!("{KEY_VAR} holds 5"), "4096-byte limit"]);
+
+    // One of --key and --key-env, not both.
+    refused(
+        &sign_with_env(
+            &env,
+            &["--key", "ci.key", "--key-env", KEY_VAR],
+            Some(&secret),
+        ),
+        2,
+        &["cannot be used with"],
+    );
+    refused(
+        &sign_with_env(&env, &[], Some(&secret)),
+        2,
+        &["--key <FILE>", "--key-env <VAR>"],
+    );
+
+    // A key file its group or others may read or write is refused.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let before = std::fs::read(env.path("graphs/echo_graph.wasm.sig")).unwrap();
+        for mode in [0o644, 0o660] {
+            std::fs::set_permissions(env.path("ci.key"), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+            refused(
+                &env.run(&["sign", "graphs/echo_graph.wasm", "--key", "ci.key"]),
+                2,
+                &[
+                    &format!("ci.key: the secret key file has mode {mode:04o}"),
+                    "`chmod 600 ci.key`",
+                ],
+            );
+        }
+        assert_eq!(
+            std::fs::read(env.path("graphs/echo_graph.wasm.sig")).unwrap(),
+            before,
+            "a refused key signs nothing"
+        );
+        std::fs::set_permissions(env.path("ci.key"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let o = env.run(&["sign", "graphs/echo_graph.wasm", "--key", "ci.key"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
 }

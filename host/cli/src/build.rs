@@ -1,4 +1,4 @@
-//! `sandgraph build DIR --out FILE`.
+//! `sandgraph build DIR [--out FILE]`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -341,15 +341,15 @@ CARGO_ENCODED_RUSTFLAGS, else joined to the config's target.wasm32-wasip2.rustfl
 cargo then ignores a config's build.rustflags), so the same source and lock file \
 give the same sha256 wherever they are built. The digest is printed.";
 
-/// `sandgraph build DIR --out FILE`
+/// `sandgraph build DIR [--out FILE]`
 #[derive(clap::Args)]
 #[command(after_long_help = BUILD_HELP)]
 pub struct BuildArgs {
-    /// Directory of the graph crate (holds its Cargo.toml)
+    /// The graph's folder: a Rust crate (Cargo.toml), a Python graph (pyproject.toml) or a JavaScript graph (package.json)
     dir: PathBuf,
-    /// Where to write the component
-    #[arg(long)]
-    out: PathBuf,
+    /// Where to write the component [default: GRAPH.wasm in the current folder, GRAPH being the name the graph describes itself with]
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
     /// Keep full debug info (DWARF) in the component; by default it is stripped (function names stay, for backtraces)
     #[arg(long)]
     debug: bool,
@@ -359,7 +359,7 @@ pub struct BuildArgs {
 
 pub async fn build(args: BuildArgs) -> Result<ExitCode, Failure> {
     let cache = args.cache.open();
-    build_to(&args.dir, &args.out, args.debug, cache.as_ref()).await?;
+    build_to(&args.dir, args.out.as_deref(), args.debug, cache.as_ref()).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -415,12 +415,13 @@ fn source_of(dir: &Path) -> Result<Source, Failure> {
 }
 
 /// Builds the graph in `dir`, checks it by loading it, and writes it to
-/// `out`. The check compiles the component through `cache` (when there is
-/// one), so the first `run`, `test` or `serve` of what was built is warm: a
-/// Python or JavaScript graph takes seconds to compile.
+/// `out`, by default `<graph name>.wasm` in the current folder (a graph's
+/// name is letters, digits, `_` and `-`: a plain file name). The check compiles the component through `cache` (when
+/// there is one), so the first `run`, `test` or `serve` of what was built
+/// is warm: a Python or JavaScript graph takes seconds to compile.
 pub async fn build_to(
     dir: &Path,
-    out: &Path,
+    out: Option<&Path>,
     debug: bool,
     cache: Option<&Store>,
 ) -> Result<(), Failure> {
@@ -437,11 +438,15 @@ pub async fn build_to(
     let rt = Runtime::new()?;
     // Loading checks the world, links, and validates the described spec.
     let graph = sandgraph_registry::load_cached(&rt, cache, bytes.clone()).await?;
+    let out = match out {
+        Some(out) => out.to_path_buf(),
+        None => PathBuf::from(format!("{}.wasm", graph.name())),
+    };
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| Failure::build(format!("cannot create {}: {e}", parent.display())))?;
     }
-    std::fs::write(out, &bytes)
+    std::fs::write(&out, &bytes)
         .map_err(|e| Failure::build(format!("cannot write {}: {e}", out.display())))?;
     let digest = hex::encode(sha2::Sha256::digest(&bytes));
     eprintln!(

@@ -171,7 +171,7 @@ async fn graph_and_cases(
 ) -> Result<(PathBuf, PathBuf), Failure> {
     if args.target.is_dir() {
         let out = scratch.path().join("graph.wasm");
-        crate::build::build_to(&args.target, &out, false, cache).await?;
+        crate::build::build_to(&args.target, Some(&out), false, cache).await?;
         let cases = args
             .cases
             .clone()

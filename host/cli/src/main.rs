@@ -52,7 +52,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build a graph crate for wasm32-wasip2, check that it loads and describes itself, and write the component
+    /// Build a graph (Rust, Python or JavaScript) for wasm32-wasip2, check that it loads and describes itself, and write the component (GRAPH.wasm in the current folder unless --out says where)
     Build(build::BuildArgs),
     /// Create a graph crate that builds and tests at once
     New(new::NewArgs),

@@ -268,6 +268,26 @@ fn build_compiles_checks_and_writes_the_component() {
     ]);
     let state: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(state["log"], json!(["seen:built"]));
+    // Without --out: the graph's name (not the crate's, `echo`) in the
+    // current folder.
+    let here = out_dir.path().join("here");
+    std::fs::create_dir(&here).unwrap();
+    let o = sandgraph_cmd()
+        .args(["build", crate_dir.to_str().unwrap()])
+        .current_dir(&here)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-> echo_graph.wasm"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(here.join("echo_graph.wasm")).unwrap(),
+        std::fs::read(&out).unwrap()
+    );
+    let listed: Vec<_> = std::fs::read_dir(&here)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(listed, ["echo_graph.wasm"]);
     // Not a crate: a clear error.
     let o = sandgraph(&["build", out_dir.path().to_str().unwrap(), "--out", "x.wasm"]);
     assert_error(

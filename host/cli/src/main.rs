@@ -20,6 +20,7 @@ mod golden;
 mod mount;
 mod new;
 mod oci;
+mod reference;
 mod route;
 mod run;
 mod serve;
@@ -127,6 +128,10 @@ enum Command {
     /// Inspect agent graphs: their work, records and wakes
     #[command(subcommand)]
     AgentGraph(supervise::AgentGraphCommand),
+    /// Print the shell completion script for bash, zsh or fish (also elvish, powershell)
+    Completions(reference::CompletionsArgs),
+    /// Write the man pages: sandgraph.1 and one for each command
+    Man(reference::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -210,6 +215,8 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
         Command::Journal(args) => route::journal(args).await,
         Command::Supervise(args) => supervise::supervise(args).await,
         Command::AgentGraph(cmd) => supervise::agent_graph(cmd).await,
+        Command::Completions(args) => reference::completions(args),
+        Command::Man(args) => reference::man(args),
     }
 }
 

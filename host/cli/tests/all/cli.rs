@@ -663,3 +663,113 @@ fn sandgraph_cmd() -> Command {
     .env_remove("RUSTC_BOOTSTRAP");
     cmd
 }
+
+/// The names of `sandgraph`'s commands, from its `--help`.
+fn command_names() -> Vec<String> {
+    let o = sandgraph(&["--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&o);
+    let names: Vec<String> = help
+        .split("Commands:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap_or_else(|| panic!("no commands in: {help}"))
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .map(str::to_owned)
+        .collect();
+    for expected in ["build", "sign", "agent-graph", "completions", "man"] {
+        assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
+    }
+    names
+}
+
+#[test]
+fn completions_print_a_script_that_knows_every_command() {
+    let names = command_names();
+    let o = sandgraph(&["completions", "bash"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = stdout(&o);
+    assert!(script.contains("complete -F _sandgraph"), "{script}");
+    for name in &names {
+        // bash's completion case for each command: `sandgraph,NAME)`.
+        assert!(
+            script.contains(&format!("sandgraph,{name})")),
+            "the bash script lacks {name}"
+        );
+    }
+    // A flag of a command: `--key-env` of sign.
+    assert!(script.contains("--key-env"));
+    for (shell, marker) in [
+        ("zsh", "#compdef sandgraph"),
+        ("fish", "complete -c sandgraph"),
+    ] {
+        let o = sandgraph(&["completions", shell]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stdout(&o).contains(marker), "{shell}: {}", stdout(&o));
+        assert!(stdout(&o).contains("agent-graph"), "{shell}");
+    }
+    let o = sandgraph(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("invalid value 'tcsh'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn man_writes_a_roff_page_for_sandgraph_and_each_command() {
+    let names = command_names();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man/man1");
+    let o = sandgraph(&["man", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut pages: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    assert!(
+        stdout(&o).contains(&format!("wrote {} man pages", pages.len())),
+        "{}",
+        stdout(&o)
+    );
+    let mut expected: Vec<String> = names
+        .iter()
+        .map(|n| format!("sandgraph-{n}.1"))
+        .chain([
+            "sandgraph.1".to_owned(),
+            "sandgraph-threads-list.1".to_owned(),
+        ])
+        .collect();
+    expected.sort();
+    for page in &expected {
+        assert!(pages.contains(page), "no {page} in {pages:?}");
+    }
+    assert!(!pages.iter().any(|p| p.contains("help")), "{pages:?}");
+    for page in &pages {
+        let text = std::fs::read_to_string(out.join(page)).unwrap();
+        // roff: requests only (the quote string's definition) up to the
+        // title line, which names the page, its section and the version.
+        let title = page.trim_end_matches(".1");
+        let head: Vec<&str> = text
+            .lines()
+            .take_while(|l| !l.starts_with(".TH "))
+            .collect();
+        assert!(
+            head.len() < 4 && head.iter().all(|l| l.starts_with('.')),
+            "{page}: {head:?}"
+        );
+        let th = text.lines().nth(head.len()).unwrap_or_default();
+        let version = format!("\"sandgraph {} (commit ", env!("CARGO_PKG_VERSION"));
+        assert!(
+            th.starts_with(&format!(".TH {title} 1 ")) && th.contains(&version),
+            "{page}: {th}"
+        );
+        assert!(text.contains("\n.SH NAME\n"), "{page}");
+    }
+    let sign = std::fs::read_to_string(out.join("sandgraph-sign.1")).unwrap();
+    assert!(sign.contains("key\\-env"), "{sign}");
+}

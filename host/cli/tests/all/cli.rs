@@ -664,6 +664,37 @@ fn sandgraph_cmd() -> Command {
     cmd
 }
 
+#[test]
+fn version_names_the_commit_the_binary_was_built_from() {
+    let o = sandgraph(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let commit = out
+        .trim_end()
+        .strip_prefix(&format!("sandgraph {} (commit ", env!("CARGO_PKG_VERSION")))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("not `sandgraph VERSION (commit HASH)`: {out:?}"));
+    // Built in a git checkout (this repository's tests are): the full hash
+    // of the commit checked out; `unknown` only outside one.
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| stdout(&o).trim().to_owned());
+    match head {
+        Some(head) => {
+            assert!(
+                commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{commit:?} is not a 40-hex-digit commit"
+            );
+            assert_eq!(commit, head, "the commit is HEAD's");
+        }
+        None => assert_eq!(commit, "unknown"),
+    }
+}
+
 /// The names of `sandgraph`'s commands, from its `--help`.
 fn command_names() -> Vec<String> {
     let o = sandgraph(&["--help"]);

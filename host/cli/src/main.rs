@@ -20,6 +20,8 @@ mod golden;
 mod mount;
 mod new;
 mod oci;
+#[cfg(test)]
+mod reference;
 mod route;
 mod run;
 mod serve;

@@ -1,5 +1,6 @@
-//! Exit codes and the `error[<code>]: <message>` report. The README's table
-//! is generated from the same numbers; keep them stable.
+//! Exit codes and the `error[<code>]: <message>` report. The book's table
+//! (`docs/reference/exit-codes.md`, from `reference/exits.rs`) is generated
+//! from the same numbers; keep them stable.
 
 use std::process::ExitCode;
 

@@ -20,6 +20,8 @@ mod golden;
 mod mount;
 mod new;
 mod oci;
+#[cfg(test)]
+mod docgen;
 mod reference;
 mod route;
 mod run;

@@ -10,6 +10,7 @@ mod cli;
 mod common;
 mod crash;
 mod discovered_config;
+mod docs;
 mod mcp_controller;
 mod mcp_http;
 mod mcp_stdio;

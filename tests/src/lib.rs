@@ -38,69 +38,57 @@ pub fn runtime() -> &'static Runtime {
     RT.get_or_init(|| Runtime::new().expect("the default runtime config is valid"))
 }
 
-/// Where [`compile_cache`] keeps its database: beside the built guests
-/// (`build.rs` builds them into `<workspace>/target/guests`), so every test
-/// binary and every run share it and `cargo clean` removes it.
-const COMPILE_CACHE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../target/test-cache/compile-cache.redb"
-);
+/// The folder of [`compile_cache`]: beside the built guests (`build.rs`
+/// builds them into `<workspace>/target/guests`), so every test binary,
+/// every `sandgraph` process the tests start and every run share it, and
+/// `cargo clean` removes it.
+pub const COMPILE_CACHE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../target/test-cache/compile");
 
-/// A shared compile cache larger than this when a test binary opens it is
-/// emptied first: each change of a guest stores its artifacts under a new
-/// digest and nothing removes the old ones (one build of the guests fills
-/// about 35 MB).
-const MAX_COMPILE_CACHE_BYTES: u64 = 512 << 20;
+/// The bound of the shared compile cache's total size: each change of a
+/// guest stores its artifacts under a new digest, and one build of the
+/// guests fills about 35 MB; the least recently used entries go first.
+pub const MAX_COMPILE_CACHE_BYTES: u64 = 512 << 20;
 
 /// The compile cache for registries and loads of tests that do not count
-/// compilations: one database shared by every test binary and every run,
-/// so each component compiles once until it changes instead of once per
-/// binary (most of the CPU time of a warm test run was Cranelift compiling
-/// the same guests again). Artifacts are keyed by the component's digest
-/// and the engine's fingerprint, as on an operator's host, so a changed
-/// guest or engine is compiled afresh. When another process holds the
-/// database (two test commands at once) or it cannot be opened, this binary
-/// uses a temporary one of its own and says so on stderr.
-pub fn compile_cache() -> sandgraph_store::Store {
-    static CACHE: OnceLock<(Option<tempfile::TempDir>, sandgraph_store::Store)> = OnceLock::new();
+/// compilations: one folder ([`COMPILE_CACHE`]) shared by every test binary,
+/// every `sandgraph` process and every run at once, so each component
+/// compiles once until it changes instead of once per binary (most of the
+/// CPU time of a warm test run was Cranelift compiling the same guests
+/// again). Artifacts are keyed by the component's digest and the engine's
+/// fingerprint, as on an operator's host, so a changed guest or engine is
+/// compiled afresh. When it cannot be opened this binary uses a temporary
+/// one of its own and says so on stderr.
+pub fn compile_cache() -> sandgraph_store::CompileCache {
+    static CACHE: OnceLock<(Option<tempfile::TempDir>, sandgraph_store::CompileCache)> =
+        OnceLock::new();
     CACHE
         .get_or_init(|| match open_shared_cache(Path::new(COMPILE_CACHE)) {
-            Ok(store) => (None, store),
+            Ok(cache) => (None, cache),
             Err(e) => {
                 eprintln!(
                     "note: the shared compile cache {COMPILE_CACHE} is not usable ({e}); this \
                      test binary compiles into a temporary one"
                 );
                 let dir = tempfile::tempdir().expect("a temporary folder");
-                let store = sandgraph_store::Store::open(&dir.path().join("compile-cache.redb"))
+                let cache = sandgraph_store::CompileCache::open(dir.path())
                     .expect("a compile cache in a fresh folder");
-                (Some(dir), store)
+                (Some(dir), cache)
             }
         })
         .1
         .clone()
 }
 
-/// Opens the compile cache at `path`, emptied first when it has grown past
-/// [`MAX_COMPILE_CACHE_BYTES`].
-fn open_shared_cache(path: &Path) -> Result<sandgraph_store::Store, String> {
-    let dir = path.parent().ok_or("the cache path has no folder")?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    bound_cache_file(path)?;
-    sandgraph_store::Store::open(path).map_err(|e| e.to_string())
-}
-
-/// Removes the compile cache file at `path` when it has grown past
-/// [`MAX_COMPILE_CACHE_BYTES`], for a cache kept across runs that no
-/// process has open yet: the tests' `sandgraph` processes open theirs by
-/// path (`SANDGRAPH_CACHE`) and make it afresh when it is missing. Its key
-/// file stays (a new database is written under the same key).
-pub fn bound_cache_file(path: &Path) -> Result<(), String> {
-    if std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_COMPILE_CACHE_BYTES) {
-        std::fs::remove_file(path)
-            .map_err(|e| format!("emptying the compile cache {}: {e}", path.display()))?;
-    }
-    Ok(())
+/// Opens the compile cache in `dir`, bounded by [`MAX_COMPILE_CACHE_BYTES`]
+/// (trimmed to it at once: a cache kept across runs), with a usable key.
+pub fn open_shared_cache(dir: &Path) -> Result<sandgraph_store::CompileCache, String> {
+    let cache = sandgraph_store::CompileCache::open(dir)
+        .map_err(|e| e.to_string())?
+        .with_max_bytes(MAX_COMPILE_CACHE_BYTES);
+    cache.check_key().map_err(|e| e.to_string())?;
+    cache.trim();
+    Ok(cache)
 }
 
 /// Loads (compiles and describes) the component at `path` once per test
@@ -146,28 +134,25 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_cache_past_its_bound_is_emptied_and_a_held_one_is_refused() {
+    fn the_shared_cache_is_trimmed_to_its_bound_and_opened_by_many_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cache/compile-cache.redb");
-        // A first open makes the folder and the database.
+        let path = dir.path().join("cache/compile");
+        // A first open makes the folder; another one meanwhile shares it.
         let first = super::open_shared_cache(&path).unwrap();
-        assert_eq!(first.compile_cache().artifact_count().unwrap(), 0);
-        // While it is open, another open is refused (the caller falls back
-        // to a temporary cache).
-        let held = super::open_shared_cache(&path).map(|_| ()).unwrap_err();
-        assert!(!held.is_empty());
-        drop(first);
-        // Grown past the bound (here the file is extended, sparsely): emptied
-        // and opened afresh.
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
+        let second = super::open_shared_cache(&path).unwrap();
+        first.put_spec("w", "{}").unwrap();
+        assert_eq!(second.spec("w").unwrap().as_deref(), Some("{}"));
+        // Grown past the bound (under another process's larger bound; here
+        // an entry extended sparsely): trimmed when opened.
+        let engine = path.join("v1/artifacts/e");
+        std::fs::create_dir_all(&engine).unwrap();
+        std::fs::File::create(engine.join("big"))
             .unwrap()
             .set_len(super::MAX_COMPILE_CACHE_BYTES + 1)
             .unwrap();
+        assert!(first.total_bytes() > super::MAX_COMPILE_CACHE_BYTES);
         let reopened = super::open_shared_cache(&path).unwrap();
-        assert_eq!(reopened.compile_cache().artifact_count().unwrap(), 0);
-        assert!(std::fs::metadata(&path).unwrap().len() <= super::MAX_COMPILE_CACHE_BYTES);
+        assert!(reopened.total_bytes() <= super::MAX_COMPILE_CACHE_BYTES);
     }
 
     #[test]

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use sandgraph_runtime::caps::Capabilities;
 use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
 use sandgraph_runtime::{Graph, Limits, RunOptions, RunOutcome, Runtime};
-use sandgraph_store::{Store, sha256_hex};
+use sandgraph_store::{CompileCache, sha256_hex};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime as Tokio;
@@ -372,7 +372,7 @@ fn measure(tokio: &Tokio, runtime: &Runtime, lang: Lang) -> Figures {
     let artifact = runtime.serialize(&component).expect("serializes").len();
 
     let dir = tempfile::tempdir().expect("a temp dir");
-    let store = Store::open(&dir.path().join("cache.redb")).expect("a compile cache");
+    let store = CompileCache::open(dir.path()).expect("a compile cache");
     let load = |bytes: &[u8]| {
         tokio
             .block_on(sandgraph_registry::load_cached(
@@ -386,7 +386,6 @@ fn measure(tokio: &Tokio, runtime: &Runtime, lang: Lang) -> Figures {
     load(&echo_bytes);
     let first_load = t.elapsed();
     let entry = store
-        .compile_cache()
         .artifact(&sha256_hex(&echo_bytes), &runtime.engine_fingerprint())
         .expect("the cache reads")
         .expect("the first load stored the artifact")
@@ -533,7 +532,7 @@ fn measure_llm(tokio: &Tokio, runtime: &Runtime, server: &ScriptedLlm, lang: Lan
     }
     .expect("the llm build");
     let dir = tempfile::tempdir().expect("a temp dir");
-    let store = Store::open(&dir.path().join("cache.redb")).expect("a compile cache");
+    let store = CompileCache::open(dir.path()).expect("a compile cache");
     let graph = tokio
         .block_on(sandgraph_registry::load_cached(
             runtime,

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use sha2::Digest;
 
 use sandgraph_runtime::Runtime;
-use sandgraph_store::Store;
+use sandgraph_store::CompileCache;
 
 use crate::cache::CacheArgs;
 use crate::exit::Failure;
@@ -423,7 +423,7 @@ pub async fn build_to(
     dir: &Path,
     out: Option<&Path>,
     debug: bool,
-    cache: Option<&Store>,
+    cache: Option<&CompileCache>,
 ) -> Result<(), Failure> {
     let bytes = match source_of(dir)? {
         Source::Rust => {

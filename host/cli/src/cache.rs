@@ -1,14 +1,17 @@
-//! The compile cache every command shares: one redb file of compiled
-//! components, keyed and authenticated by the registry (see
-//! `sandgraph_registry::compile`). `run`, `inspect`, `check` and `test`
-//! load their graph through it ([`load`]), the folder commands mount
-//! through it, so a graph is compiled once per engine and file contents.
+//! The compile cache every command shares: a folder of compiled
+//! components, specs and load failures that any number of sandgraph
+//! processes use at once (a running `serve` and a `run` beside it), each
+//! entry authenticated (see `sandgraph_store::CompileCache`). `run`,
+//! `inspect`, `check` and `test` load their graph through it ([`load`]),
+//! the folder commands mount through it, so a graph is compiled once per
+//! engine and file contents. An older sandgraph kept it in a file,
+//! `cache.redb`, which is no longer used and may be removed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sandgraph_runtime::{ErrorCode, Graph, RunError, Runtime};
-use sandgraph_store::{Store, StoreError};
+use sandgraph_store::CompileCache;
 
 use crate::exit::Failure;
 
@@ -17,11 +20,11 @@ use crate::exit::Failure;
 /// to a few MiB, and the cap keeps a stray huge file from being read whole.
 pub(crate) const MAX_COMPONENT_BYTES: u64 = 64 << 20;
 
-/// `--cache FILE` / `--no-cache` of the commands that load one graph.
+/// `--cache DIR` / `--no-cache` of the commands that load one graph.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CacheArgs {
-    /// Compile cache [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/cache.redb, else ~/.cache/sandgraph/cache.redb]
-    #[arg(long, value_name = "FILE", conflicts_with = "no_cache")]
+    /// Compile cache folder, shared with other sandgraph processes [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/compile, else ~/.cache/sandgraph/compile]
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
     pub(crate) cache: Option<PathBuf>,
     /// Compile the graph, without reading or writing a cache
     #[arg(long)]
@@ -30,49 +33,55 @@ pub struct CacheArgs {
 
 impl CacheArgs {
     /// The cache these flags name, if it can be opened.
-    pub(crate) fn open(&self) -> Option<Store> {
+    pub(crate) fn open(&self) -> Option<CompileCache> {
         open(self.cache.as_deref(), self.no_cache)
     }
 }
 
-/// The default cache file, from the environment.
+/// The default cache folder, from the environment.
 pub(crate) fn default_path() -> Option<PathBuf> {
     let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     if let Some(p) = env("SANDGRAPH_CACHE") {
         return Some(PathBuf::from(p));
     }
     if let Some(p) = env("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(p).join("sandgraph/cache.redb"));
+        return Some(PathBuf::from(p).join("sandgraph/compile"));
     }
-    env("HOME").map(|h| PathBuf::from(h).join(".cache/sandgraph/cache.redb"))
+    env("HOME").map(|h| PathBuf::from(h).join(".cache/sandgraph/compile"))
 }
 
-/// Opens the cache; one that cannot be opened is a warning, and the graphs
-/// compile without it. One held by another sandgraph process (a `serve`, a
-/// parallel `run`) is no fault of anyone's: that is only logged (at debug),
-/// so it never adds a line to a command's stderr (which `run --stream`
-/// fills with JSON).
-pub(crate) fn open(flag: Option<&Path>, no_cache: bool) -> Option<Store> {
+/// Opens the cache; one that cannot be opened, or whose key is refused, is
+/// a warning, and the graphs compile without it. Other sandgraph processes
+/// using it at the same time (a `serve`, a parallel `run`) are no obstacle.
+pub(crate) fn open(flag: Option<&Path>, no_cache: bool) -> Option<CompileCache> {
     if no_cache {
         return None;
     }
     let path = flag.map(Path::to_path_buf).or_else(default_path)?;
-    match Store::open(&path) {
-        Ok(store) => match store.compile_cache().check_key() {
-            Ok(()) => Some(store),
-            // A key it may not trust (a symbolic link, another owner, a
-            // loose mode): said once, here, naming the file.
-            Err(e) => {
-                eprintln!("warning: compile cache unavailable, compiling without it: {e}");
-                None
-            }
-        },
-        Err(e @ StoreError::AlreadyOpen { .. }) => {
-            tracing::debug!("compile cache in use by another process, compiling without it: {e}");
-            None
-        }
+    let unavailable = |e: &dyn std::fmt::Display| {
+        eprintln!("warning: compile cache unavailable, compiling without it: {e}");
+    };
+    if path.is_file() {
+        unavailable(&format!(
+            "{} is a file, not a folder (a cache.redb of an older sandgraph is no longer used; \
+             remove it or name a folder)",
+            path.display()
+        ));
+        return None;
+    }
+    let cache = match CompileCache::open(&path) {
+        Ok(cache) => cache,
         Err(e) => {
-            eprintln!("warning: compile cache unavailable, compiling without it: {e}");
+            unavailable(&e);
+            return None;
+        }
+    };
+    match cache.check_key() {
+        Ok(()) => Some(cache),
+        // A key it may not trust (a symbolic link, another owner, a loose
+        // mode): said once, here, naming the file.
+        Err(e) => {
+            unavailable(&e);
             None
         }
     }
@@ -108,7 +117,7 @@ pub(crate) fn read_component(path: &Path) -> Result<Vec<u8>, RunError> {
 /// errors name the file.
 pub(crate) async fn load(
     rt: &Runtime,
-    cache: Option<&Store>,
+    cache: Option<&CompileCache>,
     path: &Path,
 ) -> Result<Arc<Graph>, Failure> {
     let bytes = read_component(path)?;

@@ -124,7 +124,11 @@ fn files(path: &Path) -> Result<Vec<PathBuf>, Failure> {
     crate::cache::files_in(path, "wasm", MAX_CHECKED_FILES, " to check")
 }
 
-async fn check_file(rt: &Runtime, store: Option<&sandgraph_store::Store>, path: PathBuf) -> Report {
+async fn check_file(
+    rt: &Runtime,
+    store: Option<&sandgraph_store::CompileCache>,
+    path: PathBuf,
+) -> Report {
     let bytes = match crate::cache::read_component(&path) {
         Ok(bytes) => bytes,
         Err(e) => {

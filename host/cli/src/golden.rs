@@ -29,7 +29,7 @@ use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::{
     ErrorCode, Graph, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig, Start,
 };
-use sandgraph_store::{Durability, Store};
+use sandgraph_store::{CompileCache, Durability, Store};
 use serde_json::{Map, Value};
 
 use crate::cache::CacheArgs;
@@ -100,7 +100,7 @@ struct Suite {
     /// The folders of graph tools the graph may call (`--graphs`).
     tools: Vec<PathBuf>,
     /// The compile cache the tools are mounted through, if any.
-    cache: Option<Store>,
+    cache: Option<CompileCache>,
     /// Where the durable threads of `steps` cases live; removed at the end.
     scratch: Scratch,
 }
@@ -167,7 +167,7 @@ pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
 async fn graph_and_cases(
     args: &TestArgs,
     scratch: &Scratch,
-    cache: Option<&Store>,
+    cache: Option<&CompileCache>,
 ) -> Result<(PathBuf, PathBuf), Failure> {
     if args.target.is_dir() {
         let out = scratch.path().join("graph.wasm");
@@ -189,7 +189,7 @@ async fn graph_and_cases(
 async fn mount_tools(
     runtime: &Runtime,
     dirs: &[PathBuf],
-    cache: Option<Store>,
+    cache: Option<CompileCache>,
     config: &OperatorConfig,
 ) -> Result<(), Failure> {
     let options = RegistryOptions {

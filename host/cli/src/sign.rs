@@ -32,8 +32,8 @@ pub struct LockArgs {
     /// Operator config, for its load limits [default: the first sandgraph.toml in the working directory or above it]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Compile cache [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/cache.redb, else ~/.cache/sandgraph/cache.redb]
-    #[arg(long, value_name = "FILE", conflicts_with = "no_cache")]
+    /// Compile cache folder, shared with other sandgraph processes [default: $SANDGRAPH_CACHE, else $XDG_CACHE_HOME/sandgraph/compile, else ~/.cache/sandgraph/compile]
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
     cache: Option<PathBuf>,
     /// Compile every graph, without reading or writing a cache
     #[arg(long)]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use sandgraph_registry::{Registry, RegistryOptions};
 use sandgraph_runtime::Runtime;
-use sandgraph_store::Store;
+use sandgraph_store::CompileCache;
 
 const GRAPHS: usize = 20;
 
@@ -89,13 +89,18 @@ fn folder(rt: &tokio::runtime::Runtime, runtime: &Runtime) -> tempfile::TempDir 
     dir
 }
 
-async fn mount(runtime: &Runtime, dir: &Path, cache: &Store) -> Registry {
+async fn mount(runtime: &Runtime, dir: &Path, cache: &CompileCache) -> Registry {
     mount_expecting(runtime, dir, cache, 0).await
 }
 
 /// Mounts `dir`; exactly `failing` graphs fail (the hostile ones), and
 /// [`GRAPHS`] are served.
-async fn mount_expecting(runtime: &Runtime, dir: &Path, cache: &Store, failing: usize) -> Registry {
+async fn mount_expecting(
+    runtime: &Runtime,
+    dir: &Path,
+    cache: &CompileCache,
+    failing: usize,
+) -> Registry {
     let (registry, report) = Registry::open(
         runtime.clone(),
         RegistryOptions {
@@ -132,8 +137,8 @@ fn bench(c: &mut Criterion) {
             let mut stores = Vec::new();
             for _ in 0..iters {
                 fresh += 1;
-                let path = caches.path().join(format!("cold-{fresh}.redb"));
-                stores.push(Store::open(&path).unwrap());
+                let path = caches.path().join(format!("cold-{fresh}"));
+                stores.push(CompileCache::open(&path).unwrap());
             }
             let runtime = runtime.clone();
             let dir = dir.path().to_path_buf();
@@ -150,7 +155,7 @@ fn bench(c: &mut Criterion) {
         });
     });
 
-    let warm = Store::open(&caches.path().join("warm.redb")).unwrap();
+    let warm = CompileCache::open(&caches.path().join("warm")).unwrap();
     rt.block_on(mount(&runtime, dir.path(), &warm));
     let before = runtime.compile_count();
     group.bench_function("warm", |b| {
@@ -183,8 +188,8 @@ fn bench(c: &mut Criterion) {
             let mut stores = Vec::new();
             for _ in 0..iters {
                 fresh += 1;
-                let path = caches.path().join(format!("cold-hostile-{fresh}.redb"));
-                stores.push(Store::open(&path).unwrap());
+                let path = caches.path().join(format!("cold-hostile-{fresh}"));
+                stores.push(CompileCache::open(&path).unwrap());
             }
             let runtime = runtime.clone();
             let dir = hostile.path().to_path_buf();
@@ -201,10 +206,10 @@ fn bench(c: &mut Criterion) {
         });
     });
 
-    let remembered = Store::open(&caches.path().join("warm-hostile.redb")).unwrap();
+    let remembered = CompileCache::open(&caches.path().join("warm-hostile")).unwrap();
     rt.block_on(mount_expecting(&runtime, hostile.path(), &remembered, n));
     assert_eq!(
-        remembered.compile_cache().load_failure_count().unwrap(),
+        remembered.load_failure_count().unwrap(),
         3,
         "one failure per distinct hostile component"
     );

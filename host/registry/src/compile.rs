@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::GraphSpec;
 use sandgraph_runtime::{Compiled, ErrorCode, Graph, Limits, RunError, Runtime};
-use sandgraph_store::{CompileCache, LoadFailure, Store, sha256_hex};
+use sandgraph_store::{CompileCache, LoadFailure, sha256_hex};
 
 /// A compile at least this long is logged at `info` (see [`Cache::component`]).
 const SLOW_COMPILE: Duration = Duration::from_secs(1);
@@ -18,11 +18,11 @@ const SLOW_COMPILE: Duration = Duration::from_secs(1);
 /// under 0.1 s to decompress on each load.
 const ARTIFACT_ZSTD_LEVEL: i32 = 3;
 
-/// The largest artifact a cached entry may decompress to. Artifacts are
-/// authenticated before this runs; the bound keeps a corrupt or hostile
-/// frame header from asking for an unbounded buffer all the same. Compiled
-/// code runs to about 4x its wasm, and components are at most 64 MiB.
-const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
+/// The largest artifact a cached entry may decompress to, the store's
+/// bound on an entry. Artifacts are authenticated before this runs; the
+/// bound keeps a corrupt or hostile frame header from asking for an
+/// unbounded buffer all the same.
+const MAX_ARTIFACT_BYTES: u64 = sandgraph_store::MAX_ARTIFACT_BYTES;
 
 /// The four bytes every zstd frame starts with.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -82,11 +82,11 @@ fn unpack(stored: Vec<u8>) -> Result<Vec<u8>, RunError> {
 /// A `load` error when the bytes are not a loadable graph component.
 pub async fn load_cached(
     runtime: &Runtime,
-    cache: Option<&Store>,
+    cache: Option<&CompileCache>,
     bytes: Vec<u8>,
 ) -> Result<Arc<Graph>, RunError> {
     let cache = Cache {
-        store: cache.map(Store::compile_cache),
+        store: cache.cloned(),
         fingerprint: Arc::from(runtime.engine_fingerprint()),
     };
     let digest = sha256_hex(&bytes);
@@ -266,8 +266,8 @@ impl Cache {
         let fingerprint = self.fingerprint.clone();
         let key = digest.to_owned();
         let loaded = blocking(move || {
-            // The store checks the artifact against the digest recorded
-            // with it and hands out nothing on a mismatch.
+            // The cache checks the artifact against its HMAC and hands out
+            // nothing that does not authenticate.
             let Some(artifact) = store
                 .artifact(&key, &fingerprint)
                 .map_err(|e| RunError::new(ErrorCode::Load, e.to_string()))?
@@ -276,8 +276,8 @@ impl Cache {
             };
             let bytes = unpack(artifact.bytes)?;
             // SAFETY: the bytes are what `Runtime::serialize` produced for an
-            // engine with this fingerprint (the key), and the store verified
-            // them against the sha256 recorded when they were written.
+            // engine with this fingerprint (the entry's name), and the cache
+            // authenticated them under its key, which only its owner reads.
             unsafe { rt.deserialize(&bytes) }.map(Some)
         })
         .await;

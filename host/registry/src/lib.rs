@@ -26,8 +26,9 @@
 //! warning, [`MountErrorKind::Signature`]). The formats are those of
 //! `sandgraph_artifact`.
 //!
-//! Registration compiles nothing when the compile cache (a redb
-//! [`sandgraph_store::Store`]) already holds the graph's spec and compiled
+//! Registration compiles nothing when the compile cache (a folder,
+//! [`sandgraph_store::CompileCache`], that concurrent processes share)
+//! already holds the graph's spec and compiled
 //! artifact, keyed by the sha256 of the wasm bytes and the engine
 //! fingerprint: the artifact is deserialized, after its digest is checked,
 //! at the first call. A graph seen for the first time is compiled once at

@@ -14,7 +14,7 @@ use sandgraph_runtime::caps::llm::LlmBackend;
 use crate::subrun::Backends;
 use sandgraph_artifact::TrustedKeys;
 use sandgraph_runtime::{Graph, Runtime};
-use sandgraph_store::{Store, sha256_hex};
+use sandgraph_store::{CompileCache, sha256_hex};
 use tokio::sync::broadcast;
 
 use crate::admission::{Admission, SidecarStamp};
@@ -55,7 +55,7 @@ pub struct RegistryOptions {
     /// The operator's overrides and limits.
     pub config: OperatorConfig,
     /// The compile cache; `None` compiles every graph at every start.
-    pub cache: Option<Store>,
+    pub cache: Option<CompileCache>,
     /// Log mount warnings and notices with `tracing::warn!` (default true).
     /// The CLI turns this off and prints the [`MountReport`] itself.
     pub log_warnings: bool,
@@ -365,7 +365,11 @@ impl Registry {
     }
 
     /// An empty registry (no folders): for imperative mounts.
-    pub fn empty(runtime: Runtime, config: OperatorConfig, cache: Option<Store>) -> Registry {
+    pub fn empty(
+        runtime: Runtime,
+        config: OperatorConfig,
+        cache: Option<CompileCache>,
+    ) -> Registry {
         Registry::new(
             runtime,
             &RegistryOptions {
@@ -383,7 +387,7 @@ impl Registry {
         Registry {
             inner: Arc::new_cyclic(|me| Inner {
                 cache: Cache {
-                    store: options.cache.as_ref().map(Store::compile_cache),
+                    store: options.cache.clone(),
                     fingerprint,
                 },
                 runtime,

@@ -1,25 +1,82 @@
-//! The compile cache: compiled artifacts keyed by (wasm digest, engine
-//! fingerprint), graph specs keyed by wasm digest, and the components that
-//! failed to load, keyed like artifacts; every row stored with its HMAC
-//! under a key kept outside the database (`<file>.key`) and bound to its
-//! row, and used only when it authenticates.
+//! The compile cache: a folder of content-addressed files that any number
+//! of sandgraph processes share. Compiled artifacts are keyed by (engine
+//! fingerprint, wasm digest), graph specs by wasm digest, and the
+//! components that failed to load like artifacts:
+//!
+//! ```text
+//! <dir>/key                                  32 random bytes, 0600
+//! <dir>/v1/artifacts/<engine>/<wasm digest>
+//! <dir>/v1/specs/<wasm digest>
+//! <dir>/v1/failures/<engine>/<wasm digest>
+//! ```
+//!
+//! Every entry is [`MAGIC`], the length of its body, an HMAC-SHA256 under
+//! the key bound to its kind and names, then the body; it is used only when
+//! it authenticates. An entry is written to a unique temporary file in its
+//! folder, fsynced and renamed into place, so a reader sees a whole entry
+//! or none, and concurrent writers of one entry each rename a whole file
+//! (the last one stays; all hold the same bytes). The folder is kept under
+//! a total size by evicting the least recently used entries after writes.
 
 use std::io::{Read, Write};
 #[cfg(unix)]
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
 
-use redb::{Database, ReadableDatabase, ReadableTableMetadata};
 use serde::{Deserialize, Serialize};
 
-use crate::{StoreError, schema};
+use crate::StoreError;
 
-/// Longest failure message kept in a [`LoadFailure`] row; a longer one is
+/// Longest failure message kept in a [`LoadFailure`] entry; a longer one is
 /// cut (and marked so). Messages quote guest output (a panic message, a
 /// backtrace), and a hostile component must not grow the cache with them.
 pub const MAX_LOAD_FAILURE_MESSAGE_BYTES: usize = 4096;
+
+/// The largest artifact entry written or read (its body: the compiled
+/// component as the caller stores it). Compiled code runs to about 4x its
+/// wasm and components are at most 64 MiB, so a real artifact is well
+/// under this; the registry bounds a decompressed artifact by it too.
+pub const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
+
+/// The largest spec entry read: a graph's spec is a few KiB of JSON (its
+/// nodes, edges and schemas); 16 MiB leaves room for generous schemas and
+/// keeps a planted file from being read whole.
+pub const MAX_SPEC_BYTES: u64 = 16 << 20;
+
+/// The largest load failure entry read: the JSON of a [`LoadFailure`],
+/// whose message is at most [`MAX_LOAD_FAILURE_MESSAGE_BYTES`] (escaped, up
+/// to 6 bytes per byte), and a few numbers.
+const MAX_FAILURE_BYTES: u64 = 64 << 10;
+
+/// The default bound of the folder's total size. An artifact of a graph
+/// with a language runtime inside is 8-15 MB compressed (CPython, a JS
+/// engine), a Rust graph's well under 1 MB: 4 GiB keeps a few hundred
+/// graph versions compiled per engine, while a cache that nothing else
+/// prunes (every new guest digest or sandgraph version adds entries) stays
+/// a small share of a disk. See [`CompileCache::with_max_bytes`].
+pub const DEFAULT_MAX_CACHE_BYTES: u64 = 4 << 30;
+
+/// How an entry begins: the format's name and version.
+const MAGIC: &[u8; 8] = b"sgcache1";
+
+/// The header: [`MAGIC`], the body length (u64 little-endian), the HMAC.
+const HEADER_BYTES: usize = MAGIC.len() + 8 + 32;
+
+/// The folder of this format's entries, under the cache folder.
+const VERSION_DIR: &str = "v1";
+
+/// A temporary file older than this is a killed writer's leftover (a write
+/// takes at most seconds) and is removed when the folder is bounded.
+const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// How every temporary file's name begins (hidden, never an entry).
+const TEMP_PREFIX: &str = ".tmp-";
+
+/// The longest digest or engine fingerprint used as a file name.
+const MAX_NAME_BYTES: usize = 128;
 
 /// Why a component failed to load, remembered so the next start skips it
 /// at once. The caller decides what is worth remembering (failures caused
@@ -57,11 +114,22 @@ impl LoadFailure {
     }
 }
 
-/// Compiled artifacts, specs and load failures, every row authenticated.
-#[derive(Clone)]
+/// The compile cache in a folder: artifacts, specs and load failures,
+/// every entry authenticated. Cheap to clone; any number of processes may
+/// use one folder at once.
+#[derive(Clone, Debug)]
 pub struct CompileCache {
-    db: Arc<Database>,
-    key: Arc<KeyFile>,
+    inner: Arc<Inner>,
+    /// The bound of the folder's total size.
+    max_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The cache folder.
+    dir: PathBuf,
+    /// `<dir>/key`.
+    key: KeyFile,
 }
 
 /// An artifact read back from the cache that authenticated.
@@ -71,62 +139,77 @@ pub struct CachedArtifact {
     pub bytes: Vec<u8>,
 }
 
-/// The key that authenticates every row of the cache: 32 random bytes in
-/// `<database>.key`, 0600, made on first use. It is not in the database, so
-/// whoever can write the cache file (a shared cache, a restored CI cache)
+/// The kinds of entry: the folder each lives in and the name its HMAC is
+/// bound to, so an entry copied to another kind fails.
+#[derive(Clone, Copy)]
+enum Kind {
+    Artifact,
+    Spec,
+    Failure,
+}
+
+impl Kind {
+    fn folder(self) -> &'static str {
+        match self {
+            Kind::Artifact => "artifacts",
+            Kind::Spec => "specs",
+            Kind::Failure => "failures",
+        }
+    }
+
+    /// The largest body of an entry of this kind.
+    fn max_body(self) -> u64 {
+        match self {
+            Kind::Artifact => MAX_ARTIFACT_BYTES,
+            Kind::Spec => MAX_SPEC_BYTES,
+            Kind::Failure => MAX_FAILURE_BYTES,
+        }
+    }
+
+    /// What an entry of this kind is called in messages.
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Artifact => "artifact",
+            Kind::Spec => "spec",
+            Kind::Failure => "load failure",
+        }
+    }
+}
+
+/// The key that authenticates every entry of the cache: 32 random bytes in
+/// `<dir>/key`, 0600, made on first use. Whoever can write the cache's
+/// entries (a shared cache, a restored CI cache) but not read the key
 /// cannot forge an artifact the host will deserialize, nor a spec that
 /// renames a graph. The file is opened without following a symbolic link
 /// and used only when it is a regular file of 32 bytes owned by this user
 /// that no one else may read or write; otherwise the cache is not used.
-#[derive(Debug)]
-pub(crate) struct KeyFile {
-    /// `<database>.key`; `None` for a cache in memory (see
-    /// [`KeyFile::in_memory`]).
-    path: Option<PathBuf>,
+struct KeyFile {
+    path: PathBuf,
     key: OnceLock<Result<[u8; 32], String>>,
     /// Whether a failure to get the key has been reported (logged once, or
     /// returned by [`CompileCache::check_key`] to a caller who reports it).
     reported: AtomicBool,
 }
 
+impl std::fmt::Debug for KeyFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key itself.
+        f.debug_struct("KeyFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
 impl KeyFile {
-    /// The key of a cache in memory (a PostgreSQL store's, which has no
-    /// file to put a key beside): drawn at random for this process, and no
-    /// artifact is stored (they are tens of MB each).
-    pub(crate) fn in_memory() -> Self {
-        KeyFile {
-            path: None,
-            key: OnceLock::new(),
-            reported: AtomicBool::new(false),
-        }
-    }
-
-    pub(crate) fn beside(db: &Path) -> Self {
-        let mut name = db.as_os_str().to_owned();
-        name.push(".key");
-        KeyFile {
-            path: Some(name.into()),
-            key: OnceLock::new(),
-            reported: AtomicBool::new(false),
-        }
-    }
-
-    /// Whether artifacts are stored and trusted (not in memory).
-    fn keeps_artifacts(&self) -> bool {
-        self.path.is_some()
-    }
-
     fn result(&self) -> &Result<[u8; 32], String> {
-        self.key.get_or_init(|| match &self.path {
-            None => random_key().map_err(|e| format!("cannot draw a compile cache key: {e}")),
-            Some(path) => {
-                load_or_make(path).map_err(|e| format!("compile cache key {}: {e}", path.display()))
-            }
+        self.key.get_or_init(|| {
+            load_or_make(&self.path)
+                .map_err(|e| format!("compile cache key {}: {e}", self.path.display()))
         })
     }
 
     /// The key, or `None` when it cannot be read, made, or trusted (then no
-    /// row is trusted: every graph is compiled and described). The reason
+    /// entry is trusted: every graph is compiled and described). The reason
     /// is logged once.
     fn get(&self) -> Option<&[u8; 32]> {
         match self.result() {
@@ -148,54 +231,64 @@ fn random_key() -> std::io::Result<[u8; 32]> {
     Ok(key)
 }
 
-/// Reads the key at `path`, or makes it (0600, never through a symbolic
-/// link) when there is none.
+/// Reads the key at `path`, or makes it when there is none: written whole
+/// to a temporary file (0600) and linked to `path`, so a process reading
+/// it at the same time never sees it half written, and of two processes
+/// making it at once the first link wins and both use that key.
 fn load_or_make(path: &Path) -> std::io::Result<[u8; 32]> {
     match read_private(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         read => return read,
     }
     let key = random_key()?;
-    let mut options = std::fs::OpenOptions::new();
-    // create_new (O_EXCL) never follows a symbolic link: one there is
-    // "already exists", and then refused by `read_private`.
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    match options.open(path) {
-        Ok(mut f) => {
-            f.write_all(&key)?;
-            f.sync_all()?;
-            Ok(key)
-        }
+    let temp = temp_name(path);
+    let mut file = new_private_file(&temp)?;
+    let made = file
+        .write_all(&key)
+        .and_then(|()| file.sync_all())
+        // A link never replaces what is there, and never follows a
+        // symbolic link planted at `path` (one there is "already exists",
+        // and then refused by `read_private`).
+        .and_then(|()| std::fs::hard_link(&temp, path));
+    let _ = std::fs::remove_file(&temp);
+    match made {
+        Ok(()) => Ok(key),
         // Another process made it first: use theirs, with the same checks.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_private(path),
         Err(e) => Err(e),
     }
 }
 
-/// Reads the key at `path` if it is one this user alone controls: not a
-/// symbolic link (opened with `O_NOFOLLOW`), a regular file (`O_NONBLOCK`
-/// so a FIFO planted there cannot hang the open), owned by this user,
-/// with no permission for group or others, and 32 bytes long. The checks
-/// are made on the opened file, so it cannot be swapped between them.
-fn read_private(path: &Path) -> std::io::Result<[u8; 32]> {
-    let refused = |why: String| std::io::Error::other(format!("{why}: refused"));
+/// Opens `path` for reading without following a symbolic link
+/// (`O_NOFOLLOW`) and without blocking on a FIFO planted there
+/// (`O_NONBLOCK`), and checks it is a regular file; `Err` with the reason.
+fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    let refused = |why: &str| std::io::Error::other(format!("{why}: refused"));
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    let mut file = match options.open(path) {
+    let file = match options.open(path) {
         #[cfg(unix)]
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(refused("is a symbolic link".to_owned()));
+            return Err(refused("is a symbolic link"));
         }
         opened => opened?,
     };
     let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err(refused("is not a regular file".to_owned()));
+        return Err(refused("is not a regular file"));
     }
+    Ok((file, meta))
+}
+
+/// Reads the key at `path` if it is one this user alone controls: not a
+/// symbolic link, a regular file ([`open_regular`]), owned by this user,
+/// with no permission for group or others, and 32 bytes long. The checks
+/// are made on the opened file, so it cannot be swapped between them.
+fn read_private(path: &Path) -> std::io::Result<[u8; 32]> {
+    let refused = |why: String| std::io::Error::other(format!("{why}: refused"));
+    let (mut file, meta) = open_regular(path)?;
     #[cfg(unix)]
     {
         // SAFETY: geteuid has no preconditions and cannot fail.
@@ -221,14 +314,50 @@ fn read_private(path: &Path) -> std::io::Result<[u8; 32]> {
     Ok(key)
 }
 
-/// HMAC-SHA256 under `key` of `body`, bound to the row it belongs to:
-/// each part of `row` (its kind and key columns) length-prefixed first, so
-/// a value copied under another key, or into another table, fails.
-fn row_mac(key: &[u8; 32], row: &[&str], body: &[u8]) -> hmac::Hmac<sha2::Sha256> {
+/// A name for a temporary file beside `path`: hidden, and unique to this
+/// process and call (and to the moment, against a dead process's leftover
+/// of the same pid).
+fn temp_name(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(
+        "{TEMP_PREFIX}{name}-{}-{n}-{nanos}",
+        std::process::id()
+    ))
+}
+
+/// Creates the new file `path`, 0600, never through a symbolic link.
+fn new_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    // create_new (O_EXCL) never follows a symbolic link.
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    options.open(path)
+}
+
+/// Makes the folder `dir` and its missing parents, 0700 (the cache holds
+/// compiled native code, for no other user).
+fn make_dirs(dir: &Path) -> std::io::Result<()> {
+    let mut dirs = std::fs::DirBuilder::new();
+    dirs.recursive(true);
+    #[cfg(unix)]
+    dirs.mode(0o700);
+    dirs.create(dir)
+}
+
+/// HMAC-SHA256 under `key` of `body`, bound to the entry it belongs to:
+/// each part of `names` (its kind, digest and engine) length-prefixed
+/// first, so a body copied under another name, or to another kind, fails.
+fn entry_mac(key: &[u8; 32], names: &[&str], body: &[u8]) -> hmac::Hmac<sha2::Sha256> {
     use hmac::Mac;
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("hmac takes keys of any length"));
-    for part in row {
+    for part in names {
         mac.update(&(part.len() as u64).to_le_bytes());
         mac.update(part.as_bytes());
     }
@@ -236,170 +365,323 @@ fn row_mac(key: &[u8; 32], row: &[&str], body: &[u8]) -> hmac::Hmac<sha2::Sha256
     mac
 }
 
-/// HMAC of an artifact, bound to its row (wasm digest and engine).
-fn artifact_mac(
-    key: &[u8; 32],
-    wasm_digest: &str,
-    engine: &str,
-    artifact: &[u8],
-) -> hmac::Hmac<sha2::Sha256> {
-    row_mac(key, &[wasm_digest, engine], artifact)
+/// `name` if it can be a file name of the cache: 1 to [`MAX_NAME_BYTES`]
+/// ASCII letters, digits, `-` or `_` (a hex digest or fingerprint).
+fn checked_name<'a>(what: &str, name: &'a str) -> Result<&'a str, StoreError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(name)
+    } else {
+        Err(StoreError::InvalidArgument(format!(
+            "compile cache: {what} {name:?} is not 1 to {MAX_NAME_BYTES} letters, digits, '-' or '_'"
+        )))
+    }
 }
 
-/// How a sealed text row begins: this, the hex HMAC, a newline, the text.
-const SEAL: &str = "hmac-sha256:";
-
-/// The row parts of a spec (`SPECS`, keyed by wasm digest).
-const SPEC_ROW: &str = "spec";
-
-/// The row parts of a load failure (`LOAD_FAILURES`).
-const LOAD_FAILURE_ROW: &str = "load failure";
-
-/// `text` as stored in a text row: with its HMAC (see [`row_mac`]).
-fn seal(key: &[u8; 32], row: &[&str], text: &str) -> String {
-    let mac = hmac::Mac::finalize(row_mac(key, row, text.as_bytes())).into_bytes();
-    format!("{SEAL}{}\n{text}", hex::encode(mac))
-}
-
-/// The text of a sealed row, if its HMAC is right for `row` under `key`.
-fn unseal<'a>(key: &[u8; 32], row: &[&str], stored: &'a str) -> Option<&'a str> {
-    let (mac, text) = stored.strip_prefix(SEAL)?.split_once('\n')?;
-    let mac = hex::decode(mac).ok()?;
-    // verify_slice compares in constant time.
-    hmac::Mac::verify_slice(row_mac(key, row, text.as_bytes()), &mac).ok()?;
-    Some(text)
+/// An entry as found on disk, for [`CompileCache::trim`].
+struct Found {
+    path: PathBuf,
+    bytes: u64,
+    used: SystemTime,
 }
 
 impl CompileCache {
-    pub(crate) fn new(db: Arc<Database>, key: Arc<KeyFile>) -> Self {
-        CompileCache { db, key }
+    /// The compile cache in the folder `dir`, made (0700) when missing. Its
+    /// key (`<dir>/key`) is read or made on first use; see
+    /// [`check_key`](CompileCache::check_key). Bounded by
+    /// [`DEFAULT_MAX_CACHE_BYTES`].
+    pub fn open(dir: &Path) -> Result<CompileCache, StoreError> {
+        make_dirs(&dir.join(VERSION_DIR)).map_err(|e| StoreError::Cache {
+            path: dir.display().to_string(),
+            message: format!("cannot make the folder: {e}"),
+        })?;
+        Ok(CompileCache {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                key: KeyFile {
+                    path: dir.join("key"),
+                    key: OnceLock::new(),
+                    reported: AtomicBool::new(false),
+                },
+            }),
+            max_bytes: DEFAULT_MAX_CACHE_BYTES,
+        })
+    }
+
+    /// This cache, keeping its folder's entries under `max_bytes` in all
+    /// (instead of [`DEFAULT_MAX_CACHE_BYTES`]).
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> CompileCache {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The cache folder.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
     }
 
     /// Whether the cache's key can be used: `Err` names the key file and
     /// why it is refused (a symbolic link, another owner, a mode that lets
-    /// others read or write it, ...). Without a key no row is trusted or
+    /// others read or write it, ...). Without a key no entry is trusted or
     /// stored; a caller that reports this error itself is spared the
     /// warning the cache would log.
     pub fn check_key(&self) -> Result<(), StoreError> {
-        match self.key.result() {
+        let key = &self.inner.key;
+        match key.result() {
             Ok(_) => Ok(()),
             Err(e) => {
-                self.key.reported.store(true, Ordering::Relaxed);
+                key.reported.store(true, Ordering::Relaxed);
                 Err(StoreError::CacheKey(e.clone()))
             }
         }
     }
 
-    /// The cached spec JSON of the component with digest `wasm_digest`,
-    /// checked against its HMAC under the cache key. A row that does not
-    /// authenticate (edited, swapped from another row, written under
-    /// another key or before specs were authenticated) is deleted, logged
-    /// and reported as missing: the caller describes the component again
-    /// rather than take its name and parameters from a row it did not
-    /// write.
-    pub fn spec(&self, wasm_digest: &str) -> Result<Option<String>, StoreError> {
-        let stored = {
-            let tx = self.db.begin_read()?;
-            let t = tx.open_table(schema::SPECS)?;
-            t.get(wasm_digest)?.map(|v| v.value().to_string())
-        };
-        let Some(stored) = stored else {
-            return Ok(None);
-        };
-        let Some(key) = self.key.get() else {
-            return Ok(None);
-        };
-        if let Some(text) = unseal(key, &[SPEC_ROW, wasm_digest], &stored) {
-            return Ok(Some(text.to_owned()));
+    /// The file of an entry.
+    fn path(&self, kind: Kind, digest: &str, engine: Option<&str>) -> Result<PathBuf, StoreError> {
+        let mut path = self.inner.dir.join(VERSION_DIR).join(kind.folder());
+        if let Some(engine) = engine {
+            path.push(checked_name("engine fingerprint", engine)?);
         }
-        tracing::warn!(
-            wasm_digest,
-            "compile cache: a cached spec failed authentication (edited, swapped, from another \
-             key or an older format); ignoring it, the component is described again"
+        path.push(checked_name("wasm digest", digest)?);
+        Ok(path)
+    }
+
+    /// The names an entry's HMAC is bound to.
+    fn names<'a>(kind: Kind, digest: &'a str, engine: Option<&'a str>) -> Vec<&'a str> {
+        let mut names = vec![kind.noun(), digest];
+        names.extend(engine);
+        names
+    }
+
+    /// The body of an entry if it is there and authenticates (its last use
+    /// is then recorded, for eviction). One that does not (truncated,
+    /// edited, moved from another name or kind, written under another key,
+    /// too large, not a regular file) is logged, removed and reported as
+    /// missing: the caller computes it again.
+    fn read(
+        &self,
+        kind: Kind,
+        digest: &str,
+        engine: Option<&str>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.path(kind, digest, engine)?;
+        let Some(key) = self.inner.key.get() else {
+            return Ok(None);
+        };
+        let bad = |why: String| -> Result<Option<Vec<u8>>, StoreError> {
+            tracing::warn!(
+                wasm_digest = digest,
+                "compile cache: ignoring the {} entry {}: {why}; it is computed again",
+                kind.noun(),
+                path.display()
+            );
+            remove_entry(&path);
+            Ok(None)
+        };
+        let (file, meta) = match open_regular(&path) {
+            Ok(opened) => opened,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return bad(e.to_string()),
+        };
+        let max = HEADER_BYTES as u64 + kind.max_body();
+        if meta.len() > max {
+            return bad(format!("{} bytes, more than {max}", meta.len()));
+        }
+        let mut stored = Vec::with_capacity(meta.len() as usize);
+        if let Err(e) = (&file).take(max + 1).read_to_end(&mut stored) {
+            return bad(format!("cannot read it: {e}"));
+        }
+        let Some(body) = unseal(key, &Self::names(kind, digest, engine), &stored) else {
+            return bad(
+                "it does not authenticate (truncated, edited, moved or from another key)".into(),
+            );
+        };
+        // Recorded for eviction; a failure (a read-only folder) only makes
+        // the entry look older.
+        let _ = file.set_modified(SystemTime::now());
+        tracing::debug!(
+            wasm_digest = digest,
+            "compile cache: hit: {} {}",
+            kind.noun(),
+            path.display()
         );
-        let tx = self.db.begin_write()?;
-        tx.open_table(schema::SPECS)?.remove(wasm_digest)?;
-        tx.commit()?;
-        Ok(None)
+        Ok(Some(body.to_vec()))
+    }
+
+    /// Writes an entry (nothing when the cache has no usable key): to a
+    /// temporary file in its folder, fsynced, then renamed into place; then
+    /// bounds the folder.
+    fn write(
+        &self,
+        kind: Kind,
+        digest: &str,
+        engine: Option<&str>,
+        body: &[u8],
+    ) -> Result<(), StoreError> {
+        let path = self.path(kind, digest, engine)?;
+        let Some(key) = self.inner.key.get() else {
+            return Ok(());
+        };
+        if body.len() as u64 > kind.max_body() {
+            return Err(StoreError::InvalidArgument(format!(
+                "compile cache: a {} of {} bytes is more than the {} an entry may hold",
+                kind.noun(),
+                body.len(),
+                kind.max_body()
+            )));
+        }
+        let failed = |e: std::io::Error| StoreError::Cache {
+            path: path.display().to_string(),
+            message: format!("cannot write the {}: {e}", kind.noun()),
+        };
+        if let Some(parent) = path.parent() {
+            make_dirs(parent).map_err(failed)?;
+        }
+        let sealed = seal(key, &Self::names(kind, digest, engine), body);
+        let temp = temp_name(&path);
+        let written = new_private_file(&temp).and_then(|mut file| {
+            file.write_all(&sealed)?;
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&temp, &path)
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(failed(e));
+        }
+        self.trim();
+        Ok(())
+    }
+
+    /// Keeps the folder's entries under its bound in all: removes the least
+    /// recently used (by modification time, which a hit refreshes) until
+    /// they fit, and temporary files of killed writers. Entries other
+    /// processes remove meanwhile are skipped. Every write does this; a
+    /// caller with a lower bound than the processes that share the folder
+    /// may do it on opening.
+    pub fn trim(&self) {
+        let found = self.entries();
+        let mut total: u64 = found.iter().map(|f| f.bytes).sum();
+        if total <= self.max_bytes {
+            return;
+        }
+        let mut found = found;
+        found.sort_by_key(|f| f.used);
+        for entry in found {
+            if total <= self.max_bytes {
+                break;
+            }
+            remove_entry(&entry.path);
+            total = total.saturating_sub(entry.bytes);
+            tracing::debug!(
+                "compile cache: evicted {} ({} bytes)",
+                entry.path.display(),
+                entry.bytes
+            );
+        }
+    }
+
+    /// Every entry file under the version folder (removing stale temporary
+    /// files on the way).
+    fn entries(&self) -> Vec<Found> {
+        let mut found = Vec::new();
+        let mut folders = vec![self.inner.dir.join(VERSION_DIR)];
+        while let Some(folder) = folders.pop() {
+            let Ok(listing) = std::fs::read_dir(&folder) else {
+                continue;
+            };
+            for entry in listing.flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                let path = entry.path();
+                if meta.is_dir() {
+                    folders.push(path);
+                    continue;
+                }
+                let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+                    if used.elapsed().is_ok_and(|age| age > STALE_TEMP) {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                    continue;
+                }
+                found.push(Found {
+                    path,
+                    bytes: meta.len(),
+                    used,
+                });
+            }
+        }
+        found
+    }
+
+    /// The number of entries of `kind` (all engines).
+    fn count(&self, kind: Kind) -> u64 {
+        let folder = self.inner.dir.join(VERSION_DIR).join(kind.folder());
+        self.entries()
+            .iter()
+            .filter(|f| f.path.starts_with(&folder))
+            .count() as u64
+    }
+
+    /// The cached spec JSON of the component with digest `wasm_digest`,
+    /// checked against its HMAC under the cache key. An entry that does not
+    /// authenticate (edited, swapped from another entry, written under
+    /// another key) is removed, logged and reported as missing: the caller
+    /// describes the component again rather than take its name and
+    /// parameters from an entry it did not write.
+    pub fn spec(&self, wasm_digest: &str) -> Result<Option<String>, StoreError> {
+        let Some(body) = self.read(Kind::Spec, wasm_digest, None)? else {
+            return Ok(None);
+        };
+        match String::from_utf8(body) {
+            Ok(text) => Ok(Some(text)),
+            Err(_) => {
+                tracing::warn!(
+                    wasm_digest,
+                    "compile cache: ignoring a spec that is not UTF-8"
+                );
+                Ok(None)
+            }
+        }
     }
 
     /// Records the spec of a component, with its HMAC (nothing when the
     /// cache has no usable key).
     pub fn put_spec(&self, wasm_digest: &str, spec_json: &str) -> Result<(), StoreError> {
-        let Some(key) = self.key.get() else {
-            return Ok(());
-        };
-        let sealed = seal(key, &[SPEC_ROW, wasm_digest], spec_json);
-        let tx = self.db.begin_write()?;
-        tx.open_table(schema::SPECS)?
-            .insert(wasm_digest, sealed.as_str())?;
-        tx.commit()?;
-        Ok(())
+        self.write(Kind::Spec, wasm_digest, None, spec_json.as_bytes())
     }
 
-    /// The artifact for `(wasm_digest, engine)`, checked against its
-    /// HMAC under the cache key (not in the database). A record that does not
-    /// authenticate (tampered, swapped from another row, written under
-    /// another key or an older format) is deleted, logged and reported as
-    /// missing, so the caller recompiles instead of deserializing it.
+    /// The artifact for `(wasm_digest, engine)`, checked against its HMAC
+    /// under the cache key. An entry that does not authenticate (tampered,
+    /// truncated, swapped from another entry, written under another key) is
+    /// removed, logged and reported as missing, so the caller recompiles
+    /// instead of deserializing it.
     pub fn artifact(
         &self,
         wasm_digest: &str,
         engine: &str,
     ) -> Result<Option<CachedArtifact>, StoreError> {
-        let raw = {
-            let tx = self.db.begin_read()?;
-            let t = tx.open_table(schema::ARTIFACTS)?;
-            t.get((wasm_digest, engine))?.map(|v| v.value().to_vec())
-        };
-        let Some(raw) = raw else { return Ok(None) };
-        let Some(key) = self.key.get().filter(|_| self.key.keeps_artifacts()) else {
-            return Ok(None);
-        };
-        if raw.len() >= 32 {
-            let (mac, bytes) = raw.split_at(32);
-            // verify_slice compares in constant time.
-            if hmac::Mac::verify_slice(artifact_mac(key, wasm_digest, engine, bytes), mac).is_ok() {
-                return Ok(Some(CachedArtifact {
-                    bytes: bytes.to_vec(),
-                }));
-            }
-        }
-        tracing::warn!(
-            wasm_digest,
-            "cached artifact failed authentication (tampered, swapped or from another key); discarding it and recompiling"
-        );
-        let tx = self.db.begin_write()?;
-        tx.open_table(schema::ARTIFACTS)?
-            .remove((wasm_digest, engine))?;
-        tx.commit()?;
-        Ok(None)
+        Ok(self
+            .read(Kind::Artifact, wasm_digest, Some(engine))?
+            .map(|bytes| CachedArtifact { bytes }))
     }
 
-    /// Stores an artifact with the digest of its bytes.
+    /// Stores an artifact (at most [`MAX_ARTIFACT_BYTES`]) with its HMAC
+    /// (nothing when the cache has no usable key).
     pub fn put_artifact(
         &self,
         wasm_digest: &str,
         engine: &str,
         artifact: &[u8],
     ) -> Result<(), StoreError> {
-        let Some(key) = self.key.get().filter(|_| self.key.keeps_artifacts()) else {
-            // Without a key nothing would be trusted on read: store nothing.
-            return Ok(());
-        };
-        let mut value = Vec::with_capacity(32 + artifact.len());
-        value.extend_from_slice(
-            &hmac::Mac::finalize(artifact_mac(key, wasm_digest, engine, artifact)).into_bytes(),
-        );
-        value.extend_from_slice(artifact);
-        let tx = self.db.begin_write()?;
-        tx.open_table(schema::ARTIFACTS)?
-            .insert((wasm_digest, engine), value.as_slice())?;
-        tx.commit()?;
-        Ok(())
+        self.write(Kind::Artifact, wasm_digest, Some(engine), artifact)
     }
 
-    /// The recorded load failure of `(wasm_digest, engine)`. A row that
+    /// The recorded load failure of `(wasm_digest, engine)`. An entry that
     /// does not authenticate under the cache key, or does not decode, is
     /// reported as missing (the component is retried), and logged.
     pub fn load_failure(
@@ -407,28 +689,16 @@ impl CompileCache {
         wasm_digest: &str,
         engine: &str,
     ) -> Result<Option<LoadFailure>, StoreError> {
-        let stored = {
-            let tx = self.db.begin_read()?;
-            let t = tx.open_table(schema::LOAD_FAILURES)?;
-            t.get((wasm_digest, engine))?.map(|v| v.value().to_owned())
-        };
-        let Some(stored) = stored else {
+        let Some(body) = self.read(Kind::Failure, wasm_digest, Some(engine))? else {
             return Ok(None);
         };
-        let Some(key) = self.key.get() else {
-            return Ok(None);
-        };
-        let Some(text) = unseal(key, &[LOAD_FAILURE_ROW, wasm_digest, engine], &stored) else {
-            tracing::warn!(
-                wasm_digest,
-                "compile cache: ignoring a load failure row that failed authentication"
-            );
-            return Ok(None);
-        };
-        match serde_json::from_str(text) {
+        match serde_json::from_slice(&body) {
             Ok(failure) => Ok(Some(failure)),
             Err(e) => {
-                tracing::warn!(wasm_digest, "ignoring a bad load failure row: {e}");
+                tracing::warn!(
+                    wasm_digest,
+                    "compile cache: ignoring a bad load failure: {e}"
+                );
                 Ok(None)
             }
         }
@@ -443,353 +713,78 @@ impl CompileCache {
         engine: &str,
         failure: &LoadFailure,
     ) -> Result<(), StoreError> {
-        let Some(key) = self.key.get() else {
-            return Ok(());
-        };
         let bounded = LoadFailure {
             message: LoadFailure::bounded_message(&failure.message),
             ..failure.clone()
         };
-        let text = serde_json::to_string(&bounded)
-            .map_err(|e| StoreError::Db(format!("cannot encode a load failure: {e}")))?;
-        let sealed = seal(key, &[LOAD_FAILURE_ROW, wasm_digest, engine], &text);
-        let tx = self.db.begin_write()?;
-        tx.open_table(schema::LOAD_FAILURES)?
-            .insert((wasm_digest, engine), sealed.as_str())?;
-        tx.commit()?;
-        Ok(())
+        let text = serde_json::to_vec(&bounded).map_err(|e| {
+            StoreError::InvalidArgument(format!("cannot encode a load failure: {e}"))
+        })?;
+        self.write(Kind::Failure, wasm_digest, Some(engine), &text)
     }
 
     /// Forgets the load failure of `(wasm_digest, engine)` (it loaded after
     /// all, e.g. under more generous limits); `false` when there was none.
     pub fn remove_load_failure(&self, wasm_digest: &str, engine: &str) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
-        let removed = tx
-            .open_table(schema::LOAD_FAILURES)?
-            .remove((wasm_digest, engine))?
-            .is_some();
-        tx.commit()?;
-        Ok(removed)
+        let path = self.path(Kind::Failure, wasm_digest, Some(engine))?;
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::Cache {
+                path: path.display().to_string(),
+                message: format!("cannot remove the load failure: {e}"),
+            }),
+        }
     }
 
     /// Number of recorded load failures (all engines).
     pub fn load_failure_count(&self) -> Result<u64, StoreError> {
-        let tx = self.db.begin_read()?;
-        Ok(tx.open_table(schema::LOAD_FAILURES)?.len()?)
+        Ok(self.count(Kind::Failure))
     }
 
     /// Number of cached artifacts (all engines).
     pub fn artifact_count(&self) -> Result<u64, StoreError> {
-        let tx = self.db.begin_read()?;
-        Ok(tx.open_table(schema::ARTIFACTS)?.len()?)
+        Ok(self.count(Kind::Artifact))
     }
 
-    #[cfg(test)]
-    pub(crate) fn corrupt_for_test(&self, wasm_digest: &str, engine: &str) {
-        use redb::ReadableTable;
-        let tx = self.db.begin_write().unwrap();
-        {
-            let mut t = tx.open_table(schema::ARTIFACTS).unwrap();
-            let mut v = t
-                .get((wasm_digest, engine))
-                .unwrap()
-                .unwrap()
-                .value()
-                .to_vec();
-            let last = v.len() - 1;
-            v[last] ^= 0xff;
-            t.insert((wasm_digest, engine), v.as_slice()).unwrap();
-        }
-        tx.commit().unwrap();
+    /// The total size of the cache's entries, in bytes.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries().iter().map(|f| f.bytes).sum()
     }
+}
+
+/// Removes the entry file `path`; one already gone (another process
+/// evicted or replaced it) is no error, and any other failure only leaves
+/// it to be found bad again.
+fn remove_entry(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+/// An entry as stored: [`MAGIC`], the body's length, its HMAC (see
+/// [`entry_mac`]), the body.
+fn seal(key: &[u8; 32], names: &[&str], body: &[u8]) -> Vec<u8> {
+    let mac = hmac::Mac::finalize(entry_mac(key, names, body)).into_bytes();
+    let mut sealed = Vec::with_capacity(HEADER_BYTES + body.len());
+    sealed.extend_from_slice(MAGIC);
+    sealed.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    sealed.extend_from_slice(&mac);
+    sealed.extend_from_slice(body);
+    sealed
+}
+
+/// The body of a stored entry, if its header is whole and its HMAC is right
+/// for `names` under `key`.
+fn unseal<'a>(key: &[u8; 32], names: &[&str], stored: &'a [u8]) -> Option<&'a [u8]> {
+    let rest = stored.strip_prefix(MAGIC.as_slice())?;
+    let (len, rest) = rest.split_first_chunk::<8>()?;
+    let (mac, body) = rest.split_first_chunk::<32>()?;
+    if u64::from_le_bytes(*len) != body.len() as u64 {
+        return None;
+    }
+    // verify_slice compares in constant time.
+    hmac::Mac::verify_slice(entry_mac(key, names, body), mac).ok()?;
+    Some(body)
 }
 
 #[cfg(test)]
-impl CompileCache {
-    /// The stored value of the spec row of `wasm_digest`, as it is.
-    pub(crate) fn raw_spec_for_test(&self, wasm_digest: &str) -> Option<String> {
-        let tx = self.db.begin_read().unwrap();
-        let t = tx.open_table(schema::SPECS).unwrap();
-        t.get(wasm_digest).unwrap().map(|v| v.value().to_owned())
-    }
-
-    /// Stores `value` as the spec row of `wasm_digest`, as it is.
-    pub(crate) fn put_raw_spec_for_test(&self, wasm_digest: &str, value: &str) {
-        let tx = self.db.begin_write().unwrap();
-        tx.open_table(schema::SPECS)
-            .unwrap()
-            .insert(wasm_digest, value)
-            .unwrap();
-        tx.commit().unwrap();
-    }
-
-    /// Replaces `from` by `to` in the load failure row of `(wasm_digest,
-    /// engine)`, as an editor of the file would.
-    pub(crate) fn edit_load_failure_for_test(
-        &self,
-        wasm_digest: &str,
-        engine: &str,
-        from: &str,
-        to: &str,
-    ) {
-        use redb::ReadableTable;
-        let tx = self.db.begin_write().unwrap();
-        {
-            let mut t = tx.open_table(schema::LOAD_FAILURES).unwrap();
-            let v = t
-                .get((wasm_digest, engine))
-                .unwrap()
-                .unwrap()
-                .value()
-                .replace(from, to);
-            t.insert((wasm_digest, engine), v.as_str()).unwrap();
-        }
-        tx.commit().unwrap();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::Store;
-
-    #[test]
-    fn artifacts_need_the_key_beside_the_database() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.redb");
-        let store = Store::open(&path).unwrap();
-        store
-            .compile_cache()
-            .put_artifact("w", "e", b"compiled bytes")
-            .unwrap();
-        drop(store);
-        // Another key (the old one lost, or the database copied elsewhere):
-        // the artifact does not authenticate and is dropped.
-        std::fs::remove_file(dir.path().join("c.redb.key")).unwrap();
-        let store = Store::open(&path).unwrap();
-        assert!(store.compile_cache().artifact("w", "e").unwrap().is_none());
-        assert_eq!(store.compile_cache().artifact_count().unwrap(), 0);
-        drop(store);
-        // A key others can read is not trusted: nothing is stored or used.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let key = dir.path().join("c.redb.key");
-            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-            let store = Store::open(&path).unwrap();
-            let cache = store.compile_cache();
-            cache.put_artifact("w", "e", b"compiled bytes").unwrap();
-            assert!(cache.artifact("w", "e").unwrap().is_none());
-            cache.put_spec("w", "{}").unwrap();
-            assert!(cache.spec("w").unwrap().is_none());
-            let err = cache.check_key().unwrap_err().to_string();
-            assert!(err.contains("c.redb.key"), "{err}");
-            assert!(err.contains("has mode 0644"), "{err}");
-        }
-    }
-
-    /// A spec row edited in the file (a squatter renaming itself to the
-    /// name another graph's grants are written for), written under another
-    /// key, or in the format before specs were authenticated, is not
-    /// believed: it reads as missing, and is gone.
-    #[test]
-    fn a_spec_row_that_does_not_authenticate_is_not_believed() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.redb");
-        let store = Store::open(&path).unwrap();
-        let cache = store.compile_cache();
-        cache.put_spec("w", r#"{"name":"squatter"}"#).unwrap();
-        assert_eq!(
-            cache.spec("w").unwrap().as_deref(),
-            Some(r#"{"name":"squatter"}"#)
-        );
-        let sealed = cache.raw_spec_for_test("w").unwrap();
-        assert!(sealed.starts_with("hmac-sha256:"), "{sealed}");
-        // Edited: renamed, the HMAC kept.
-        cache.put_raw_spec_for_test("w", &sealed.replace("squatter", "research"));
-        assert_eq!(cache.spec("w").unwrap(), None);
-        assert_eq!(cache.raw_spec_for_test("w"), None, "the bad row is gone");
-        // Moved: a good row under another digest.
-        cache.put_raw_spec_for_test("x", &sealed);
-        assert_eq!(cache.spec("x").unwrap(), None);
-        // Unsealed, as written before specs were authenticated.
-        cache.put_raw_spec_for_test("w", r#"{"name":"research"}"#);
-        assert_eq!(cache.spec("w").unwrap(), None);
-        // Written under another key (a cache file from elsewhere).
-        let other = tempfile::tempdir().unwrap();
-        let forged = {
-            let store = Store::open(&other.path().join("c.redb")).unwrap();
-            let cache = store.compile_cache();
-            cache.put_spec("w", r#"{"name":"research"}"#).unwrap();
-            cache.raw_spec_for_test("w").unwrap()
-        };
-        cache.put_raw_spec_for_test("w", &forged);
-        assert_eq!(cache.spec("w").unwrap(), None);
-    }
-
-    #[test]
-    fn a_load_failure_row_that_does_not_authenticate_is_not_believed() {
-        use super::LoadFailure;
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("c.redb")).unwrap();
-        let cache = store.compile_cache();
-        let failure = LoadFailure {
-            code: "load".into(),
-            message: "describe trapped".into(),
-            at_ms: 1,
-            timeout_ms: 500,
-            fuel: 1,
-            memory_bytes: 1,
-        };
-        cache.put_load_failure("w", "e", &failure).unwrap();
-        assert_eq!(cache.load_failure("w", "e").unwrap(), Some(failure));
-        cache.edit_load_failure_for_test("w", "e", "describe trapped", "describe trapped!");
-        assert_eq!(cache.load_failure("w", "e").unwrap(), None);
-    }
-
-    /// The key file is opened without following a symbolic link, and must
-    /// be this user's own: anything else is refused with an error naming
-    /// the file, and then no row is stored or trusted.
-    #[cfg(unix)]
-    #[test]
-    fn a_key_file_this_user_does_not_alone_control_is_refused() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.redb");
-        let key = dir.path().join("c.redb.key");
-        let refused = |why: &str| {
-            let store = Store::open(&path).unwrap();
-            let cache = store.compile_cache();
-            let err = cache.check_key().unwrap_err().to_string();
-            assert!(
-                err.contains(&format!("compile cache key {}", key.display())),
-                "{err}"
-            );
-            assert!(err.contains(why), "{err}");
-            assert!(err.ends_with("refused"), "{err}");
-            cache.put_artifact("w", "e", b"compiled bytes").unwrap();
-            cache.put_spec("w", "{}").unwrap();
-            assert!(cache.artifact("w", "e").unwrap().is_none());
-            assert!(cache.spec("w").unwrap().is_none());
-        };
-        // A symbolic link to a good key (0600, 32 bytes, ours).
-        let elsewhere = tempfile::tempdir().unwrap();
-        let target = elsewhere.path().join("planted.key");
-        std::fs::write(&target, [7u8; 32]).unwrap();
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
-        std::os::unix::fs::symlink(&target, &key).unwrap();
-        refused("is a symbolic link");
-        // A dangling one is not followed to make a key there either.
-        std::fs::remove_file(&target).unwrap();
-        refused("is a symbolic link");
-        assert!(!target.exists(), "no key made through the link");
-        std::fs::remove_file(&key).unwrap();
-        // Not a regular file.
-        std::fs::create_dir(&key).unwrap();
-        refused("is not a regular file");
-        std::fs::remove_dir(&key).unwrap();
-        // Not 32 bytes.
-        std::fs::write(&key, b"short").unwrap();
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        refused("is 5 bytes, not 32");
-        // Writable by the group.
-        std::fs::write(&key, [7u8; 32]).unwrap();
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o620)).unwrap();
-        refused("has mode 0620");
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        // Owned by another user: only root can make one.
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            let c = std::ffi::CString::new(key.as_os_str().as_encoded_bytes()).unwrap();
-            // SAFETY: a valid NUL-terminated path.
-            assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
-            refused("is owned by uid 65534, not by this user (uid 0)");
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::chown(c.as_ptr(), 0, 0) }, 0);
-        }
-        // Ours, 0600, 32 bytes: used.
-        let store = Store::open(&path).unwrap();
-        store.compile_cache().check_key().unwrap();
-    }
-
-    #[test]
-    fn artifacts_round_trip_and_corruption_is_detected() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("c.redb")).unwrap();
-        let cache = store.compile_cache();
-        assert!(cache.artifact("w", "e").unwrap().is_none());
-        cache.put_artifact("w", "e", b"compiled bytes").unwrap();
-        assert_eq!(
-            cache.artifact("w", "e").unwrap().unwrap().bytes,
-            b"compiled bytes"
-        );
-        // Another engine fingerprint is another key.
-        assert!(cache.artifact("w", "other").unwrap().is_none());
-        cache.corrupt_for_test("w", "e");
-        assert!(
-            cache.artifact("w", "e").unwrap().is_none(),
-            "corrupt bytes are never handed out"
-        );
-        assert_eq!(
-            cache.artifact_count().unwrap(),
-            0,
-            "and the bad record is gone"
-        );
-    }
-
-    #[test]
-    fn load_failures_round_trip_per_engine_and_are_bounded() {
-        use super::{LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.redb");
-        let failure = LoadFailure {
-            code: "load".into(),
-            message: format!("describe failed: {}", "é".repeat(10_000)),
-            at_ms: 1_700_000_000_000,
-            timeout_ms: 500,
-            fuel: 5_000_000_000,
-            memory_bytes: 64 << 20,
-        };
-        {
-            let cache = Store::open(&path).unwrap().compile_cache();
-            assert!(cache.load_failure("w", "e").unwrap().is_none());
-            cache.put_load_failure("w", "e", &failure).unwrap();
-        }
-        let cache = Store::open(&path).unwrap().compile_cache();
-        let read = cache.load_failure("w", "e").unwrap().unwrap();
-        assert!(read.message.len() <= MAX_LOAD_FAILURE_MESSAGE_BYTES);
-        assert!(read.message.starts_with("describe failed: é"));
-        assert!(
-            read.message.ends_with(" [cut]"),
-            "{}",
-            &read.message[4000..]
-        );
-        assert_eq!((read.code.as_str(), read.at_ms), ("load", failure.at_ms));
-        assert_eq!(
-            (read.timeout_ms, read.fuel, read.memory_bytes),
-            (500, 5_000_000_000, 64 << 20)
-        );
-        // Another engine, or another digest, is another key.
-        assert!(cache.load_failure("w", "other").unwrap().is_none());
-        assert!(cache.load_failure("x", "e").unwrap().is_none());
-        assert_eq!(cache.load_failure_count().unwrap(), 1);
-        assert!(cache.remove_load_failure("w", "e").unwrap());
-        assert!(!cache.remove_load_failure("w", "e").unwrap());
-        assert!(cache.load_failure("w", "e").unwrap().is_none());
-    }
-
-    #[test]
-    fn specs_round_trip_across_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.redb");
-        Store::open(&path)
-            .unwrap()
-            .compile_cache()
-            .put_spec("w", r#"{"name":"x"}"#)
-            .unwrap();
-        let store = Store::open(&path).unwrap();
-        assert_eq!(
-            store.compile_cache().spec("w").unwrap().as_deref(),
-            Some(r#"{"name":"x"}"#)
-        );
-    }
-}
+mod tests;

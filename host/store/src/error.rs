@@ -113,6 +113,15 @@ pub enum StoreError {
     /// An argument out of range, in words.
     #[error("{0}")]
     InvalidArgument(String),
+    /// The compile cache's folder or one of its entries could not be made,
+    /// written or removed.
+    #[error("compile cache {path}: {message}")]
+    Cache {
+        /// The folder or file.
+        path: String,
+        /// What failed, in words.
+        message: String,
+    },
     /// The compile cache's key file is refused (a symbolic link, another
     /// owner, a mode others may read or write, ...): the message names it.
     #[error("{0}")]

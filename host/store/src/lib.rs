@@ -1,13 +1,14 @@
-//! Everything sandgraph keeps on disk, in one redb file: the compile cache,
-//! durable threads (checkpoints, channel values, pending writes) and the
+//! Everything sandgraph keeps on disk, in one redb file: durable threads (checkpoints, channel values, pending writes) and the
 //! tables of the agent-graph controller (schedule, claims, operators,
 //! records, supervisor wakes: [`agent_graph`], whose rules are in
 //! `sandgraph-controller`). No wasm
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
 //! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
-//! journals, supervised runs and agent graphs; the compile cache stays local
-//! (see `DESIGN.md`, "PostgreSQL").
+//! journals, supervised runs and agent graphs.
+//!
+//! And the compile cache ([`CompileCache`]): not in the database but a
+//! folder of content-addressed files that concurrent processes share.
 //!
 //! See `DESIGN.md` at the crate root for keys, encodings and invariants.
 
@@ -24,7 +25,10 @@ mod schema;
 mod supervisor;
 mod threads;
 
-pub use cache::{CachedArtifact, CompileCache, LoadFailure, MAX_LOAD_FAILURE_MESSAGE_BYTES};
+pub use cache::{
+    CachedArtifact, CompileCache, DEFAULT_MAX_CACHE_BYTES, LoadFailure, MAX_ARTIFACT_BYTES,
+    MAX_LOAD_FAILURE_MESSAGE_BYTES, MAX_SPEC_BYTES,
+};
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
@@ -47,8 +51,6 @@ pub struct Store {
     /// that holds what is not kept in PostgreSQL (see [`Store::connect`]).
     db: Arc<Database>,
     leases: threads::Leases,
-    /// The compile cache's key (`<file>.key`), read or made on first use.
-    cache_key: Arc<cache::KeyFile>,
     /// The PostgreSQL database of a store made by [`Store::connect`].
     pg: Option<postgres::Pg>,
     /// How long a PostgreSQL thread lease lives without renewal.
@@ -65,8 +67,8 @@ impl std::fmt::Debug for Store {
 
 /// Makes sure a complete database file is at `path`, creating it when
 /// missing: its missing folders as 0700 and the file as 0600 (databases
-/// hold graph state, journals with model requests, and compiled native
-/// code, none of it for other users).
+/// hold graph state and journals with model requests, none of it for
+/// other users).
 ///
 /// A new file is created whole or not at all. redb initialises a new
 /// database in place: it sizes the file, writes the header, and writes its
@@ -192,7 +194,6 @@ impl Store {
         let store = Store {
             db: Arc::new(db),
             leases: threads::Leases::default(),
-            cache_key: Arc::new(cache::KeyFile::beside(path)),
             pg: None,
             thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
             holder: postgres::threads::new_holder(),
@@ -208,11 +209,8 @@ impl Store {
     ///
     /// On such a store [`journal`](Store::journal),
     /// [`capability_journal`](Store::capability_journal) and
-    /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL. The
-    /// compile cache stays local to each host (callers open it as a redb
-    /// store of its own): [`compile_cache`](Store::compile_cache) here is an
-    /// empty cache in memory that trusts no artifact. Threads and
-    /// [`agent_graph_tables`](Store::agent_graph_tables) live there too.
+    /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL, and
+    /// so do threads and [`agent_graph_tables`](Store::agent_graph_tables).
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
         let memory = Path::new("(memory)");
@@ -222,7 +220,6 @@ impl Store {
         let store = Store {
             db: Arc::new(db),
             leases: threads::Leases::default(),
-            cache_key: Arc::new(cache::KeyFile::in_memory()),
             pg: Some(pg),
             thread_lease: postgres::threads::DEFAULT_LEASE_TTL,
             holder: postgres::threads::new_holder(),
@@ -282,14 +279,6 @@ impl Store {
             .get(schema::SCHEMA_VERSION_KEY)?
             .map(|v| v.value())
             .unwrap_or(0))
-    }
-
-    /// The compile cache. Local to each host: on a PostgreSQL store
-    /// ([`is_postgres`](Store::is_postgres)) an empty cache in memory that
-    /// trusts no artifact (everything is compiled); hosts keep theirs in a
-    /// redb file of their own.
-    pub fn compile_cache(&self) -> CompileCache {
-        CompileCache::new(self.db.clone(), self.cache_key.clone())
     }
 
     /// The routing audit journal.

@@ -13,23 +13,6 @@ pub const SCHEMA_VERSION: u64 = 1;
 pub(crate) const SCHEMA_VERSION_KEY: &str = "schema_version";
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
-/// Compiled artifacts: key `(wasm sha256 hex, engine fingerprint hex)`,
-/// value = 32-byte sha256 of the artifact followed by the artifact bytes.
-pub(crate) const ARTIFACTS: TableDefinition<(&str, &str), &[u8]> =
-    TableDefinition::new("artifacts");
-
-/// Graph specs as described by the component: key wasm sha256 hex, value the
-/// spec as JSON text. A spec does not depend on the engine.
-pub(crate) const SPECS: TableDefinition<&str, &str> = TableDefinition::new("specs");
-
-/// Components that failed to load: key `(wasm sha256 hex, engine
-/// fingerprint hex)`, value a `LoadFailure` as JSON (`code`, `message`,
-/// `at_ms` and the load limits in force). The next start skips the
-/// component at once instead of compiling and describing it again; a
-/// changed file has another digest, so it is retried.
-pub(crate) const LOAD_FAILURES: TableDefinition<(&str, &str), &str> =
-    TableDefinition::new("load_failures");
-
 /// Durable threads: key thread id, value JSON
 /// `{"graph", "head", "created_at_ms", "updated_at_ms"}`; `head` names the
 /// thread's newest checkpoint. Written with the thread's first checkpoint.
@@ -143,8 +126,6 @@ pub(crate) const SUPERVISOR_RUNS: TableDefinition<&str, &str> =
 pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(JOURNAL)?;
     tx.open_table(SUPERVISOR_RUNS)?;
-    tx.open_table(ARTIFACTS)?;
-    tx.open_table(SPECS)?;
     tx.open_table(THREADS)?;
     tx.open_table(CHECKPOINTS)?;
     tx.open_table(BLOBS)?;
@@ -164,7 +145,6 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(AG_RECORDS.redb())?;
     tx.open_table(AG_WAKES.redb())?;
     tx.open_table(AG_WAKE_ATTEMPTS.redb())?;
-    tx.open_table(LOAD_FAILURES)?;
     tx.open_table(CAPABILITY_CALLS)?;
     Ok(())
 }

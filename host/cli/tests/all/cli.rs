@@ -647,20 +647,17 @@ fn build_strips_debug_info_and_prints_the_digest() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
-/// The CLI, with its compile cache in the build's temp folder rather than
-/// the user's home; the test harness's own RUSTC_BOOTSTRAP (`--report-time`
+/// The CLI, with the tests' shared compile cache rather than the user's
+/// home's; the test harness's own RUSTC_BOOTSTRAP (`--report-time`
 /// needs it) would make the cargo of `build` rebuild every dependency. A
 /// `build` of an example uses the target folder the other tests' builds of
 /// the examples share, where its dependencies are built once (the
 /// workspace's own would build them a second time).
 fn sandgraph_cmd() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-    cmd.env(
-        "SANDGRAPH_CACHE",
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-cache.redb"),
-    )
-    .env("CARGO_TARGET_DIR", crate::common::cargo::shared_target())
-    .env_remove("RUSTC_BOOTSTRAP");
+    cmd.env("SANDGRAPH_CACHE", crate::common::cache::shared())
+        .env("CARGO_TARGET_DIR", crate::common::cargo::shared_target())
+        .env_remove("RUSTC_BOOTSTRAP");
     cmd
 }
 

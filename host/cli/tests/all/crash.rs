@@ -178,13 +178,10 @@ fn killed_runs_resume_from_the_last_superstep_without_rerunning_saved_tasks() {
     );
 }
 
-/// The CLI, with its compile cache in the build's temp folder rather than
-/// the user's home.
+/// The CLI, with the tests' shared compile cache rather than the user's
+/// home's.
 fn sandgraph_cmd() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
-    cmd.env(
-        "SANDGRAPH_CACHE",
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-cache.redb"),
-    );
+    cmd.env("SANDGRAPH_CACHE", crate::common::cache::shared());
     cmd
 }

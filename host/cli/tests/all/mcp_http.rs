@@ -66,8 +66,6 @@ impl Server {
         envs: &[(&str, &str)],
     ) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        // The common guests come compiled from the binary's template cache.
-        crate::common::cache::warm(dir.path());
         std::fs::create_dir(dir.path().join("graphs")).unwrap();
         for (name, c) in graphs {
             std::fs::copy(c, dir.path().join("graphs").join(name)).unwrap();
@@ -89,7 +87,7 @@ impl Server {
             .current_dir(dir.path())
             .env("SANDGRAPH_TEST_TOKEN", token)
             .env("SANDGRAPH_LOG", "sandgraph_mcp=info,warn")
-            .env("SANDGRAPH_CACHE", dir.path().join("cache.redb"))
+            .env("SANDGRAPH_CACHE", crate::common::cache::shared())
             // A config may name a loopback model server: a real key in the
             // environment must never be sent there.
             .env_remove("DEEPSEEK_API_KEY")

@@ -44,7 +44,7 @@ fn serve_command(dir: &std::path::Path) -> Command {
         .current_dir(dir)
         .env("SANDGRAPH_TEST_TOKEN", TOKEN)
         .env("SANDGRAPH_LOG", "warn")
-        .env("SANDGRAPH_CACHE", dir.join("cache.redb"))
+        .env("SANDGRAPH_CACHE", crate::common::cache::shared())
         .env_remove("SANDGRAPH_STORE")
         .env_remove("DEEPSEEK_API_KEY")
         .stdin(Stdio::null())
@@ -73,8 +73,6 @@ impl Server {
     /// As [`Server::start`], in `dir` (its `graphs` folder and data kept
     /// when they exist), with `more` graphs beside [`GRAPHS`].
     async fn start_in(dir: tempfile::TempDir, extra: &[&str], more: &[(&str, &str)]) -> Server {
-        // The graphs come compiled from the binary's template cache.
-        crate::common::cache::warm(dir.path());
         std::fs::create_dir_all(dir.path().join("graphs")).unwrap();
         for (name, c) in GRAPHS.iter().chain(more) {
             std::fs::copy(c, dir.path().join("graphs").join(name)).unwrap();

@@ -7,23 +7,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::{at, folder, fresh_runtime, options};
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use sandgraph_registry::{CallOptions, MountErrorKind, MountReport, Registry, RegistryOptions};
 use sandgraph_runtime::{CancellationToken, Limits, RunOptions, Runtime, RuntimeConfig};
-use sandgraph_store::Store;
+use sandgraph_store::CompileCache;
 use sandgraph_tests::{
     ECHO, GREET, HOSTILE_DESCRIBE_ALLOC, HOSTILE_DESCRIBE_SPIN, HOSTILE_DESCRIBE_TRAP,
     HOSTILE_HOST_SLEEP,
 };
 use serde_json::json;
 
-/// The store's artifact table (see `host/store/src/schema.rs`).
-const ARTIFACTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("artifacts");
-
-/// The store's spec table.
-const SPECS: TableDefinition<&str, &str> = TableDefinition::new("specs");
-
-async fn open_cached(rt: &Runtime, dir: &Path, store: &Store) -> Registry {
+async fn open_cached(rt: &Runtime, dir: &Path, store: &CompileCache) -> Registry {
     let opts = RegistryOptions {
         cache: Some(store.clone()),
         ..options(&[dir])
@@ -37,42 +30,34 @@ fn greet_args() -> serde_json::Value {
     json!({"name": "Ada", "style": "formal"})
 }
 
-/// Every stored artifact row: ((wasm digest, engine), value).
-fn artifact_rows(db: &redb::Database) -> Vec<((String, String), Vec<u8>)> {
-    let tx = db.begin_read().unwrap();
-    let t = tx.open_table(ARTIFACTS).unwrap();
-    t.iter()
-        .unwrap()
-        .map(|r| {
-            let (k, v) = r.unwrap();
-            let (a, b) = k.value();
-            ((a.to_owned(), b.to_owned()), v.value().to_vec())
-        })
-        .collect()
-}
-
-/// Flips the last byte of every stored artifact (the store must be closed).
-fn corrupt_artifacts(db_path: &Path) -> usize {
-    let db = redb::Database::open(db_path).unwrap();
-    let records = artifact_rows(&db);
-    let tx = db.begin_write().unwrap();
-    {
-        let mut t = tx.open_table(ARTIFACTS).unwrap();
-        for ((a, b), mut v) in records.clone() {
-            let last = v.len() - 1;
-            v[last] ^= 0xff;
-            t.insert((a.as_str(), b.as_str()), v.as_slice()).unwrap();
+/// Every stored artifact file of the cache folder `dir`, sorted.
+fn artifact_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for engine in std::fs::read_dir(dir.join("v1/artifacts")).unwrap() {
+        for file in std::fs::read_dir(engine.unwrap().path()).unwrap() {
+            files.push(file.unwrap().path());
         }
     }
-    tx.commit().unwrap();
-    records.len()
+    files.sort();
+    files
+}
+
+/// Flips the last byte of every stored artifact of the cache folder `dir`.
+fn corrupt_artifacts(dir: &Path) -> usize {
+    let files = artifact_files(dir);
+    for file in &files {
+        let mut v = std::fs::read(file).unwrap();
+        *v.last_mut().unwrap() ^= 0xff;
+        std::fs::write(file, v).unwrap();
+    }
+    files.len()
 }
 
 #[tokio::test]
 async fn a_second_start_with_a_warm_cache_compiles_nothing() {
     let dir = folder(&[("echo_graph.wasm", ECHO), ("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let store = CompileCache::open(cache_dir.path()).unwrap();
 
     // Cold: each graph compiled once, at mount; the first call compiles
     // nothing more.
@@ -86,7 +71,7 @@ async fn a_second_start_with_a_warm_cache_compiles_nothing() {
         .await
         .unwrap();
     assert_eq!(rt.compile_count(), 2);
-    assert_eq!(store.compile_cache().artifact_count().unwrap(), 2);
+    assert_eq!(store.artifact_count().unwrap(), 2);
     drop(registry);
 
     // Warm: a new runtime (a new process) compiles nothing at mount, and
@@ -144,16 +129,16 @@ async fn without_a_cache_every_start_compiles_once_per_graph() {
 async fn a_corrupt_artifact_is_recompiled_and_replaced() {
     let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let db_path = cache_dir.path().join("cache.redb");
+    let cache_path = cache_dir.path();
     {
-        let store = Store::open(&db_path).unwrap();
+        let store = CompileCache::open(cache_path).unwrap();
         let rt = fresh_runtime();
         open_cached(&rt, dir.path(), &store).await;
         assert_eq!(rt.compile_count(), 1);
     }
-    assert_eq!(corrupt_artifacts(&db_path), 1);
+    assert_eq!(corrupt_artifacts(cache_path), 1);
 
-    let store = Store::open(&db_path).unwrap();
+    let store = CompileCache::open(cache_path).unwrap();
     let rt = fresh_runtime();
     let registry = open_cached(&rt, dir.path(), &store).await;
     assert_eq!(rt.compile_count(), 0, "the spec is still good");
@@ -182,7 +167,7 @@ async fn a_corrupt_artifact_is_recompiled_and_replaced() {
 async fn an_artifact_that_does_not_deserialize_is_recompiled() {
     let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let store = CompileCache::open(cache_dir.path()).unwrap();
     let rt = fresh_runtime();
     let registry = open_cached(&rt, dir.path(), &store).await;
     let digest = registry
@@ -194,7 +179,6 @@ async fn an_artifact_that_does_not_deserialize_is_recompiled() {
     drop(registry);
     // Bytes that match their recorded digest but are no compiled component.
     store
-        .compile_cache()
         .put_artifact(&digest, &rt.engine_fingerprint(), b"\x7fELF not really")
         .unwrap();
 
@@ -214,10 +198,9 @@ async fn an_artifact_that_does_not_deserialize_is_recompiled() {
 async fn a_bad_cached_spec_is_a_miss() {
     let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let store = CompileCache::open(cache_dir.path()).unwrap();
     let digest = sandgraph_store::sha256_hex(&std::fs::read(GREET).unwrap());
     store
-        .compile_cache()
         .put_spec(&digest, r#"{"name": "greet_graph", "channels": "nope"}"#)
         .unwrap();
     let rt = fresh_runtime();
@@ -225,55 +208,55 @@ async fn a_bad_cached_spec_is_a_miss() {
     assert_eq!(rt.compile_count(), 1, "described again");
     assert!(registry.get("greet_graph").unwrap().is_loaded());
     // And the good spec replaced the bad one.
-    let text = store.compile_cache().spec(&digest).unwrap().unwrap();
+    let text = store.spec(&digest).unwrap().unwrap();
     assert!(text.contains("\"greet_graph\""), "{text}");
     assert!(!text.contains("nope"), "{text}");
 }
 
-/// A spec row edited in the cache file, as whoever can write the file
+/// A spec entry edited in the cache folder, as whoever can write it
 /// (not its key) could: greet's cached spec renamed to `research`, a name
-/// the operator may have written grants for. The row is not believed: greet
+/// the operator may have written grants for. The entry is not believed: greet
 /// is described again at mount (it loads, though its artifact is cached)
 /// and keeps its own name; no `research` is mounted.
 #[tokio::test]
 async fn a_tampered_cached_spec_does_not_rename_a_graph() {
     let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let db_path = cache_dir.path().join("cache.redb");
+    let cache_path = cache_dir.path();
     {
-        let store = Store::open(&db_path).unwrap();
+        let store = CompileCache::open(cache_path).unwrap();
         let rt = fresh_runtime();
         let registry = open_cached(&rt, dir.path(), &store).await;
         assert_eq!(registry.names(), ["greet_graph"]);
     }
-    let db = redb::Database::open(&db_path).unwrap();
-    let tx = db.begin_write().unwrap();
-    {
-        let mut specs = tx.open_table(SPECS).unwrap();
-        let rows: Vec<(String, String)> = specs
-            .iter()
-            .unwrap()
-            .map(|r| {
-                let (k, v) = r.unwrap();
-                (k.value().to_owned(), v.value().to_owned())
-            })
-            .collect();
-        assert_eq!(rows.len(), 1);
-        let (digest, text) = &rows[0];
-        assert!(text.contains("\"greet_graph\""), "{text}");
-        let renamed = text.replace("\"greet_graph\"", "\"research\"");
-        specs.insert(digest.as_str(), renamed.as_str()).unwrap();
-    }
-    tx.commit().unwrap();
-    drop(db);
+    let specs: Vec<_> = std::fs::read_dir(cache_path.join("v1/specs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(specs.len(), 1);
+    // The entry: a 48-byte header (format, body length, HMAC), the spec.
+    let stored = std::fs::read(&specs[0]).unwrap();
+    let (header, text) = stored.split_at(48);
+    let text = std::str::from_utf8(text).unwrap();
+    assert!(text.contains("\"greet_graph\""), "{text}");
+    let renamed = text.replace("\"greet_graph\"", "\"research\"");
+    // The HMAC kept, the length fixed.
+    let mut edited = header[..8].to_vec();
+    edited.extend_from_slice(&(renamed.len() as u64).to_le_bytes());
+    edited.extend_from_slice(&header[16..]);
+    edited.extend_from_slice(renamed.as_bytes());
+    std::fs::write(&specs[0], edited).unwrap();
 
-    let store = Store::open(&db_path).unwrap();
+    let store = CompileCache::open(cache_path).unwrap();
     let rt = fresh_runtime();
     let registry = open_cached(&rt, dir.path(), &store).await;
     assert_eq!(registry.names(), ["greet_graph"]);
     assert!(registry.get("research").is_none());
     let greet = registry.get("greet_graph").unwrap();
-    assert!(greet.is_loaded(), "described again, not taken from the row");
+    assert!(
+        greet.is_loaded(),
+        "described again, not taken from the entry"
+    );
     assert_eq!(rt.compile_count(), 0, "the artifact still authenticates");
     let out = greet
         .call(greet_args(), CallOptions::default())
@@ -309,15 +292,15 @@ async fn concurrent_first_calls(registry: &Registry, n: usize) {
 async fn concurrent_first_calls_on_a_cold_graph_compile_it_once() {
     let dir = folder(&[("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let db_path = cache_dir.path().join("cache.redb");
+    let cache_path = cache_dir.path();
     {
-        let store = Store::open(&db_path).unwrap();
+        let store = CompileCache::open(cache_path).unwrap();
         open_cached(&fresh_runtime(), dir.path(), &store).await;
     }
     // The spec is cached, the artifact is not usable: the graph is mounted
     // without compiling and compiled at first need.
-    corrupt_artifacts(&db_path);
-    let store = Store::open(&db_path).unwrap();
+    corrupt_artifacts(cache_path);
+    let store = CompileCache::open(cache_path).unwrap();
     let rt = fresh_runtime();
     let registry = open_cached(&rt, dir.path(), &store).await;
     assert_eq!(rt.compile_count(), 0);
@@ -333,7 +316,7 @@ async fn concurrent_first_calls_on_a_cold_graph_compile_it_once() {
 }
 
 /// Opens `dir` with the cache `store`, whatever fails to mount.
-async fn open_reporting(rt: &Runtime, dir: &Path, store: &Store) -> (Registry, MountReport) {
+async fn open_reporting(rt: &Runtime, dir: &Path, store: &CompileCache) -> (Registry, MountReport) {
     let opts = RegistryOptions {
         cache: Some(store.clone()),
         ..options(&[dir])
@@ -366,7 +349,7 @@ async fn a_graph_that_failed_to_load_is_skipped_at_once_until_its_file_changes()
     ]);
     let d = dir.path();
     let cache_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let store = CompileCache::open(cache_dir.path()).unwrap();
 
     // First start: every component compiled, the three hostile ones fail
     // under the load limits and are remembered.
@@ -390,7 +373,7 @@ async fn a_graph_that_failed_to_load_is_skipped_at_once_until_its_file_changes()
         first.iter().all(|(_, r)| !r.starts_with("skipped")),
         "{first:?}"
     );
-    assert_eq!(store.compile_cache().load_failure_count().unwrap(), 3);
+    assert_eq!(store.load_failure_count().unwrap(), 3);
     drop(registry);
 
     // Second start (a new process): skipped at once, with the first error,
@@ -433,10 +416,10 @@ async fn a_graph_that_failed_to_load_is_skipped_at_once_until_its_file_changes()
 async fn more_generous_load_limits_retry_a_remembered_failure() {
     let dir = folder(&[("hostile_describe_trap.wasm", HOSTILE_DESCRIBE_TRAP)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let store = CompileCache::open(cache_dir.path()).unwrap();
     let rt = fresh_runtime();
     open_reporting(&rt, dir.path(), &store).await;
-    assert_eq!(store.compile_cache().load_failure_count().unwrap(), 1);
+    assert_eq!(store.load_failure_count().unwrap(), 1);
 
     // The same limits, or tighter: skipped.
     let tighter = Runtime::with_config(RuntimeConfig {
@@ -508,7 +491,7 @@ async fn a_load_that_finds_the_host_busy_is_not_remembered() {
 
     let dir = folder(&[("echo_graph.wasm", ECHO)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&cache_dir.path().join("cache.redb")).unwrap();
+    let store = CompileCache::open(cache_dir.path()).unwrap();
     let (registry, report) = open_reporting(&rt, dir.path(), &store).await;
     assert!(registry.names().is_empty());
     let reason = &report.warnings[0].reason;
@@ -517,7 +500,7 @@ async fn a_load_that_finds_the_host_busy_is_not_remembered() {
         "{reason}"
     );
     assert_eq!(
-        store.compile_cache().load_failure_count().unwrap(),
+        store.load_failure_count().unwrap(),
         0,
         "the host's state is not the component's failure"
     );
@@ -529,38 +512,31 @@ async fn a_load_that_finds_the_host_busy_is_not_remembered() {
     assert_eq!(registry.names(), ["echo_graph"]);
 }
 
-/// Swaps the stored artifact rows of two graphs (the store must be closed).
-fn swap_artifacts(db_path: &Path) {
-    let db = redb::Database::open(db_path).unwrap();
-    let rows = artifact_rows(&db);
-    assert_eq!(rows.len(), 2, "two cached artifacts");
-    let tx = db.begin_write().unwrap();
-    {
-        let mut t = tx.open_table(ARTIFACTS).unwrap();
-        let ((a0, b0), v0) = &rows[0];
-        let ((a1, b1), v1) = &rows[1];
-        t.insert((a0.as_str(), b0.as_str()), v1.as_slice()).unwrap();
-        t.insert((a1.as_str(), b1.as_str()), v0.as_slice()).unwrap();
-    }
-    tx.commit().unwrap();
+/// Swaps the stored artifact files of two graphs.
+fn swap_artifacts(dir: &Path) {
+    let files = artifact_files(dir);
+    assert_eq!(files.len(), 2, "two cached artifacts");
+    let first = std::fs::read(&files[0]).unwrap();
+    std::fs::copy(&files[1], &files[0]).unwrap();
+    std::fs::write(&files[1], first).unwrap();
 }
 
 #[tokio::test]
 async fn an_artifact_swapped_for_another_graphs_is_recompiled_not_deserialized() {
     let dir = folder(&[("echo_graph.wasm", ECHO), ("greet_graph.wasm", GREET)]);
     let cache_dir = tempfile::tempdir().unwrap();
-    let db_path = cache_dir.path().join("cache.redb");
+    let cache_path = cache_dir.path();
     {
-        let store = Store::open(&db_path).unwrap();
+        let store = CompileCache::open(cache_path).unwrap();
         let rt = fresh_runtime();
         let registry = open_cached(&rt, dir.path(), &store).await;
         assert_eq!(rt.compile_count(), 2);
         drop(registry);
     }
-    // Each row now holds the other graph's compiled code with a valid MAC
-    // for that other row: both must be refused.
-    swap_artifacts(&db_path);
-    let store = Store::open(&db_path).unwrap();
+    // Each file now holds the other graph's compiled code with a valid MAC
+    // for that other entry: both must be refused.
+    swap_artifacts(cache_path);
+    let store = CompileCache::open(cache_path).unwrap();
     let rt = fresh_runtime();
     let registry = open_cached(&rt, dir.path(), &store).await;
     for (name, args, key, want) in [
@@ -586,11 +562,11 @@ async fn an_artifact_swapped_for_another_graphs_is_recompiled_not_deserialized()
         assert_eq!(out.value[key], want, "{name}");
     }
     assert_eq!(rt.compile_count(), 2, "both swapped artifacts recompiled");
-    // The key lives beside the database, owner-only.
+    // The key lives in the cache folder, owner-only.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let key = cache_dir.path().join("cache.redb.key");
+        let key = cache_dir.path().join("key");
         let mode = std::fs::metadata(&key).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }

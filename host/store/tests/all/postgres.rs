@@ -445,17 +445,3 @@ fn errors_name_the_server_but_never_the_password() {
     assert!(err.contains("sslmode=require is not supported"), "{err}");
     assert!(!err.contains("right-horse"), "{err}");
 }
-
-#[test]
-fn the_compile_cache_of_a_postgres_store_is_local_and_trusts_nothing() {
-    let (_pg, b) = postgres("cache");
-    let store = b.reopen();
-    let cache = store.compile_cache();
-    cache.put_spec("w", "{}").unwrap();
-    assert_eq!(cache.spec("w").unwrap().as_deref(), Some("{}"));
-    assert_eq!(
-        b.reopen().compile_cache().spec("w").unwrap(),
-        None,
-        "not shared"
-    );
-}

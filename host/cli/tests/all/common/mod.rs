@@ -14,12 +14,13 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// A temporary working folder (no stray `sandgraph.toml`) with `graphs/`,
-/// a compile cache of its own (`cache.redb`, started from the template of
-/// [`cache`]) and, when set, a data database, for `sandgraph` commands run
-/// in it.
+/// the shared compile cache (see [`cache`]; or one of its own) and, when
+/// set, a data database, for `sandgraph` commands run in it.
 pub(crate) struct Env {
     /// The folder; removed when the `Env` is dropped.
     pub(crate) dir: tempfile::TempDir,
+    /// The compile cache folder of its commands (`SANDGRAPH_CACHE`).
+    cache: PathBuf,
     /// `SANDGRAPH_LOG` of its commands.
     log: &'static str,
     /// The data database's file name in the folder, when the commands are
@@ -50,18 +51,19 @@ impl Env {
     /// written in by name.
     pub(crate) fn bare() -> Env {
         let dir = tempfile::tempdir().unwrap();
-        cache::warm(dir.path());
         Env {
             dir,
+            cache: cache::shared(),
             log: "off",
             db: None,
             vars: Vec::new(),
         }
     }
 
-    /// This folder with no compile cache yet: for tests of the cache.
-    pub(crate) fn cold(self) -> Env {
-        cache::remove(self.dir.path());
+    /// This folder with a compile cache of its own, empty (`cache/`, not
+    /// made yet): for tests of the cache.
+    pub(crate) fn cold(mut self) -> Env {
+        self.cache = self.path(cache::CACHE);
         self
     }
 
@@ -120,7 +122,7 @@ impl Env {
         cmd.args(args)
             .current_dir(self.dir.path())
             .env("SANDGRAPH_LOG", self.log)
-            .env("SANDGRAPH_CACHE", self.path(cache::CACHE))
+            .env("SANDGRAPH_CACHE", &self.cache)
             .env("CARGO_TARGET_DIR", cargo::shared_target())
             .env_remove("DEEPSEEK_API_KEY")
             .env_remove("RUSTC_BOOTSTRAP");

@@ -143,7 +143,7 @@ async fn a_new_graph_goes_from_new_to_a_signed_locked_served_tool() {
     ])
     .current_dir(env.dir.path())
     .env("SANDGRAPH_LOG", "warn")
-    .env("SANDGRAPH_CACHE", env.path("cache.redb"))
+    .env("SANDGRAPH_CACHE", crate::common::cache::shared())
     .kill_on_drop(true);
     let (transport, _stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())

@@ -174,7 +174,7 @@ fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
     let (o, log) = cache_log(&env, &run);
     assert_eq!(o.status.code(), Some(0), "{log}");
     assert!(log.contains(COMPILED) && !log.contains(LOADED), "{log}");
-    assert!(env.path("cache.redb").is_file(), "the cache file is made");
+    assert!(env.path("cache/key").is_file(), "the cache folder is made");
     let (o, log) = cache_log(&env, &run);
     assert_eq!(o.status.code(), Some(0), "{log}");
     assert!(log.contains(LOADED) && !log.contains(COMPILED), "{log}");
@@ -196,18 +196,18 @@ fn run_compiles_once_and_later_commands_load_the_cached_artifact() {
             "{args:?}: {log}"
         );
     }
-    // --no-cache neither reads nor writes it; --cache names another file.
+    // --no-cache neither reads nor writes it; --cache names another folder.
     let (_, log) = cache_log(
         &env,
         &["run", "echo_graph.wasm", "--no-cache", "--input", "{}"],
     );
     assert!(!log.contains(LOADED) && !log.contains(COMPILED), "{log}");
-    let other = env.path("other.redb");
+    let other = env.path("other");
     let mut args = run.to_vec();
     args.extend(["--cache", other.to_str().unwrap()]);
     let (_, log) = cache_log(&env, &args);
     assert!(log.contains(COMPILED), "{log}");
-    assert!(other.is_file());
+    assert!(other.join("key").is_file());
 }
 
 #[test]
@@ -240,12 +240,76 @@ fn a_thread_run_and_threads_update_load_the_cached_artifact() {
     assert_eq!(v["values"]["topic"], "y", "{v}");
 }
 
+/// Kills and reaps a child process when dropped (a failing test's too).
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The files under `dir`, recursively, as paths relative to it.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).unwrap();
+                files.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// A running `sandgraph serve` (stdio MCP, kept alive by its open stdin)
+/// shares the compile cache: a `run` and a `check` of the same graph
+/// beside it load the artifact the serve compiled, and `run --stream`'s
+/// stderr stays JSON.
 #[test]
-fn run_stream_stderr_stays_json_while_another_process_holds_the_cache() {
+fn a_running_serve_does_not_make_another_command_compile_cold() {
     let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]).cold();
-    // This process holds the cache file, as a running `serve` would.
-    let held = sandgraph_store::Store::open(&env.path("cache.redb"));
-    let _held = held.expect("the cache opens");
+    let serve = env
+        .command(&["serve", "--graphs", "."])
+        .env("SANDGRAPH_LOG", "off")
+        // Its own data database: the commands beside it use the folder's.
+        .env("SANDGRAPH_DB", env.path("serve.redb"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut serve = Kill(serve);
+    // The serve mounts the folder: it compiles the graph into the cache.
+    let artifacts = env.path("cache/v1/artifacts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !artifacts.is_dir() || files_under(&artifacts).is_empty() {
+        assert!(
+            serve.0.try_wait().unwrap().is_none(),
+            "serve ended before compiling"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve compiled nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let run = ["run", "echo_graph.wasm", "--input", r#"{"topic": "x"}"#];
+    for args in [&run[..], &["check", "echo_graph.wasm"][..]] {
+        let (o, log) = cache_log(&env, args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {log}");
+        assert!(
+            log.contains(LOADED) && !log.contains(COMPILED),
+            "{args:?}: {log}"
+        );
+    }
     let o = env.run(&[
         "run",
         "echo_graph.wasm",
@@ -260,4 +324,39 @@ fn run_stream_stderr_stays_json_while_another_process_holds_the_cache() {
         serde_json::from_str::<Value>(line)
             .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
     }
+    assert!(
+        serve.0.try_wait().unwrap().is_none(),
+        "the serve kept running all along"
+    );
+}
+
+/// Two `sandgraph check`s of one graph started at once on an empty cache
+/// both compile it and write the same entries: both succeed, no partial
+/// file is left, and the next command loads what they wrote.
+#[test]
+fn two_processes_writing_one_entry_at_once_both_succeed() {
+    let env = folder(&[("echo_graph.wasm", sandgraph_tests::ECHO)]).cold();
+    let check = |env: &Env| {
+        env.command(&["check", "echo_graph.wasm"])
+            .env("SANDGRAPH_LOG", "sandgraph_registry=debug")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (check(&env), check(&env));
+    for child in [a, b] {
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let log = stderr(&o);
+        assert!(log.contains(COMPILED) || log.contains(LOADED), "{log}");
+    }
+    let files = files_under(&env.path("cache"));
+    assert!(
+        files.iter().all(|f| !f.contains(".tmp-")),
+        "a partial file is left: {files:?}"
+    );
+    let (o, log) = cache_log(&env, &["check", "echo_graph.wasm"]);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains(LOADED) && !log.contains(COMPILED), "{log}");
 }

@@ -12,7 +12,6 @@
 //! host, and builds under older keys are removed; compiled code is kept
 //! in one compile cache per language and example.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -116,40 +115,17 @@ fn digest_tree(path: &Path, out: &mut Vec<u8>) {
     }
 }
 
-/// The compile cache of `example` in `lang`, kept across runs: its build
-/// is compiled into it, and the other tests of that build load it from it.
-/// One per example, not per language: a `sandgraph` process holds its cache
-/// file while it runs and another process meanwhile compiles without one,
-/// so two examples built side by side sharing a file would leave one
-/// uncached, compiled again by every later command (about 20 CPU s for a
-/// CPython component). A change of a build's inputs adds that build's code
-/// (13 MB for a CPython component) and nothing removes the old, so the
-/// first use in a test process empties it when past the shared cache's
-/// bound.
-pub(crate) fn cache(lang: Lang, example: &str) -> PathBuf {
-    static BOUNDED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("conformance-{}-{example}.redb", lang.name()));
-    let mut bounded = BOUNDED.lock().unwrap_or_else(|e| e.into_inner());
-    if bounded.insert(path.clone()) {
-        sandgraph_tests::bound_cache_file(&path).unwrap();
-    }
-    path
-}
-
-/// `sandgraph ARGS` in `env` with the compile cache of `example` in `lang`,
-/// where [`built`] left the example compiled (a Python component compiles
-/// for many seconds, a JavaScript one for one or two). While another
-/// process holds it, `sandgraph` compiles without a cache.
-pub(crate) fn run_cached(lang: Lang, example: &str, env: &Env, args: &[&str]) -> Output {
+/// `sandgraph ARGS` in `env` with the tests' shared compile cache, where
+/// [`built`] left the example compiled (a Python component compiles
+/// for many seconds, a JavaScript one for one or two).
+pub(crate) fn run_cached(env: &Env, args: &[&str]) -> Output {
     env.command(args)
-        .env("SANDGRAPH_CACHE", cache(lang, example))
+        .env("SANDGRAPH_CACHE", crate::common::cache::shared())
         .output()
         .unwrap()
 }
 
-/// A `sandgraph` command with logs off and the compile cache of `example`
-/// in `lang`.
+/// A `sandgraph` command with logs off and the tests' shared compile cache.
 fn sandgraph(lang: Lang, example: &str, args: &[&str]) -> Output {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
@@ -166,7 +142,7 @@ fn sandgraph(lang: Lang, example: &str, args: &[&str]) -> Output {
         .env("SANDGRAPH_LOG", "off")
         .env("CARGO_TARGET_DIR", shared_target())
         .env_remove("RUSTC_BOOTSTRAP")
-        .env("SANDGRAPH_CACHE", cache(lang, example))
+        .env("SANDGRAPH_CACHE", crate::common::cache::shared())
         .env(
             "SANDGRAPH_DB",
             tmp.join(format!("conformance-{}-threads.redb", lang.name())),

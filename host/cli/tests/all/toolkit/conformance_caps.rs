@@ -142,7 +142,7 @@ async fn run(
         argv.extend(["--args", &args, mode, cassette.to_str().unwrap()]);
         let argv: Vec<String> = argv.into_iter().map(str::to_owned).collect();
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let o = run_cached(lang, example, &env, &argv);
+        let o = run_cached(&env, &argv);
         assert_ok(&format!("sandgraph call {tool} {mode} ({lang:?})"), &o);
         serde_json::from_str::<Value>(&stdout(&o)).unwrap()
     };

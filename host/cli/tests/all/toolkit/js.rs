@@ -68,8 +68,6 @@ fn echo_builds_and_runs_in_the_host() {
     let wasm = built("echo");
     let env = folder(&[("echo.wasm", wasm.to_str().unwrap())]);
     let o = run_cached(
-        Lang::Js,
-        "echo",
         &env,
         &["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#],
     );
@@ -79,7 +77,7 @@ fn echo_builds_and_runs_in_the_host() {
     // The component asks for no capability: the QuickJS backend imports the
     // whole world, so the build's world leaves out what the graph did not
     // ask for.
-    let o = run_cached(Lang::Js, "echo", &env, &["check", "--json", "echo.wasm"]);
+    let o = run_cached(&env, &["check", "--json", "echo.wasm"]);
     assert_ok("sandgraph check", &o);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["graphs"][0]["capabilities"], json!([]), "{report}");

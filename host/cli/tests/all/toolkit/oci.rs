@@ -152,7 +152,7 @@ async fn push_then_pull_gives_the_same_bytes_in_the_wasm_layout() {
     let pinned = push_echo(&env, &reg, "graphs/echo:1.0");
     let digest = pinned.split_once('@').unwrap().1;
     // The load check went through the shared compile cache.
-    assert!(env.path("cache.redb").exists());
+    assert!(env.path("cache/key").exists());
 
     // The manifest is the CNCF wasm layout, and its digest is the one printed.
     let (bytes, m) = manifest(&reg, "graphs/echo", "1.0").await;

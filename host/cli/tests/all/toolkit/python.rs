@@ -91,8 +91,6 @@ fn echo_builds_and_runs_in_the_host() {
     let wasm = built("echo");
     let env = folder(&[("echo.wasm", wasm.to_str().unwrap())]);
     let o = run_cached(
-        Lang::Python,
-        "echo",
         &env,
         &["run", "echo.wasm", "--input", r#"{"topic": "wasm"}"#],
     );
@@ -101,12 +99,7 @@ fn echo_builds_and_runs_in_the_host() {
     assert_eq!(state, json!({"topic": "wasm", "log": ["seen:wasm"]}));
     // The build's world leaves out the capabilities the SDK does not offer:
     // the component asks for none.
-    let o = run_cached(
-        Lang::Python,
-        "echo",
-        &env,
-        &["check", "--json", "echo.wasm"],
-    );
+    let o = run_cached(&env, &["check", "--json", "echo.wasm"]);
     assert_ok("sandgraph check", &o);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["graphs"][0]["name"], "echo_graph", "{report}");

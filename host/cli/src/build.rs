@@ -424,6 +424,7 @@ pub async fn build_to(
     debug: bool,
     cache: Option<&Store>,
 ) -> Result<(), Failure> {
+    crate::sdk::check_project(dir)?;
     let bytes = match source_of(dir)? {
         Source::Rust => {
             let sysroot = check_target()?;

@@ -147,10 +147,10 @@ js: package.json (jco and @sandgraph/sdk from sdk/js), graph.js and graph.test.j
 /// One file of the project: where it goes, and its template.
 type File = (&'static str, &'static str);
 
-const BASIC_CASE: File = (
+const BASIC_CASES: [File; 1] = [(
     "tests/basic.json",
     include_str!("../templates/basic/basic.json"),
-);
+)];
 
 /// The agent's golden cases: a replayed model answer and a denied call.
 const AGENT_CASES: [File; 3] = [
@@ -253,7 +253,7 @@ fn files(lang: Lang, template: Template) -> Vec<File> {
         Lang::Js => &JS_COMMON,
     };
     let cases: &[File] = match template {
-        Template::Basic => std::slice::from_ref(&BASIC_CASE),
+        Template::Basic => &BASIC_CASES,
         Template::Agent => &AGENT_CASES,
     };
     [common, sources(lang, template), cases].concat()
@@ -612,7 +612,7 @@ pub async fn new(args: NewArgs) -> Result<ExitCode, Failure> {
     for (path, template) in files(args.lang, args.template) {
         write_new(&dir.join(path), &render(template, &values))?;
     }
-    if let SdkSource::Vendored = sdk {
+    if matches!(sdk, SdkSource::Vendored) {
         sdk::vendor(&dir, args.lang)?;
     }
     outln!(

@@ -239,7 +239,7 @@ fn resolve_manifest(manifest: &Path, root: &toml::Table) -> String {
         }
     }
     if let Some(toml::Value::Table(targets)) = doc.get_mut("target") {
-        for target in targets.values_mut() {
+        for target in targets.iter_mut().map(|(_, target)| target) {
             if let Some(t) = target.as_table_mut() {
                 t.remove("dev-dependencies");
                 for key in ["dependencies", "build-dependencies"] {

@@ -425,6 +425,7 @@ pub async fn build_to(
     debug: bool,
     cache: Option<&CompileCache>,
 ) -> Result<(), Failure> {
+    crate::sdk::check_project(dir)?;
     let bytes = match source_of(dir)? {
         Source::Rust => {
             let sysroot = check_target()?;

@@ -25,6 +25,7 @@ mod docgen;
 mod reference;
 mod route;
 mod run;
+mod sdk;
 mod serve;
 mod show;
 mod sign;
@@ -57,8 +58,10 @@ struct Cli {
 enum Command {
     /// Build a graph (Rust, Python or JavaScript) for wasm32-wasip2, check that it loads and describes itself, and write the component (GRAPH.wasm in the current folder unless --out says where)
     Build(build::BuildArgs),
-    /// Create a graph crate that builds and tests at once
+    /// Create a graph project (Rust, Python or JavaScript) that builds and tests at once
     New(new::NewArgs),
+    /// Manage the SDK vendored in a graph project
+    Sdk(sdk::SdkArgs),
     /// Run a graph's golden cases (tests/*.json next to it) and report each, optionally as JUnit XML
     Test(golden::TestArgs),
     /// Check graph components without running a node: load, world, capabilities, size, spec lint, digest
@@ -176,6 +179,7 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
     match cmd {
         Command::Build(args) => build::build(args).await,
         Command::New(args) => new::new(args).await,
+        Command::Sdk(args) => sdk::sdk(args).await,
         Command::Test(args) => golden::test(args).await,
         Command::Check(args) => check::check(args).await,
         Command::Lock(args) => sign::lock(args).await,

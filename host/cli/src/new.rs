@@ -1,5 +1,7 @@
-//! `sandgraph new NAME`: writes a graph crate that builds with `sandgraph
-//! build` and passes `cargo test` at once.
+//! `sandgraph new NAME`: writes a graph project (a Rust crate, a Python or a
+//! JavaScript module) that builds with `sandgraph build` and passes its
+//! language's own tests and `sandgraph test` at once, with the SDK of this
+//! `sandgraph` vendored under `sdk/` (see [`crate::sdk`]).
 //!
 //! The files are templates under `host/cli/templates/`, embedded with
 //! `include_str!`; `{{key}}` placeholders are replaced by [`render`].
@@ -10,6 +12,7 @@ use std::process::ExitCode;
 use sandgraph_runtime::{ErrorCode, RunError};
 
 use crate::exit::Failure;
+use crate::sdk::{self, Lang};
 use crate::show;
 
 /// Longest crate and graph name: graph names are tool names, which MCP
@@ -26,9 +29,6 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// The SDK's crate name.
 const SDK_CRATE: &str = "sandgraph-sdk";
-
-/// The crate name the CLI is installed from.
-const CLI_CRATE: &str = "sandgraph-cli";
 
 /// Names a crate may not take: Rust keywords (a library named after one
 /// cannot be used), cargo's reserved names, and the template's own
@@ -108,54 +108,52 @@ pub enum Template {
 #[derive(clap::Args)]
 #[command(after_long_help = NEW_HELP)]
 pub struct NewArgs {
-    /// Name of the crate and of the graph: ASCII letters, digits, `-` and `_`, starting with a letter, at most 64
+    /// Name of the project and of the graph: ASCII letters, digits, `-` and `_`, starting with a letter, at most 64
     name: String,
-    /// Folder to write the crate into; it must not exist or be empty [default: ./NAME]
+    /// Folder to write the project into; it must not exist or be empty [default: ./NAME]
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// The language the graph is written in
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    lang: Lang,
     /// What the graph does
     #[arg(long, value_enum, default_value_t = Template::Basic)]
     template: Template,
-    /// Depend on the SDK in this local folder (written as an absolute path) instead of the published crate
+    /// Rust: depend on the SDK in this local folder (written as an absolute path) instead of the vendored copy
     #[arg(long, value_name = "DIR", conflicts_with = "sdk_git")]
     sdk_path: Option<PathBuf>,
-    /// Depend on the SDK from this git repository instead of the published crate
+    /// Rust: depend on the SDK from this git repository instead of the vendored copy
     #[arg(long, value_name = "URL")]
     sdk_git: Option<String>,
 }
 
 const NEW_HELP: &str = "\
-The crate: Cargo.toml (a cdylib, a release profile tuned for size, a workspace of \
-its own), src/lib.rs (a strict graph and native tests), tests/*.json (golden cases for \
-`sandgraph test`), .gitignore, README.md and .github/workflows/graph.yml (GitHub Actions: \
-cargo test, sandgraph build, test and check, the component uploaded).
+Every project has tests/*.json (golden cases for `sandgraph test`), .gitignore, README.md, \
+.github/workflows/graph.yml (GitHub Actions: install this sandgraph, native tests, build, \
+check, golden cases, sign, push on tags) and, under sdk/, the SDK of this sandgraph with \
+sdk/sandgraph-sdk.toml naming its version (`sandgraph build` refuses another version's SDK; \
+`sandgraph sdk update` replaces it).
 
-The SDK dependency is `sandgraph-sdk = \"<this CLI's version>\"` unless --sdk-path or \
---sdk-git says otherwise; serde with `derive` comes with it.";
+rust: Cargo.toml (a cdylib depending on sdk/rust/sandgraph-sdk, a release profile tuned \
+for size, a workspace of its own) and src/lib.rs (a strict graph and its tests: `cargo test`). \
+--sdk-path or --sdk-git make it depend on another SDK instead, and nothing is vendored.
 
-/// One file of the crate: where it goes, and its template.
+python: pyproject.toml, graph.py and test_graph.py \
+(`PYTHONPATH=sdk/python python3 -m unittest`); building needs componentize-py.
+
+js: package.json (jco and @sandgraph/sdk from sdk/js), graph.js and graph.test.js \
+(`npm install && npm test`).";
+
+/// One file of the project: where it goes, and its template.
 type File = (&'static str, &'static str);
 
-const COMMON: [File; 4] = [
-    ("Cargo.toml", include_str!("../templates/Cargo.toml.in")),
-    (".gitignore", include_str!("../templates/gitignore")),
-    ("README.md", include_str!("../templates/README.md")),
-    (
-        ".github/workflows/graph.yml",
-        include_str!("../templates/graph.yml"),
-    ),
-];
+const BASIC_CASES: [File; 1] = [(
+    "tests/basic.json",
+    include_str!("../templates/basic/basic.json"),
+)];
 
-const BASIC: [File; 2] = [
-    ("src/lib.rs", include_str!("../templates/basic/lib.rs")),
-    (
-        "tests/basic.json",
-        include_str!("../templates/basic/basic.json"),
-    ),
-];
-
-const AGENT: [File; 4] = [
-    ("src/lib.rs", include_str!("../templates/agent/lib.rs")),
+/// The agent's golden cases: a replayed model answer and a denied call.
+const AGENT_CASES: [File; 3] = [
     (
         "tests/basic.json",
         include_str!("../templates/agent/basic.json"),
@@ -170,14 +168,98 @@ const AGENT: [File; 4] = [
     ),
 ];
 
-impl Template {
-    fn files(self) -> &'static [File] {
-        match self {
-            Template::Basic => &BASIC,
-            Template::Agent => &AGENT,
-        }
-    }
+const WORKFLOW: File = (
+    ".github/workflows/graph.yml",
+    include_str!("../templates/graph.yml"),
+);
 
+const RUST_COMMON: [File; 4] = [
+    ("Cargo.toml", include_str!("../templates/Cargo.toml.in")),
+    (".gitignore", include_str!("../templates/gitignore")),
+    ("README.md", include_str!("../templates/README.md")),
+    WORKFLOW,
+];
+
+const PYTHON_COMMON: [File; 4] = [
+    (
+        "pyproject.toml",
+        include_str!("../templates/python/pyproject.toml"),
+    ),
+    (".gitignore", include_str!("../templates/python/gitignore")),
+    ("README.md", include_str!("../templates/python/README.md")),
+    WORKFLOW,
+];
+
+const JS_COMMON: [File; 4] = [
+    ("package.json", include_str!("../templates/js/package.json")),
+    (".gitignore", include_str!("../templates/js/gitignore")),
+    ("README.md", include_str!("../templates/js/README.md")),
+    WORKFLOW,
+];
+
+/// The graph's source and its native tests, per language and template.
+fn sources(lang: Lang, template: Template) -> &'static [File] {
+    const RUST_BASIC: [File; 1] = [("src/lib.rs", include_str!("../templates/basic/lib.rs"))];
+    const RUST_AGENT: [File; 1] = [("src/lib.rs", include_str!("../templates/agent/lib.rs"))];
+    const PYTHON_BASIC: [File; 2] = [
+        (
+            "graph.py",
+            include_str!("../templates/python/basic/graph.py"),
+        ),
+        (
+            "test_graph.py",
+            include_str!("../templates/python/basic/test_graph.py"),
+        ),
+    ];
+    const PYTHON_AGENT: [File; 2] = [
+        (
+            "graph.py",
+            include_str!("../templates/python/agent/graph.py"),
+        ),
+        (
+            "test_graph.py",
+            include_str!("../templates/python/agent/test_graph.py"),
+        ),
+    ];
+    const JS_BASIC: [File; 2] = [
+        ("graph.js", include_str!("../templates/js/basic/graph.js")),
+        (
+            "graph.test.js",
+            include_str!("../templates/js/basic/graph.test.js"),
+        ),
+    ];
+    const JS_AGENT: [File; 2] = [
+        ("graph.js", include_str!("../templates/js/agent/graph.js")),
+        (
+            "graph.test.js",
+            include_str!("../templates/js/agent/graph.test.js"),
+        ),
+    ];
+    match (lang, template) {
+        (Lang::Rust, Template::Basic) => &RUST_BASIC,
+        (Lang::Rust, Template::Agent) => &RUST_AGENT,
+        (Lang::Python, Template::Basic) => &PYTHON_BASIC,
+        (Lang::Python, Template::Agent) => &PYTHON_AGENT,
+        (Lang::Js, Template::Basic) => &JS_BASIC,
+        (Lang::Js, Template::Agent) => &JS_AGENT,
+    }
+}
+
+/// Every file of a project of `lang` made from `template` (the SDK aside).
+fn files(lang: Lang, template: Template) -> Vec<File> {
+    let common: &[File] = match lang {
+        Lang::Rust => &RUST_COMMON,
+        Lang::Python => &PYTHON_COMMON,
+        Lang::Js => &JS_COMMON,
+    };
+    let cases: &[File] = match template {
+        Template::Basic => &BASIC_CASES,
+        Template::Agent => &AGENT_CASES,
+    };
+    [common, sources(lang, template), cases].concat()
+}
+
+impl Template {
     /// The README's one-line summary, example input, layout and notes.
     fn readme(self) -> [(&'static str, &'static str); 4] {
         match self {
@@ -212,13 +294,100 @@ impl Template {
             Template::Agent => "agent",
         }
     }
+
+    /// The capabilities the graph imports, as the tail of a manifest's
+    /// `sandgraph` table (`lang`'s syntax).
+    fn capabilities(self, lang: Lang) -> &'static str {
+        match (self, lang) {
+            (Template::Basic, _) | (Template::Agent, Lang::Rust) => "",
+            (Template::Agent, Lang::Python) => "\ncapabilities = [\"llm\"]",
+            (Template::Agent, Lang::Js) => ", \"capabilities\": [\"llm\"]",
+        }
+    }
+}
+
+/// The language's parts of the workflow (see templates/graph.yml).
+fn workflow_parts(lang: Lang) -> [(&'static str, String); 6] {
+    let (rust_why, rust_targets, toolchain, cache_paths, cache_files, native) = match lang {
+        Lang::Rust => (
+            " and builds the graph",
+            "\n        with:\n          targets: wasm32-wasip2",
+            String::new(),
+            "\n            target",
+            "'Cargo.toml', 'Cargo.lock', 'sdk/sandgraph-sdk.toml'",
+            "\n      - name: Native tests\n        run: cargo test\n".to_owned(),
+        ),
+        Lang::Python => (
+            "",
+            "",
+            "\n      - name: Install Python\n        uses: actions/setup-python@v5\n        \
+             with:\n          python-version: \"3.12\"\n"
+                .to_owned(),
+            "\n            ~/.cache/pip",
+            "'pyproject.toml', 'sdk/sandgraph-sdk.toml'",
+            format!(
+                "\n      - name: Install componentize-py\n        run: |\n          \
+                 if ! componentize-py --version 2>/dev/null | grep -qF \"{v}\"; then\n            \
+                 python3 -m pip install componentize-py=={v}\n          fi\n\n      \
+                 # The SDK sdk/python vendors, importable without installing it.\n      \
+                 - name: Native tests\n        run: PYTHONPATH=sdk/python python3 -m unittest -v\n",
+                v = crate::build_py::COMPONENTIZE_PY_VERSION
+            ),
+        ),
+        Lang::Js => (
+            "",
+            "",
+            "\n      - name: Install Node\n        uses: actions/setup-node@v4\n        \
+             with:\n          node-version: \"22\"\n"
+                .to_owned(),
+            "\n            ~/.npm",
+            "'package.json', 'package-lock.json', 'sdk/sandgraph-sdk.toml'",
+            "\n      - name: Install jco and the SDK\n        run: |\n          \
+             if [ -f package-lock.json ]; then npm ci; else npm install; fi\n\n      \
+             - name: Native tests\n        run: npm test\n"
+                .to_owned(),
+        ),
+    };
+    [
+        ("rust_why", rust_why.to_owned()),
+        ("rust_targets", rust_targets.to_owned()),
+        ("toolchain", toolchain),
+        ("cache_paths", cache_paths.to_owned()),
+        ("cache_files", cache_files.to_owned()),
+        ("native", native),
+    ]
+}
+
+/// How the workflow installs this sandgraph: the text `sandgraph --version`
+/// prints when it is installed already, and the `cargo install --locked`
+/// arguments before the crate name.
+fn cli_install() -> (String, String) {
+    let repository = env!("CARGO_PKG_REPOSITORY");
+    let commit = env!("SANDGRAPH_COMMIT");
+    if commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+        (
+            format!("(commit {commit})"),
+            format!("--git {repository} --rev {commit}"),
+        )
+    } else {
+        // Built outside a checkout: the repository's head.
+        (
+            format!("sandgraph {}", sdk::SDK_VERSION),
+            format!("--git {repository}"),
+        )
+    }
+}
+
+/// A package name for npm (lowercase).
+fn npm_name(name: &str) -> String {
+    name.to_ascii_lowercase()
 }
 
 fn invalid(message: impl Into<String>) -> Failure {
     RunError::new(ErrorCode::InvalidInput, message).into()
 }
 
-/// `Err` says why `name` cannot name both a crate and a graph.
+/// `Err` says why `name` cannot name both a project and a graph.
 fn check_name(name: &str) -> Result<(), String> {
     let Some(first) = name.chars().next() else {
         return Err("the name is empty".to_owned());
@@ -237,6 +406,10 @@ fn check_name(name: &str) -> Result<(), String> {
             "{c:?} is not allowed: use ASCII letters, digits, `-` and `_`"
         ));
     }
+    if name.ends_with(['-', '_']) {
+        // Python package names end with a letter or digit.
+        return Err("it must end with an ASCII letter or digit".to_owned());
+    }
     let normalized = name.replace('-', "_");
     if RESERVED_NAMES.contains(&normalized.as_str()) {
         return Err(format!(
@@ -251,15 +424,23 @@ fn toml_string(text: &str) -> String {
     toml::Value::String(text.to_owned()).to_string()
 }
 
-/// Where the crate gets the SDK.
+/// Where a Rust crate gets the SDK.
 enum SdkSource {
-    Registry,
+    /// The copy vendored into the crate (sdk/rust).
+    Vendored,
     Path(PathBuf),
     Git(String),
 }
 
 impl SdkSource {
     fn from_args(args: &NewArgs) -> Result<SdkSource, Failure> {
+        if args.lang != Lang::Rust && (args.sdk_path.is_some() || args.sdk_git.is_some()) {
+            return Err(invalid(format!(
+                "--sdk-path and --sdk-git are for Rust crates: a {} project gets the SDK \
+                 vendored under sdk/",
+                args.lang.name()
+            )));
+        }
         if let Some(path) = &args.sdk_path {
             return sdk_path(path).map(SdkSource::Path);
         }
@@ -276,31 +457,17 @@ impl SdkSource {
             }
             return Ok(SdkSource::Git(url.clone()));
         }
-        Ok(SdkSource::Registry)
+        Ok(SdkSource::Vendored)
     }
 
     /// The `[dependencies]` line.
     fn dependency(&self) -> String {
-        let version = env!("CARGO_PKG_VERSION");
-        match self {
-            SdkSource::Registry => format!("{SDK_CRATE} = {}", toml_string(version)),
-            SdkSource::Path(p) => format!(
-                "{SDK_CRATE} = {{ path = {} }}",
-                toml_string(&p.to_string_lossy())
-            ),
-            SdkSource::Git(url) => format!("{SDK_CRATE} = {{ git = {} }}", toml_string(url)),
-        }
-    }
-
-    /// What the CI workflow passes to `cargo install --locked`.
-    fn cli_install(&self) -> String {
-        match self {
-            SdkSource::Git(url) => format!("--git {url} {CLI_CRATE}"),
-            // A local path means nothing on a CI runner: the published CLI.
-            SdkSource::Registry | SdkSource::Path(_) => {
-                format!("{CLI_CRATE} --version {}", env!("CARGO_PKG_VERSION"))
-            }
-        }
+        let source = match self {
+            SdkSource::Vendored => format!("path = {}", toml_string("sdk/rust/sandgraph-sdk")),
+            SdkSource::Path(p) => format!("path = {}", toml_string(&p.to_string_lossy())),
+            SdkSource::Git(url) => format!("git = {}", toml_string(url)),
+        };
+        format!("{SDK_CRATE} = {{ {source} }}")
     }
 }
 
@@ -383,11 +550,54 @@ fn write_new(path: &Path, text: &str) -> Result<(), Failure> {
     file.write_all(text.as_bytes()).map_err(cannot)
 }
 
-/// `sandgraph new NAME [--dir D] [--template basic|agent] [--sdk-path P | --sdk-git URL]`.
+/// Every placeholder's value for a project named `name`; `dependency` is
+/// the Rust crate's SDK line.
+fn placeholders(
+    lang: Lang,
+    template: Template,
+    name: &str,
+    dependency: &str,
+) -> Vec<(&'static str, String)> {
+    let (installed, install) = cli_install();
+    let source = match lang {
+        Lang::Rust => "src/lib.rs",
+        Lang::Python => "graph.py",
+        Lang::Js => "graph.js",
+    };
+    // The README's parts first: they hold placeholders of their own.
+    let mut values: Vec<(&'static str, String)> = template
+        .readme()
+        .iter()
+        .map(|(k, v)| (*k, (*v).to_owned()))
+        .collect();
+    values.push(("ci", include_str!("../templates/ci.md").to_owned()));
+    values.extend(workflow_parts(lang));
+    values.extend([
+        ("name", name.to_owned()),
+        ("graph", name.to_owned()),
+        ("npm_name", npm_name(name)),
+        ("source", source.to_owned()),
+        ("sdk", dependency.to_owned()),
+        ("capabilities", template.capabilities(lang).to_owned()),
+        ("lang", lang.name().to_owned()),
+        ("version", sdk::SDK_VERSION.to_owned()),
+        ("commit", env!("SANDGRAPH_COMMIT").to_owned()),
+        ("installed", installed),
+        ("install", install),
+        (
+            "componentize_py",
+            crate::build_py::COMPONENTIZE_PY_VERSION.to_owned(),
+        ),
+        ("jco", crate::build_js::JCO_VERSION.to_owned()),
+    ]);
+    values
+}
+
+/// `sandgraph new NAME [--dir D] [--lang L] [--template T] [--sdk-path P | --sdk-git URL]`.
 pub async fn new(args: NewArgs) -> Result<ExitCode, Failure> {
     check_name(&args.name).map_err(|why| {
         invalid(format!(
-            "{} cannot name a graph crate: {why}",
+            "{} cannot name a graph project: {why}",
             show::line(&args.name, show::MAX_LINE_BYTES)
         ))
     })?;
@@ -397,33 +607,34 @@ pub async fn new(args: NewArgs) -> Result<ExitCode, Failure> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(&args.name));
     check_empty(&dir)?;
-    let dependency = sdk.dependency();
-    let cli_install = sdk.cli_install();
-    // The README's parts first: they hold placeholders of their own.
-    let mut values = args.template.readme().to_vec();
-    values.extend([
-        ("name", args.name.as_str()),
-        ("graph", args.name.as_str()),
-        ("sdk", dependency.as_str()),
-        ("cli_install", cli_install.as_str()),
-    ]);
-    for (path, template) in COMMON.iter().chain(args.template.files()) {
+    let values = placeholders(args.lang, args.template, &args.name, &sdk.dependency());
+    let values: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for (path, template) in files(args.lang, args.template) {
         write_new(&dir.join(path), &render(template, &values))?;
     }
+    if matches!(sdk, SdkSource::Vendored) {
+        sdk::vendor(&dir, args.lang)?;
+    }
     outln!(
-        "created the graph crate `{}` (template {}) in {}",
+        "created the {} graph project `{}` (template {}) in {}",
+        args.lang.name(),
         args.name,
         args.template.name(),
         dir.display()
     );
     outln!("  cd {}", dir.display());
-    outln!("  cargo test");
+    match args.lang {
+        Lang::Rust => outln!("  cargo test"),
+        Lang::Python => outln!("  PYTHONPATH=sdk/python python3 -m unittest"),
+        Lang::Js => outln!("  npm install && npm test"),
+    }
     outln!("  sandgraph build . --out {}.wasm", args.name);
     outln!("  sandgraph test {}.wasm", args.name);
     if let SdkSource::Path(p) = &sdk {
         eprintln!(
             "note: the crate depends on the SDK at {}, which CI runners do not have: before \
-             pushing, make Cargo.toml name the published crate or a git URL",
+             pushing, run `sandgraph sdk update` and make Cargo.toml depend on \
+             {{ path = \"sdk/rust/sandgraph-sdk\" }}",
             p.display()
         );
     }
@@ -451,6 +662,7 @@ mod tests {
             ("serde", "reserved"),
             ("sandgraph-sdk", "reserved"),
             ("fn", "reserved"),
+            ("trailing-", "end with an ASCII letter or digit"),
         ] {
             let e = check_name(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
@@ -459,7 +671,8 @@ mod tests {
         assert!(check_name(&long).unwrap_err().contains("longer than 64"));
     }
 
-    /// Every placeholder of every template has a value, so none is left.
+    /// Every placeholder of every template has a value, so none is left,
+    /// and the manifests and workflow parse.
     #[test]
     fn every_placeholder_is_filled() {
         let placeholder = |text: &str| -> Option<String> {
@@ -467,16 +680,25 @@ mod tests {
             let end = text[start..].find("}}")? + start + 2;
             Some(text[start..end].to_owned())
         };
-        for template in [Template::Basic, Template::Agent] {
-            let mut values = template.readme().to_vec();
-            values.extend([
-                ("name", "n"),
-                ("graph", "g"),
-                ("sdk", "s"),
-                ("cli_install", "c"),
-            ]);
-            for (path, text) in COMMON.iter().chain(template.files()) {
-                assert_eq!(placeholder(&render(text, &values)), None, "{path}");
+        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+            for template in [Template::Basic, Template::Agent] {
+                let values = placeholders(lang, template, "n", "s = 1");
+                let values: Vec<(&str, &str)> =
+                    values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                for (path, text) in files(lang, template) {
+                    let text = render(text, &values);
+                    // The workflow's own expressions are `${{ ... }}`.
+                    let rest = text.replace("${{", "");
+                    assert_eq!(placeholder(&rest), None, "{lang:?} {template:?} {path}");
+                    if path.ends_with(".toml") {
+                        toml::from_str::<toml::Table>(&text)
+                            .unwrap_or_else(|e| panic!("{path}: {e}\n{text}"));
+                    }
+                    if path.ends_with(".json") {
+                        serde_json::from_str::<serde_json::Value>(&text)
+                            .unwrap_or_else(|e| panic!("{path}: {e}\n{text}"));
+                    }
+                }
             }
         }
     }
@@ -484,7 +706,7 @@ mod tests {
     #[test]
     fn dependency_lines_are_toml() {
         let lines = [
-            SdkSource::Registry.dependency(),
+            SdkSource::Vendored.dependency(),
             SdkSource::Path(PathBuf::from("/a \"b\"\\c")).dependency(),
             SdkSource::Git("https://example.com/sandgraph.git".into()).dependency(),
         ];

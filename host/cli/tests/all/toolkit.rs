@@ -14,6 +14,7 @@ mod new;
 mod oci;
 mod python;
 mod sign;
+mod workflow;
 
 use crate::common::Env;
 

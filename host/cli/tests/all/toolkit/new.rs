@@ -129,12 +129,11 @@ fn printed_digest(stderr: &str) -> String {
     stderr[at + 7..].chars().take(64).collect()
 }
 
-/// `sandgraph new NAME --sdk-path <repo>/guest-sdk EXTRA` with `env`'s
-/// settings, run in `home`, a folder outside the workspace; returns the
-/// crate's folder.
+/// `sandgraph new NAME EXTRA` with `env`'s settings, run in `home`, a
+/// folder outside the workspace; returns the project's folder. The SDK is
+/// the one the binary carries, vendored into the project.
 pub(crate) fn new_crate(env: &Env, home: &CrateHome, name: &str, extra: &[&str]) -> PathBuf {
-    let sdk = repo().join("guest-sdk");
-    let mut args = vec!["new", name, "--sdk-path", sdk.to_str().unwrap()];
+    let mut args = vec!["new", name];
     args.extend_from_slice(extra);
     let o = env.command(&args).current_dir(home.dir()).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
@@ -209,6 +208,7 @@ fn the_basic_crate_tests_builds_and_passes_its_golden_case() {
     let mut files: Vec<String> = walk(&dir)
         .iter()
         .map(|p| p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned())
+        .filter(|p| !p.starts_with("sdk/"))
         .collect();
     files.sort();
     assert_eq!(
@@ -230,10 +230,18 @@ fn the_basic_crate_tests_builds_and_passes_its_golden_case() {
         toml::Value::Array(vec!["cdylib".into()])
     );
     let sdk = &manifest["dependencies"]["sandgraph-sdk"]["path"];
-    assert_eq!(
-        sdk.as_str().map(PathBuf::from),
-        Some(repo().join("guest-sdk"))
-    );
+    assert_eq!(sdk.as_str(), Some("sdk/rust/sandgraph-sdk"));
+    for vendored in [
+        "sdk/sandgraph-sdk.toml",
+        "sdk/rust/sandgraph-sdk/Cargo.toml",
+        "sdk/rust/sandgraph-sdk/src/lib.rs",
+        "sdk/rust/sandgraph-sdk/wit/graph.wit",
+        "sdk/rust/sandgraph-spec/Cargo.toml",
+        "sdk/rust/sandgraph-spec/src/lib.rs",
+    ] {
+        assert!(dir.join(vendored).is_file(), "{vendored}");
+    }
+    assert!(!dir.join("sdk/python").exists() && !dir.join("sdk/js").exists());
     assert_eq!(
         manifest["dependencies"]["serde"]["features"],
         toml::Value::Array(vec!["derive".into()])
@@ -248,13 +256,20 @@ fn the_basic_crate_tests_builds_and_passes_its_golden_case() {
     let ignore = std::fs::read_to_string(dir.join(".gitignore")).unwrap();
     assert_eq!(ignore.lines().collect::<Vec<_>>(), ["target/", "*.wasm"]);
     let workflow = std::fs::read_to_string(dir.join(".github/workflows/graph.yml")).unwrap();
+    let install = format!(
+        "cargo install --locked --git https://github.com/sandgraph/sandgraph --rev {} sandgraph-cli",
+        sandgraph_commit()
+    );
     for step in [
-        "--target wasm32-wasip2",
-        "cargo install --locked sandgraph-cli --version",
+        "targets: wasm32-wasip2",
+        install.as_str(),
         "run: cargo test",
         "run: sandgraph build . --out word-count.wasm",
-        "run: sandgraph test word-count.wasm",
-        "run: sandgraph check word-count.wasm",
+        "run: sandgraph test word-count.wasm --junit junit.xml",
+        "run: sandgraph check word-count.wasm --deny-warnings",
+        "run: sandgraph sign word-count.wasm --key-env SANDGRAPH_SIGNING_KEY",
+        "sandgraph push word-count.wasm \"$SANDGRAPH_REGISTRY/word-count:$GITHUB_REF_NAME\"",
+        "actions/cache@",
         "actions/upload-artifact@",
     ] {
         assert!(workflow.contains(step), "no {step:?} in:\n{workflow}");
@@ -291,7 +306,7 @@ fn new_refuses_bad_names_and_a_non_empty_folder() {
         assert_eq!(o.status.code(), Some(2), "{name}");
         let e = stderr(&o);
         assert!(
-            e.contains("cannot name a graph crate") && e.contains(why),
+            e.contains("cannot name a graph project") && e.contains(why),
             "{name}: {e}"
         );
         assert!(!env.path(name).exists());
@@ -316,27 +331,50 @@ fn new_refuses_bad_names_and_a_non_empty_folder() {
     );
 }
 
+/// The commit `sandgraph --version` names.
+fn sandgraph_commit() -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_sandgraph"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = stdout(&o);
+    let at = version
+        .find("(commit ")
+        .expect("--version names the commit")
+        + 8;
+    version[at..].trim_end().trim_end_matches(')').to_owned()
+}
+
 #[test]
-fn the_sdk_dependency_is_the_published_crate_unless_told_otherwise() {
+fn the_sdk_is_vendored_unless_told_otherwise() {
     let env = folder(&[]);
     let sdk_line = |dir: &str| -> toml::Value {
         let manifest = std::fs::read_to_string(env.path(dir).join("Cargo.toml")).unwrap();
         let manifest: toml::Table = toml::from_str(&manifest).unwrap();
         manifest["dependencies"]["sandgraph-sdk"].clone()
     };
-    let o = env.run(&["new", "published"]);
+    let o = env.run(&["new", "vendored"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
-        sdk_line("published").as_str(),
-        Some(env!("CARGO_PKG_VERSION"))
+        sdk_line("vendored")["path"].as_str(),
+        Some("sdk/rust/sandgraph-sdk")
+    );
+    let marker = std::fs::read_to_string(env.path("vendored/sdk/sandgraph-sdk.toml")).unwrap();
+    let marker: toml::Table = toml::from_str(&marker).unwrap();
+    assert_eq!(marker["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!(marker["language"].as_str(), Some("rust"));
+    assert!(
+        marker["world"]
+            .as_str()
+            .unwrap()
+            .starts_with("sandgraph:graph/"),
+        "{marker:?}"
     );
     let url = "https://example.com/sandgraph.git";
     let o = env.run(&["new", "from-git", "--sdk-git", url]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(sdk_line("from-git")["git"].as_str(), Some(url));
-    let workflow =
-        std::fs::read_to_string(env.path("from-git/.github/workflows/graph.yml")).unwrap();
-    assert!(workflow.contains(&format!("cargo install --locked --git {url} sandgraph-cli")));
+    assert!(!env.path("from-git/sdk").exists(), "nothing is vendored");
     // A relative --sdk-path is written absolute.
     std::fs::create_dir(env.path("sdk")).unwrap();
     std::fs::copy(
@@ -355,6 +393,114 @@ fn the_sdk_dependency_is_the_published_crate_unless_told_otherwise() {
     );
     let o = env.run(&["new", "both", "--sdk-path", "sdk", "--sdk-git", url]);
     assert_eq!(o.status.code(), Some(2), "clap refuses both");
+    let o = env.run(&["new", "py", "--lang", "python", "--sdk-git", url]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("are for Rust crates"), "{}", stderr(&o));
+}
+
+/// Python and JavaScript projects: the graph, its native tests, the golden
+/// cases and only their own language's SDK.
+#[test]
+fn python_and_js_projects_vendor_their_sdk() {
+    let env = folder(&[]);
+    for (lang, files, sdk) in [
+        (
+            "python",
+            ["pyproject.toml", "graph.py", "test_graph.py"],
+            "sdk/python/sandgraph/__init__.py",
+        ),
+        (
+            "js",
+            ["package.json", "graph.js", "graph.test.js"],
+            "sdk/js/index.js",
+        ),
+    ] {
+        let name = format!("My-{lang}");
+        let o = env.run(&["new", &name, "--lang", lang, "--template", "agent"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let dir = env.path(&name);
+        for file in files.iter().chain(&[
+            ".gitignore",
+            "README.md",
+            ".github/workflows/graph.yml",
+            "tests/basic.json",
+            "tests/basic.cassette.jsonl",
+            "tests/denied.json",
+            "sdk/sandgraph-sdk.toml",
+            sdk,
+        ]) {
+            assert!(dir.join(file).is_file(), "{lang}: {file}");
+        }
+        assert!(!dir.join("sdk/rust").exists(), "{lang}");
+        assert!(!dir.join("Cargo.toml").exists(), "{lang}");
+    }
+    let package: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.path("My-js/package.json")).unwrap())
+            .unwrap();
+    assert_eq!(package["name"], "my-js", "npm names are lowercase");
+    assert_eq!(package["devDependencies"]["@sandgraph/sdk"], "file:sdk/js");
+    assert_eq!(package["sandgraph"]["capabilities"][0], "llm");
+    let pyproject: toml::Table =
+        toml::from_str(&std::fs::read_to_string(env.path("My-python/pyproject.toml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        pyproject["tool"]["sandgraph"]["module"].as_str(),
+        Some("graph")
+    );
+}
+
+/// `build` refuses a project whose vendored SDK is another sandgraph's,
+/// naming both; `sdk update` puts this one's back; a folder that is no
+/// project is refused.
+#[test]
+fn build_refuses_another_sdk_until_sdk_update() {
+    let env = folder(&[]);
+    let o = env.run(&["new", "old", "--lang", "python"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let marker = env.path("old/sdk/sandgraph-sdk.toml");
+    let ours = std::fs::read_to_string(&marker).unwrap();
+    let version = format!("version = \"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(ours.contains(&version), "{ours}");
+    std::fs::write(
+        &marker,
+        ours.replace(&version, "version = \"0.0.1\"")
+            .replace("graph-component@", "graph-component@0.0."),
+    )
+    .unwrap();
+    std::fs::remove_file(env.path("old/sdk/python/sandgraph/graph.py")).unwrap();
+    let o = env.run(&["build", "old", "--out", "old.wasm"]);
+    assert_eq!(o.status.code(), Some(12), "{}", stderr(&o));
+    let e = stderr(&o);
+    for part in [
+        "sandgraph-sdk.toml",
+        "sandgraph 0.0.1",
+        env!("CARGO_PKG_VERSION"),
+        "sandgraph sdk update old",
+    ] {
+        assert!(e.contains(part), "{part:?} not in {e}");
+    }
+    assert!(!env.path("old.wasm").exists());
+
+    let o = env.run(&["sdk", "update", "old"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("from sandgraph 0.0.1"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), ours);
+    assert!(env.path("old/sdk/python/sandgraph/graph.py").is_file());
+
+    std::fs::create_dir(env.path("plain")).unwrap();
+    env.write("plain/Cargo.toml", "[package]\nname = \"plain\"\n");
+    let o = env.run(&["sdk", "update", "plain"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is not a sandgraph project"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!env.path("plain/sdk").exists());
 }
 
 /// The same source built in two folders with two target folders gives the

@@ -15,13 +15,13 @@ mod build_py;
 mod cache;
 mod check;
 mod config;
+#[cfg(test)]
+mod docgen;
 mod exit;
 mod golden;
 mod mount;
 mod new;
 mod oci;
-#[cfg(test)]
-mod docgen;
 mod reference;
 mod route;
 mod run;

@@ -14,7 +14,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
 use serde_json::Value;
 
@@ -126,7 +125,7 @@ pub(crate) fn run_cached(env: &Env, args: &[&str]) -> Output {
 }
 
 /// A `sandgraph` command with logs off and the tests' shared compile cache.
-fn sandgraph(lang: Lang, example: &str, args: &[&str]) -> Output {
+fn sandgraph(lang: Lang, args: &[&str]) -> Output {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandgraph"));
     if matches!(lang, Lang::Js) {
@@ -177,7 +176,6 @@ pub(crate) fn built(lang: Lang, example: &str) -> PathBuf {
     let before = listing(&source);
     let o = sandgraph(
         lang,
-        example,
         &[
             "build",
             source.to_str().unwrap(),
@@ -257,8 +255,8 @@ fn remove_stale(dir: &Path, lang: Lang, example: &str, key: &str) {
 
 /// The parts of `sandgraph inspect` (the spec as JSON) that must agree across
 /// languages: what a client and the executor see of the graph.
-fn surface(lang: Lang, example: &str, wasm: &Path) -> Value {
-    let o = sandgraph(lang, example, &["inspect", wasm.to_str().unwrap()]);
+fn surface(lang: Lang, wasm: &Path) -> Value {
+    let o = sandgraph(lang, &["inspect", wasm.to_str().unwrap()]);
     assert_ok(&format!("sandgraph inspect ({})", lang.name()), &o);
     let spec: Value = serde_json::from_str(&stdout(&o))
         .unwrap_or_else(|e| panic!("inspect prints JSON ({e}):\n{}", stdout(&o)));
@@ -307,7 +305,6 @@ fn conforms(lang: Lang) {
         let dir = cases.join(example);
         let o = sandgraph(
             lang,
-            example,
             &[
                 "test",
                 wasm.to_str().unwrap(),
@@ -327,8 +324,8 @@ fn conforms(lang: Lang) {
             ));
         }
         if !matches!(lang, Lang::Rust) {
-            let rust = surface(Lang::Rust, example, &built(Lang::Rust, example));
-            let ours = surface(lang, example, &wasm);
+            let rust = surface(Lang::Rust, &built(Lang::Rust, example));
+            let ours = surface(lang, &wasm);
             if ours != rust {
                 failures.push(format!(
                     "{} {example} describes another graph than Rust's:\n  rust: {rust}\n  {}: {ours}",

@@ -147,7 +147,7 @@ pub(crate) fn run_in(dir: &Path, target: &Path, program: &str, args: &[&str]) ->
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target)
         .env("SANDGRAPH_LOG", "off")
-        .env("SANDGRAPH_CACHE", dir.join("cache.redb"))
+        .env("SANDGRAPH_CACHE", dir.join("cache"))
         // The test harness's own RUSTC_BOOTSTRAP (`--report-time` needs
         // it) would make cargo rebuild every dependency.
         .env_remove("RUSTC_BOOTSTRAP")

@@ -79,6 +79,32 @@ fn steps(workflow: &str) -> Vec<Step> {
         .collect()
 }
 
+/// The job's `SANDGRAPH_CACHE`, its `${{ github.workspace }}` being
+/// `work`: a folder in the workspace, which the cache step keeps.
+fn job_cache(work: &Path) -> String {
+    let workflow = std::fs::read_to_string(work.join(".github/workflows/graph.yml")).unwrap();
+    let docs = YamlLoader::load_from_str(&workflow).expect("graph.yml is YAML");
+    let jobs = docs[0]["jobs"].as_hash().expect("graph.yml has jobs");
+    let job = jobs.values().next().unwrap();
+    let value = job["env"]["SANDGRAPH_CACHE"]
+        .as_str()
+        .expect("the job's env names SANDGRAPH_CACHE");
+    let path = value.replace("${{ github.workspace }}", &work.to_string_lossy());
+    assert!(!path.contains("${{"), "SANDGRAPH_CACHE: {value}");
+    let cached = job["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["with"]["path"].as_str())
+        .any(|paths| {
+            paths
+                .lines()
+                .any(|p| !p.trim().is_empty() && work.join(p.trim()) == Path::new(&path))
+        });
+    assert!(cached, "no cache step keeps {value}");
+    path
+}
+
 /// Whether `if: condition` holds, for the forms the workflow uses:
 /// `always()`, `startsWith(github.ref, '<prefix>')` and `env.NAME != ''`.
 fn holds(condition: &str, env: &HashMap<&str, String>) -> bool {
@@ -115,7 +141,7 @@ fn sandgraph(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .current_dir(dir)
         .env("SANDGRAPH_LOG", "off")
-        .env("SANDGRAPH_CACHE", dir.join("cache.redb"))
+        .env("SANDGRAPH_CACHE", dir.join("cache"))
         .output()
         .unwrap();
     assert_ok(&format!("sandgraph {}", args.join(" ")), &o);
@@ -223,12 +249,7 @@ fn workflow_runs_as_written(lang: &str, template: &str) {
         ("SANDGRAPH_REGISTRY", format!("{}/graphs", registry.addr())),
         ("SANDGRAPH_PUSH_FLAGS", String::new()),
         // As the job's env: says, with the workspace being `work`.
-        (
-            "SANDGRAPH_CACHE",
-            work.join(".sandgraph-cache/cache.redb")
-                .to_string_lossy()
-                .into_owned(),
-        ),
+        ("SANDGRAPH_CACHE", job_cache(&work)),
         ("DOCKER_CONFIG", docker.to_string_lossy().into_owned()),
         ("SANDGRAPH_LOG", "warn".to_owned()),
         // jco 1.35.0 is in npm's cache from example-graphs/js.

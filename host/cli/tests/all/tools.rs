@@ -27,13 +27,18 @@ fn assert_error(o: &Output, code: &str, exit: i32, message: &str) {
     assert!(o.stdout.is_empty(), "nothing on stdout on failure");
 }
 
+/// A folder with two copies of one graph, a reserved name and a file that
+/// is not wasm, and a compile cache of its own: the shared one remembers
+/// `broken.wasm`'s failure from whichever test loaded it first, and these
+/// tests state the first load's warnings.
 fn messy() -> Env {
     let env = folder(&[
         ("a_echo.wasm", sandgraph_tests::ECHO),
         ("b_echo_copy.wasm", sandgraph_tests::ECHO),
         ("greet_graph.wasm", sandgraph_tests::GREET),
         ("d_reserved.wasm", sandgraph_tests::GRAPH_RESERVED_NAME),
-    ]);
+    ])
+    .cold();
     std::fs::write(env.graphs().join("broken.wasm"), "not wasm").unwrap();
     env
 }
@@ -435,7 +440,8 @@ fn the_compile_cache_is_written_where_told_and_not_at_all_with_no_cache() {
         "c/x",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(env.path("c/x").is_file());
+    assert!(env.path("c/x/key").is_file());
+    assert!(env.path("c/x/v1/specs").is_dir());
     // Warm: same output.
     let warm = env.run(&[
         "call",

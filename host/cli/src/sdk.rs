@@ -138,18 +138,23 @@ fn invalid(message: impl Into<String>) -> Failure {
 
 /// Reads `path` when it exists, bounded by `max` bytes.
 fn read_bounded(path: &Path, max: u64) -> Result<Option<String>, String> {
-    match std::fs::metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-        Ok(m) if m.len() > max => Err(format!(
-            "{} is {} bytes, more than {max}",
-            path.display(),
-            m.len()
-        )),
-        Ok(_) => std::fs::read_to_string(path)
-            .map(Some)
-            .map_err(|e| format!("cannot read {}: {e}", path.display())),
+    use std::io::Read;
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let file = match std::fs::File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(cannot(e)),
+        Ok(file) => file,
+    };
+    // Bounded on the read itself, so a file that grows, or a FIFO, cannot
+    // make it read more than `max` bytes.
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    if text.len() as u64 > max {
+        return Err(format!("{} is more than {max} bytes", path.display()));
     }
+    Ok(Some(text))
 }
 
 /// The marker of the project in `dir`, if it has one.
@@ -286,6 +291,20 @@ pub async fn sdk(args: SdkArgs) -> Result<ExitCode, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_past_its_bound_is_refused_and_a_missing_one_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        std::fs::write(&path, "x".repeat(11)).unwrap();
+        assert_eq!(
+            read_bounded(&path, 11).unwrap().as_deref(),
+            Some("xxxxxxxxxxx")
+        );
+        let e = read_bounded(&path, 10).unwrap_err();
+        assert!(e.ends_with("big is more than 10 bytes"), "{e}");
+        assert_eq!(read_bounded(&dir.path().join("none"), 10), Ok(None));
+    }
 
     #[test]
     fn a_marker_of_this_sdk_passes_and_another_names_both_and_the_fix() {

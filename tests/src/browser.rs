@@ -2,10 +2,9 @@
 //! tests (host/cli/tests/all/studio.rs).
 //!
 //! The browser is Debian's `chromium` with its `chromium-driver`
-//! (`/usr/bin/chromium`, `/usr/bin/chromedriver`); [`ensure_installed`]
-//! installs the two packages with `apt-get` when either is missing (as root,
-//! or through `sudo`), so a fresh machine needs no step of its own (`.ci/run`
-//! installs them too). One `chromedriver` per test binary listens on a free
+//! (`/usr/bin/chromium`, `/usr/bin/chromedriver`), installed by `.ci/run`
+//! or `.ci/services`, never by a test: without them [`ensure_installed`]
+//! fails with one line saying what to install. One `chromedriver` per test binary listens on a free
 //! `127.0.0.1` port and is shared by the tests that hold a [`Browser`] (an
 //! `Arc`, stopped with the last one, like the PostgreSQL fixture); each
 //! [`Browser`] is a session of its own: a headless Chromium with a fresh
@@ -67,76 +66,23 @@ const CHROMIUM_FLAGS: &[&str] = &[
 /// The window's size (width, height) in CSS pixels.
 pub const WINDOW: (u32, u32) = (1280, 900);
 
-/// Installs Debian's `chromium` and `chromium-driver` unless both
-/// [`CHROMIUM`] and [`CHROMEDRIVER`] exist: `apt-get update`, then
-/// `apt-get install -y`, as root or through `sudo`. Once per test binary;
-/// the error says which step failed and how.
+/// Checks that [`CHROMIUM`] and [`CHROMEDRIVER`] exist. A test never
+/// installs packages: `.ci/run` (and `.ci/services`, for developers)
+/// installs Debian's `chromium` and `chromium-driver`; without them the
+/// error is one line saying what to install.
 pub fn ensure_installed() -> Result<(), String> {
-    static INSTALLED: Mutex<Option<Result<(), String>>> = Mutex::new(None);
-    let mut done = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(result) = done.as_ref() {
-        return result.clone();
+    match [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .find(|bin| !Path::new(bin).is_file())
+    {
+        None => Ok(()),
+        Some(bin) => Err(format!(
+            "browser fixture: {bin} is missing: install Debian's chromium and chromium-driver \
+             (`.ci/services` does)"
+        )),
     }
-    let result = if Path::new(CHROMIUM).is_file() && Path::new(CHROMEDRIVER).is_file() {
-        Ok(())
-    } else {
-        install()
-    };
-    *done = Some(result.clone());
-    result
 }
 
-fn install() -> Result<(), String> {
-    eprintln!("browser fixture: installing chromium and chromium-driver with apt-get");
-    let sudo = !is_root();
-    let apt = |args: &[&str]| -> Result<(), String> {
-        let mut cmd = if sudo {
-            let mut c = Command::new("sudo");
-            c.arg("apt-get");
-            c
-        } else {
-            Command::new("apt-get")
-        };
-        let out = cmd
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("browser fixture: cannot run apt-get {args:?}: {e}"))?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        Err(format!(
-            "browser fixture: apt-get {args:?} failed ({}): {}",
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        ))
-    };
-    apt(&["update", "-q"])?;
-    apt(&["install", "-y", "-q", "chromium", "chromium-driver"])?;
-    for bin in [CHROMIUM, CHROMEDRIVER] {
-        if !Path::new(bin).is_file() {
-            return Err(format!(
-                "browser fixture: {bin} is still missing after apt-get install chromium chromium-driver"
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn is_root() -> bool {
-    // No libc: the effective uid is in /proc/self/status ("Uid: r e s f").
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
 
 /// A running chromedriver; killed on drop.
 struct Driver {
@@ -342,7 +288,7 @@ impl Browser {
     /// A new session whose failure screenshots go to
     /// `target/test-output/<group>/<test name>`, the test's name being the
     /// current thread's (libtest names it after the test). Panics saying
-    /// why when Chromium cannot be installed or started.
+    /// why when Chromium is missing or cannot be started.
     pub async fn start(group: &str) -> Browser {
         let thread = std::thread::current();
         let test = thread.name().unwrap_or("unnamed").to_owned();

@@ -5,6 +5,8 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
+use crate::FormatError;
+
 use sha2::Digest as _;
 
 /// A sha256 digest. Displayed and parsed as 64 lowercase hex digits.
@@ -44,16 +46,13 @@ impl fmt::Display for Digest {
 }
 
 impl FromStr for Digest {
-    type Err = String;
+    type Err = FormatError;
 
     /// 64 hex digits (either case).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, FormatError> {
         let mut out = [0u8; 32];
         if s.len() != 64 || hex::decode_to_slice(s, &mut out).is_err() {
-            return Err(format!(
-                "\"{}\" is not a sha256 digest (64 hex digits)",
-                s.escape_debug().take(80).collect::<String>()
-            ));
+            return Err(FormatError::NotADigest(s.escape_debug().take(80).collect()));
         }
         Ok(Digest(out))
     }

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 
 use crate::digest::{Digest, sha256};
-use crate::{ArtifactError, open, read_open_bounded, read_text, text};
+use crate::{ArtifactError, FormatError, open, read_open_bounded, read_text, text};
 
 /// The first line of a secret key file.
 pub const SECRET_KEY_HEADER: &str = "sandgraph-ed25519-secret-key";
@@ -67,7 +67,11 @@ impl fmt::Debug for SecretKey {
 }
 
 /// Parses a two-line key file: `header`, then 32 bytes in hex.
-fn parse_key_text(text: &str, header: &str, what: &str) -> Result<[u8; 32], String> {
+fn parse_key_text(
+    text: &str,
+    header: &'static str,
+    what: &'static str,
+) -> Result<[u8; 32], FormatError> {
     let mut lines = text
         .lines()
         .map(str::trim)
@@ -89,20 +93,15 @@ fn parse_key_text(text: &str, header: &str, what: &str) -> Result<[u8; 32], Stri
         } else {
             String::new()
         };
-        return Err(format!(
-            "not a sandgraph {what}: the first line should be \"{header}\"{hint}; make one with \
-             `sandgraph keygen`"
-        ));
+        return Err(FormatError::KeyHeader { what, header, hint });
     }
     let mut bytes = [0u8; 32];
     let key = lines.next().unwrap_or("");
     if key.len() != 64 || hex::decode_to_slice(key, &mut bytes).is_err() {
-        return Err(format!(
-            "malformed {what}: the second line should be 64 hex digits"
-        ));
+        return Err(FormatError::KeyHex { what });
     }
     if lines.next().is_some() {
-        return Err(format!("malformed {what}: unexpected text after the key"));
+        return Err(FormatError::KeyTrailing { what });
     }
     Ok(bytes)
 }
@@ -124,11 +123,11 @@ impl PublicKey {
     ///
     /// Another header, malformed hex, or bytes that are not a point of the
     /// curve.
-    pub fn parse(text: &str) -> Result<PublicKey, String> {
+    pub fn parse(text: &str) -> Result<PublicKey, FormatError> {
         let bytes = parse_key_text(text, PUBLIC_KEY_HEADER, "public key file")?;
         VerifyingKey::from_bytes(&bytes)
             .map(PublicKey)
-            .map_err(|_| "malformed public key file: the key is not a valid ed25519 key".into())
+            .map_err(|_| FormatError::KeyNotOnCurve)
     }
 
     /// Reads a public key file.
@@ -148,9 +147,9 @@ impl SecretKey {
     /// # Errors
     ///
     /// The random source failed.
-    pub fn generate() -> Result<SecretKey, String> {
+    pub fn generate() -> Result<SecretKey, FormatError> {
         let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| format!("cannot get random bytes: {e}"))?;
+        getrandom::fill(&mut seed).map_err(|e| FormatError::Random(e.to_string()))?;
         Ok(SecretKey(SigningKey::from_bytes(&seed)))
     }
 
@@ -169,7 +168,7 @@ impl SecretKey {
     /// # Errors
     ///
     /// Another header (a public key, say), or malformed hex.
-    pub fn parse(text: &str) -> Result<SecretKey, String> {
+    pub fn parse(text: &str) -> Result<SecretKey, FormatError> {
         parse_key_text(text, SECRET_KEY_HEADER, "secret key file")
             .map(|seed| SecretKey(SigningKey::from_bytes(&seed)))
     }

@@ -15,16 +15,20 @@
 //! without panicking; errors are lowercase sentences that name the file.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub mod digest;
+mod error;
 pub mod keys;
 pub mod lock;
 pub mod signature;
 
 pub use digest::{Digest, sha256, sha256_file};
+pub use error::FormatError;
 pub use keys::{KeyId, PublicKey, SecretKey, TrustedKeys};
 pub use lock::{LOCK_FILE, LockEntry, LockFile, LockMismatch, MismatchKind};
 pub use signature::{Refusal, Sidecar, SignatureError, Verified, verify};
@@ -58,10 +62,10 @@ pub struct ArtifactError {
 }
 
 impl ArtifactError {
-    pub(crate) fn new(path: &Path, message: impl Into<String>) -> Self {
+    pub(crate) fn new(path: &Path, message: impl std::fmt::Display) -> Self {
         ArtifactError {
             path: path.to_path_buf(),
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }

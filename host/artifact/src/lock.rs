@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
-use crate::{ArtifactError, read_text};
+use crate::{ArtifactError, FormatError, read_text};
 
 /// The lock file's name, in the folder it pins.
 pub const LOCK_FILE: &str = "sandgraph.lock";
@@ -139,11 +139,11 @@ impl LockFile {
     ///
     /// Two entries for the same file, or a file name that is not a plain
     /// `*.wasm` name.
-    pub fn new(mut entries: Vec<LockEntry>) -> Result<LockFile, String> {
+    pub fn new(mut entries: Vec<LockEntry>) -> Result<LockFile, FormatError> {
         entries.sort_by(|a, b| a.file.cmp(&b.file));
         for pair in entries.windows(2) {
             if pair[0].file == pair[1].file {
-                return Err(format!("\"{}\" is pinned twice", pair[0].file));
+                return Err(FormatError::PinnedTwice(pair[0].file.clone()));
             }
         }
         for e in &entries {
@@ -184,22 +184,21 @@ impl LockFile {
     ///
     /// Invalid TOML, an unknown key, another version, a bad digest or file
     /// name, a file pinned twice.
-    pub fn parse(text: &str) -> Result<LockFile, String> {
+    pub fn parse(text: &str) -> Result<LockFile, FormatError> {
         let raw: RawLock =
-            toml::from_str(text).map_err(|e| format!("not a valid lock file: {}", e.message()))?;
+            toml::from_str(text).map_err(|e| FormatError::LockSyntax(e.message().to_owned()))?;
         if raw.version != LOCK_VERSION {
-            return Err(format!(
-                "lock file version {} is not supported (this sandgraph reads version \
-                 {LOCK_VERSION}); write it again with `sandgraph lock`",
-                raw.version
-            ));
+            return Err(FormatError::LockVersion {
+                found: raw.version,
+                supported: LOCK_VERSION,
+            });
         }
         let mut entries = Vec::with_capacity(raw.graph.len());
         for e in raw.graph {
-            let sha256 = e
-                .sha256
-                .parse()
-                .map_err(|m| format!("graph \"{}\": sha256: {m}", e.file.escape_debug()))?;
+            let sha256 = e.sha256.parse().map_err(|m| FormatError::EntryDigest {
+                file: e.file.escape_debug().to_string(),
+                source: Box::new(m),
+            })?;
             entries.push(LockEntry {
                 file: e.file,
                 name: e.name,
@@ -298,15 +297,14 @@ impl LockFile {
     }
 }
 
-fn check_file_name(file: &str) -> Result<(), String> {
+fn check_file_name(file: &str) -> Result<(), FormatError> {
     let plain =
         !file.is_empty() && !file.contains(['/', '\\']) && file != ".." && file.ends_with(".wasm");
     if plain {
         Ok(())
     } else {
-        Err(format!(
-            "\"{}\" is not a component file name (a plain *.wasm name in the folder)",
-            file.escape_debug().take(200).collect::<String>()
+        Err(FormatError::FileName(
+            file.escape_debug().take(200).collect(),
         ))
     }
 }

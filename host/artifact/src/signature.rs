@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
 use crate::keys::{KeyId, SecretKey, TrustedKeys};
-use crate::{ArtifactError, MAX_SIGNATURE_FILE, read_bounded, signature_path};
+use crate::{ArtifactError, FormatError, MAX_SIGNATURE_FILE, read_bounded, signature_path};
 
 /// The sidecar format written and read.
 pub const SIGNATURE_VERSION: u32 = 2;
@@ -174,38 +174,39 @@ impl Sidecar {
     ///
     /// Not JSON, an unknown field, another version or algorithm, malformed
     /// hex.
-    pub fn parse(bytes: &[u8]) -> Result<Sidecar, String> {
-        let version: RawVersion = serde_json::from_slice(bytes)
-            .map_err(|e| format!("not a sandgraph signature file: {e}"))?;
-        if version.version != SIGNATURE_VERSION {
-            return Err(format!(
-                "signature file version {} is not supported (this sandgraph reads version \
-                 {SIGNATURE_VERSION})",
-                version.version
-            ));
+    pub fn parse(bytes: &[u8]) -> Result<Sidecar, FormatError> {
+        let syntax = |e: serde_json::Error| FormatError::SidecarSyntax(e.to_string());
+        let version = |found| FormatError::SidecarVersion {
+            found,
+            supported: SIGNATURE_VERSION,
+        };
+        let first: RawVersion = serde_json::from_slice(bytes).map_err(syntax)?;
+        if first.version != SIGNATURE_VERSION {
+            return Err(version(first.version));
         }
-        let raw: RawSidecar = serde_json::from_slice(bytes)
-            .map_err(|e| format!("not a sandgraph signature file: {e}"))?;
+        let raw: RawSidecar = serde_json::from_slice(bytes).map_err(syntax)?;
         if raw.version != SIGNATURE_VERSION {
-            return Err(format!(
-                "signature file version {} is not supported (this sandgraph reads version \
-                 {SIGNATURE_VERSION})",
-                raw.version
-            ));
+            return Err(version(raw.version));
         }
         if raw.algorithm != ALGORITHM {
-            return Err(format!(
-                "algorithm \"{}\" is not supported (only \"{ALGORITHM}\")",
-                raw.algorithm.escape_debug().take(80).collect::<String>()
-            ));
+            return Err(FormatError::Algorithm {
+                found: raw.algorithm.escape_debug().take(80).collect(),
+                supported: ALGORITHM,
+            });
         }
-        let key_id = raw.key_id.parse().map_err(|m| format!("key_id: {m}"))?;
-        let sha256 = raw.sha256.parse().map_err(|m| format!("sha256: {m}"))?;
+        let field = |field| {
+            move |m| FormatError::Field {
+                field,
+                source: Box::new(m),
+            }
+        };
+        let key_id = raw.key_id.parse().map_err(field("key_id"))?;
+        let sha256 = raw.sha256.parse().map_err(field("sha256"))?;
         let mut signature = [0u8; 64];
         if raw.signature.len() != 128
             || hex::decode_to_slice(&raw.signature, &mut signature).is_err()
         {
-            return Err("signature: not an ed25519 signature (128 hex digits)".into());
+            return Err(FormatError::SignatureHex);
         }
         Ok(Sidecar {
             key_id: KeyId(key_id),

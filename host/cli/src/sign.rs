@@ -144,7 +144,7 @@ pub struct KeygenArgs {
 
 /// Writes a new ed25519 key pair and prints the key id.
 pub async fn keygen(args: KeygenArgs) -> Result<ExitCode, Failure> {
-    let key = SecretKey::generate().map_err(Failure::internal)?;
+    let key = SecretKey::generate().map_err(|e| Failure::internal(e.to_string()))?;
     // A keys folder that does not exist yet is made private (0700): it is
     // where the secret key lives.
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty())

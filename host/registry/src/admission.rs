@@ -126,9 +126,11 @@ impl Admission {
         if self.is_open() {
             return Ok(admitted);
         }
-        let digest: Digest = digest.parse().map_err(|m: String| {
-            MountWarning::new(path, MountErrorKind::Io, format!("internal: {m}"))
-        })?;
+        let digest: Digest = digest
+            .parse()
+            .map_err(|m: sandgraph_artifact::FormatError| {
+                MountWarning::new(path, MountErrorKind::Io, format!("internal: {m}"))
+            })?;
         let dir = path.parent().unwrap_or(Path::new(""));
         match self.locks.get(dir) {
             Some(lock) => match lock.admit(dir, path, &digest) {

@@ -83,7 +83,7 @@ fn failure(e: SuperviseError, db: &std::path::Path) -> Failure {
         SuperviseError::Store(_) => RunError::new(ErrorCode::Storage, e.to_string()).into(),
         SuperviseError::Stalled(_)
         | SuperviseError::Coordinator(_)
-        | SuperviseError::ContextOverflow(_) => {
+        | SuperviseError::ContextOverflow { .. } => {
             Failure::new(e.code(), exit::SUPERVISOR, e.to_string())
         }
     }

@@ -22,6 +22,42 @@
 
 use sandgraph_llm::{ChatRequest, LlmError, Message, ToolSpec};
 
+/// Why a supervisor turn's conversation cannot fit the context budget.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContextError {
+    /// Over the budget again after the turn's one compaction.
+    #[error(
+        "the conversation needs about {estimate} tokens after its compaction, over the context budget of {budget} tokens"
+    )]
+    OverAfterCompaction {
+        /// The estimated tokens of the request.
+        estimate: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// The provider refused the conversation as over the model's context
+    /// after its compaction (the provider's error, in words).
+    #[error("the model refused the compacted conversation as over its context: {0}")]
+    RefusedCompacted(String),
+    /// Over the budget even with the compaction's digest and the fewest
+    /// entries of the opening.
+    #[error(
+        "the conversation needs about {estimate} tokens even compacted, with {omitted} of its {total} {kind} left out, over the context budget of {budget} tokens"
+    )]
+    OverEvenCompacted {
+        /// The estimated tokens of the compacted request.
+        estimate: u64,
+        /// The entries of the opening left out.
+        omitted: usize,
+        /// The entries of the opening.
+        total: usize,
+        /// What the entries are ("work items", ...).
+        kind: &'static str,
+        /// The budget.
+        budget: u64,
+    },
+}
+
 /// The default context budget of a supervisor request, in estimated tokens
 /// (see [`estimate_tokens`]): under the window of the hosted models that
 /// call tools well (32 K and more), with room for their replies.
@@ -175,16 +211,16 @@ impl Conversation {
     /// Makes the next request fit the budget, compacting the conversation
     /// when it does not and it was not compacted yet; `Some` when it
     /// compacted now. The error says why it cannot fit.
-    pub fn fit(&mut self) -> Result<Option<Compaction>, String> {
+    pub fn fit(&mut self) -> Result<Option<Compaction>, ContextError> {
         let estimate = estimate_tokens(&self.request());
         if estimate <= self.budget {
             return Ok(None);
         }
         if self.compaction.is_some() {
-            return Err(format!(
-                "the conversation needs about {estimate} tokens after its compaction, over the context budget of {} tokens",
-                self.budget
-            ));
+            return Err(ContextError::OverAfterCompaction {
+                estimate,
+                budget: self.budget,
+            });
         }
         self.compact(estimate, self.budget, false).map(Some)
     }
@@ -192,11 +228,9 @@ impl Conversation {
     /// The provider refused the next request as over the model's context
     /// (`error`): compacts it to half its estimated size (or the budget,
     /// when smaller), unless it was compacted already.
-    pub fn refused(&mut self, error: &LlmError) -> Result<Compaction, String> {
+    pub fn refused(&mut self, error: &LlmError) -> Result<Compaction, ContextError> {
         if self.compaction.is_some() {
-            return Err(format!(
-                "the model refused the compacted conversation as over its context: {error}"
-            ));
+            return Err(ContextError::RefusedCompacted(error.to_string()));
         }
         let estimate = estimate_tokens(&self.request());
         self.budget = self.budget.min(estimate / 2);
@@ -210,7 +244,7 @@ impl Conversation {
         estimate: u64,
         budget: u64,
         reported: bool,
-    ) -> Result<Compaction, String> {
+    ) -> Result<Compaction, ContextError> {
         let (digest, digested_calls) = digest(&self.exchanges);
         self.exchanges.clear();
         let kept = self.most_kept_within(budget / 2, &digest);
@@ -225,12 +259,13 @@ impl Conversation {
         self.compaction = Some(compaction);
         let after = estimate_tokens(&self.request());
         if after > budget {
-            return Err(format!(
-                "the conversation needs about {after} tokens even compacted, with {} of its {} {} left out, over the context budget of {budget} tokens",
-                compaction.omitted,
-                self.brief.items.len(),
-                self.brief.kind
-            ));
+            return Err(ContextError::OverEvenCompacted {
+                estimate: after,
+                omitted: compaction.omitted,
+                total: self.brief.items.len(),
+                kind: self.brief.kind,
+                budget,
+            });
         }
         Ok(compaction)
     }

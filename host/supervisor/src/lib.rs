@@ -8,12 +8,14 @@
 //! work again.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod context;
 mod coordinator;
 mod supervisor;
 
-pub use context::{BYTES_PER_TOKEN, DEFAULT_CONTEXT_BUDGET_TOKENS, estimate_tokens};
+pub use context::{BYTES_PER_TOKEN, ContextError, DEFAULT_CONTEXT_BUDGET_TOKENS, estimate_tokens};
 pub use coordinator::{
     Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveError, WaveReport,
 };

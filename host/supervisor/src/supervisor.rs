@@ -160,8 +160,17 @@ pub enum SuperviseError {
     Coordinator(#[from] crate::WaveError),
     /// A supervisor turn's conversation did not fit the context even after
     /// its one compaction.
-    #[error("{0}")]
-    ContextOverflow(String),
+    #[error(
+        "agent graph {graph}: supervisor turn {turn}: {source}; raise [controller].context_budget_tokens if the model's context allows"
+    )]
+    ContextOverflow {
+        /// The agent graph.
+        graph: String,
+        /// The supervisor turn.
+        turn: u64,
+        /// Why the conversation does not fit.
+        source: crate::ContextError,
+    },
 }
 
 /// What failed in the store, under [`SuperviseError::Store`].
@@ -216,7 +225,7 @@ impl SuperviseError {
             SuperviseError::UnknownGraph(_) | SuperviseError::InvalidGraphId(_) => "invalid_input",
             SuperviseError::Stalled(_) => "supervisor_stalled",
             SuperviseError::Coordinator(_) => "coordinator",
-            SuperviseError::ContextOverflow(_) => "context_overflow",
+            SuperviseError::ContextOverflow { .. } => "context_overflow",
         }
     }
 }
@@ -777,11 +786,10 @@ impl Supervisor {
         run: &SupervisorRun,
         turn: u64,
     ) -> Result<ChatResponse, SuperviseError> {
-        let overflow = |why: String| {
-            SuperviseError::ContextOverflow(format!(
-                "agent graph {}: supervisor turn {turn}: {why}; raise [controller].context_budget_tokens if the model's context allows",
-                run.graph_id
-            ))
+        let overflow = |source| SuperviseError::ContextOverflow {
+            graph: run.graph_id.clone(),
+            turn,
+            source,
         };
         // At most two rounds: a second refusal finds the conversation
         // compacted already and is an error.
@@ -893,7 +901,7 @@ fn attempt_status(outcome: &Result<TurnEnd, SuperviseError>) -> (AttemptStatus, 
     match outcome {
         Ok(_) => (AttemptStatus::Delivered, None),
         Err(SuperviseError::Llm(e)) => (AttemptStatus::RetryableFailed, Some(e.to_string())),
-        Err(e @ SuperviseError::ContextOverflow(_)) => {
+        Err(e @ SuperviseError::ContextOverflow { .. }) => {
             (AttemptStatus::RetryableFailed, Some(e.to_string()))
         }
         Err(_) => (

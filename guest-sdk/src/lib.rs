@@ -130,6 +130,8 @@
 //!   need it.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 // The bindings' default module path (`default_bindings_module`) starts with
 // `::sandgraph_sdk`, as seen from an author's crate; this makes the same

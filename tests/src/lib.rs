@@ -22,6 +22,8 @@
 //! and headless Chromium through WebDriver ([`browser`]).
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 include!(concat!(env!("OUT_DIR"), "/graphs.rs"));
 

@@ -14,6 +14,8 @@
 //! ```
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod config;
 mod hooks;

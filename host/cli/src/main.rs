@@ -1,5 +1,8 @@
 //! `sandgraph`: build, run and inspect sandboxed graph components.
 
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 /// `println!` for the command's output: when stdout is closed early (the
 /// output piped into `head`), the process ends quietly with the status a
 /// process killed by `SIGPIPE` reports (141), instead of panicking.

@@ -40,6 +40,8 @@
 //!   id to any caller, which let it send requests as the root.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod error;
 pub mod ids;

@@ -8,6 +8,8 @@
 //! tests) that run node bodies, routers and custom reducers.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod audit;
 mod backend;

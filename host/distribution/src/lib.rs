@@ -25,6 +25,8 @@
 //! request, because `oci_client` reads a manifest whole, however large.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod auth;
 pub mod layout;

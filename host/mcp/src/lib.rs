@@ -48,6 +48,8 @@
 //! and limits, their API behind the same authentication.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod agent_graph;
 mod conn;

@@ -39,6 +39,8 @@
 //! its bytes change.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod admission;
 mod compile;

@@ -7,6 +7,8 @@
 //! often as you like: every run gets fresh instances in fresh stores.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod bindings;
 pub mod caps;

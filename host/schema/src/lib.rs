@@ -60,6 +60,8 @@
 //! violations are ordered and deduplicated.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod compile;
 #[cfg(test)]

@@ -15,6 +15,8 @@
 //! `sandgraph-sdk`.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod json;
 mod mermaid;

@@ -13,6 +13,8 @@
 //! See `DESIGN.md` at the crate root for keys, encodings and invariants.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod agent_graph;
 mod cache;

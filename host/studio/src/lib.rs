@@ -12,6 +12,8 @@
 //! cross-origin request cannot send.
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod agent_graphs;
 mod api;

@@ -31,6 +31,8 @@
 //! ```
 
 #![deny(missing_docs)]
+// Every declared dependency is used: CI's build makes this an error.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod demo;
 

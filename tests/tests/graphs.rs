@@ -28,6 +28,11 @@ mod sdk_bindings;
 
 #[path = "graphs/containment.rs"]
 mod containment;
+
+// Not a graph: the workspace's crate layering, checked beside the graphs so
+// it costs no test binary of its own.
+#[path = "graphs/layering.rs"]
+mod layering;
 use containment::{
     hostile_describe_alloc, hostile_describe_spin, hostile_describe_trap, hostile_escape_error,
     hostile_fanout_bloat, hostile_fanout_spin, hostile_host_sleep, hostile_log_forge,

@@ -83,7 +83,6 @@ pub fn ensure_installed() -> Result<(), String> {
     }
 }
 
-
 /// A running chromedriver; killed on drop.
 struct Driver {
     child: Mutex<Child>,

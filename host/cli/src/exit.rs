@@ -101,6 +101,29 @@ impl Failure {
     }
 }
 
+/// The exit status of each kind of toolkit failure: a run error keeps its
+/// code's, a push or pull refused by the registry exits [`REGISTRY`] (a
+/// malformed reference 2, as bad input).
+impl From<sandgraph_toolkit::Error> for Failure {
+    fn from(e: sandgraph_toolkit::Error) -> Self {
+        use sandgraph_toolkit::Error;
+        match e {
+            Error::Run(e) => e.into(),
+            Error::Build(message) => Failure::build(message),
+            Error::Check { code, message } => Failure::new(code, CHECK_FAILED, message),
+            Error::Oci(e) => {
+                let exit = match e {
+                    sandgraph_distribution::Error::Reference(_) => 2,
+                    _ => REGISTRY,
+                };
+                Failure::new(e.code(), exit, e.to_string())
+            }
+            Error::Args { code, message } => Failure::new(code, 2, message),
+            Error::Internal { code, message } => Failure::new(code, INTERNAL, message),
+        }
+    }
+}
+
 impl From<RunError> for Failure {
     fn from(e: RunError) -> Self {
         Failure {

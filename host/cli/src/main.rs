@@ -13,8 +13,6 @@ macro_rules! outln {
 }
 
 mod build;
-mod build_js;
-mod build_py;
 mod cache;
 mod check;
 mod config;
@@ -28,7 +26,6 @@ mod oci;
 mod reference;
 mod route;
 mod run;
-mod sdk;
 mod serve;
 mod show;
 mod sign;
@@ -64,7 +61,7 @@ enum Command {
     /// Create a graph project (Rust, Python or JavaScript) that builds and tests at once
     New(new::NewArgs),
     /// Manage the SDK vendored in a graph project
-    Sdk(sdk::SdkArgs),
+    Sdk(new::SdkArgs),
     /// Run a graph's golden cases (tests/*.json next to it) and report each, optionally as JUnit XML
     Test(golden::TestArgs),
     /// Check graph components without running a node: load, world, capabilities, size, spec lint, digest
@@ -182,7 +179,7 @@ async fn dispatch(cmd: Command) -> Result<ExitCode, Failure> {
     match cmd {
         Command::Build(args) => build::build(args).await,
         Command::New(args) => new::new(args).await,
-        Command::Sdk(args) => sdk::sdk(args).await,
+        Command::Sdk(args) => new::sdk(args).await,
         Command::Test(args) => golden::test(args).await,
         Command::Check(args) => check::check(args).await,
         Command::Lock(args) => sign::lock(args).await,

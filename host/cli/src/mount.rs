@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sandgraph_artifact::TrustedKeys;
 use sandgraph_core::audit::CapabilityLog;
 use sandgraph_llm::OpenAiClient;
 use sandgraph_llm::cassette::{CassetteWriter, Recording, Replay};
@@ -58,29 +57,11 @@ fn invalid(message: impl Into<String>) -> Failure {
     RunError::new(ErrorCode::InvalidInput, message).into()
 }
 
-/// The failure of a registry: `invalid_input` for a bad config or folder,
-/// `load` for a graph refused by `--strict` or `--locked`.
+/// The failure of a registry (see `sandgraph_toolkit::Error`'s mapping):
+/// `invalid_input` for a bad config or folder, `load` for a graph refused
+/// by `--strict` or `--locked`.
 pub(crate) fn registry_failure(e: RegistryError) -> Failure {
-    match e {
-        RegistryError::Config { .. } | RegistryError::Dir { .. } => invalid(e.to_string()),
-        RegistryError::Strict(_) | RegistryError::Locked(_) => {
-            RunError::new(ErrorCode::Load, e.to_string()).into()
-        }
-        RegistryError::Watch { .. } => Failure::internal(e.to_string()),
-    }
-}
-
-/// The keys of `--trusted-keys DIR` (each a folder of `*.pub` files) and
-/// `--key FILE`s.
-pub(crate) fn trusted_keys(dirs: &[PathBuf], files: &[PathBuf]) -> Result<TrustedKeys, Failure> {
-    let mut keys = TrustedKeys::new();
-    for dir in dirs {
-        keys.add_dir(dir).map_err(|e| invalid(e.to_string()))?;
-    }
-    for file in files {
-        keys.add_file(file).map_err(|e| invalid(e.to_string()))?;
-    }
-    Ok(keys)
+    sandgraph_toolkit::Error::from(e).into()
 }
 
 fn print_report(report: &MountReport) {
@@ -198,7 +179,7 @@ pub(crate) async fn open(
     })?;
     let trusted_keys = match args.trusted_keys.as_slice() {
         [] => None,
-        dirs => Some(trusted_keys(dirs, &[])?),
+        dirs => Some(sandgraph_toolkit::sign::trusted_keys(dirs, &[])?),
     };
     let options = RegistryOptions {
         dirs: args.graphs.clone(),

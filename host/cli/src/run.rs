@@ -21,7 +21,7 @@ pub(crate) async fn load(
     cache: &CacheArgs,
 ) -> Result<Arc<Graph>, Failure> {
     let store = cache.open();
-    crate::cache::load(rt, store.as_ref(), path).await
+    Ok(crate::cache::load(rt, store.as_ref(), path).await?)
 }
 
 /// What `sandgraph run` takes besides the graph and its input.

@@ -34,7 +34,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sandgraph_controller::{AgentGraphStore, ControlError, OpenAgentGraphs};
+use sandgraph_controller::OpenAgentGraphs;
 use sandgraph_mcp::{
     Checkpoints, ConnLimits, ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions,
     Tokens,
@@ -43,7 +43,7 @@ use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
 use sandgraph_studio::StudioOptions;
 
-use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
+use sandgraph_supervisor::{Coordinator, CoordinatorOptions, WorkPoller};
 
 use crate::config::store::{db_path, open_data};
 use crate::config::{LoadedConfig, Resolved, Role};
@@ -224,74 +224,6 @@ fn poll_interval() -> Result<Duration, Failure> {
     }
 }
 
-/// The running work poller; dropping it stops it.
-struct WorkPoller(tokio::task::JoinHandle<()>);
-
-impl Drop for WorkPoller {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Starts the work poller: at once and then every `every`, one wave
-/// ([`Coordinator::run_wave`]) of each open graph of `graphs`, one graph
-/// after the other; the next look waits for the last wave to settle. A
-/// wave runs the graph's work that has no record and no live claim: work
-/// scheduled through another host of the same store, or claimed by a host
-/// that died. A wave that wrote records is a checkpoint for the server of
-/// `checkpoints`. Failures are logged and the next look tries again.
-fn poll_work(
-    graphs: AgentGraphStore,
-    coordinator: Coordinator,
-    every: Duration,
-    checkpoints: ServerCheckpoints,
-) -> WorkPoller {
-    WorkPoller(tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            let store = graphs.clone();
-            let open = match tokio::task::spawn_blocking(move || open_graphs(&store)).await {
-                Ok(Ok(open)) => open,
-                Ok(Err(e)) => {
-                    tracing::warn!("work poller: cannot list the agent graphs: {e}");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!("work poller: the store task failed: {e}");
-                    continue;
-                }
-            };
-            for graph in open {
-                match coordinator.run_wave(&graph).await {
-                    Ok(report) if report.records.is_empty() => {}
-                    Ok(report) => {
-                        tracing::info!(
-                            graph,
-                            records = report.records.len(),
-                            "polled wave settled"
-                        );
-                        checkpoint(&checkpoints, &graph).await;
-                    }
-                    Err(e) => tracing::warn!(graph, "polled wave failed: {e}"),
-                }
-            }
-        }
-    }))
-}
-
-/// The ids of the graphs of `graphs` that are not finished.
-fn open_graphs(graphs: &AgentGraphStore) -> Result<Vec<String>, ControlError> {
-    let mut open = Vec::new();
-    for graph in graphs.list_graphs()? {
-        if !graphs.is_closed(&graph)? {
-            open.push(graph);
-        }
-    }
-    Ok(open)
-}
-
 fn invalid(message: String) -> Failure {
     RunError::new(ErrorCode::InvalidInput, message).into()
 }
@@ -407,9 +339,15 @@ async fn start_server(
     }
     // Stopped (dropped) when the server stops, before its shutdown grace.
     let poller = match (store, coordinator, poll) {
-        (Some(store), Some(c), Some(every)) => {
-            Some(poll_work(store.agent_graphs(), c, every, checkpoints))
-        }
+        (Some(store), Some(c), Some(every)) => Some(WorkPoller::start(
+            store.agent_graphs(),
+            c,
+            every,
+            move |graph: String| {
+                let checkpoints = checkpoints.clone();
+                async move { checkpoint(&checkpoints, &graph).await }
+            },
+        )),
         _ => None,
     };
     Ok(Started {

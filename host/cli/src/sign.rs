@@ -1,23 +1,16 @@
 //! `sandgraph lock`, `sandgraph keygen`, `sandgraph sign` and
-//! `sandgraph verify`: pinning a folder's graphs and signing components
-//! (the formats are in `sandgraph_artifact`).
+//! `sandgraph verify`: their flags and output; the work is
+//! `sandgraph_toolkit::sign`'s.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use sandgraph_artifact::keys::MAX_KEY_FILE;
-use sandgraph_artifact::{Digest, LockEntry, LockFile, SecretKey, Sidecar, sha256_file};
-use sandgraph_registry::{Registry, RegistryOptions};
-use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
+use sandgraph_toolkit::cache::CacheChoice;
+use sandgraph_toolkit::sign::{self as toolkit, KeySource, Locker};
 
 use crate::cache::CacheArgs;
 use crate::exit::Failure;
 use crate::show;
-
-fn invalid(message: impl Into<String>) -> Failure {
-    RunError::new(ErrorCode::InvalidInput, message).into()
-}
 
 fn shown(path: &Path) -> String {
     show::line(&path.display().to_string(), show::MAX_LINE_BYTES)
@@ -40,74 +33,26 @@ pub struct LockArgs {
     no_cache: bool,
 }
 
-/// Writes `sandgraph.lock` in each folder: every `*.wasm` of the folder
-/// must mount (its graph name comes from loading it), else nothing is
-/// written for that folder.
+/// Writes `sandgraph.lock` in each folder and prints what it pins.
 pub async fn lock(args: LockArgs) -> Result<ExitCode, Failure> {
     // Mounted as `serve` would mount them: a graph whose `describe` needs
     // the operator's load limits loads here too.
     let config = crate::config::LoadedConfig::load(args.config.as_deref())?.config;
-    config.check().map_err(crate::mount::registry_failure)?;
-    let runtime = Runtime::with_config(RuntimeConfig {
-        load_limits: config.load_limits(),
-        ..RuntimeConfig::default()
-    })?;
-    let cache = crate::cache::open(args.cache.as_deref(), args.no_cache);
+    let cache = CacheChoice {
+        dir: args.cache,
+        disabled: args.no_cache,
+    };
+    let locker = Locker::new(config, &cache)?;
     for dir in &args.graphs {
-        let before = digests(dir)?;
-        let options = RegistryOptions {
-            dirs: vec![dir.clone()],
-            strict: true,
-            config: config.clone(),
-            cache: cache.clone(),
-            log_warnings: false,
-            ..RegistryOptions::default()
-        };
-        let (_, report) = Registry::open(runtime.clone(), options)
-            .await
-            .map_err(|e| {
-                RunError::new(
-                    ErrorCode::Load,
-                    format!("cannot lock {}: {e}", dir.display()),
-                )
-            })?;
-        let mut entries = Vec::with_capacity(report.mounted.len());
-        for graph in &report.mounted {
-            let sha256 = sha256_file(&graph.path).map_err(|e| invalid(e.to_string()))?;
-            // A file replaced while it was loaded would pin bytes whose
-            // graph name was never read.
-            if before.get(&graph.path) != Some(&sha256) {
-                return Err(invalid(format!(
-                    "{} changed while it was being locked; run `sandgraph lock` again",
-                    shown(&graph.path)
-                )));
-            }
-            let file = graph
-                .path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "{}: the file name is not UTF-8; rename it to lock it",
-                        shown(&graph.path)
-                    ))
-                })?
-                .to_owned();
-            entries.push(LockEntry {
-                file,
-                name: graph.name.clone(),
-                sha256,
-            });
-        }
-        let lock = LockFile::new(entries).map_err(|m| invalid(format!("{}: {m}", shown(dir))))?;
-        let path = lock.write(dir).map_err(|e| invalid(e.to_string()))?;
+        let locked = locker.lock(dir).await?;
+        let graphs = &locked.lock.graphs;
         outln!(
             "locked {} graph{} in {}",
-            lock.graphs.len(),
-            if lock.graphs.len() == 1 { "" } else { "s" },
-            shown(&path)
+            graphs.len(),
+            if graphs.len() == 1 { "" } else { "s" },
+            shown(&locked.path)
         );
-        for e in &lock.graphs {
+        for e in graphs {
             outln!(
                 "  {}  {}  sha256:{}",
                 show::line(&e.file, show::MAX_LINE_BYTES),
@@ -117,21 +62,6 @@ pub async fn lock(args: LockArgs) -> Result<ExitCode, Failure> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The sha256 of every `*.wasm` file of `dir`.
-fn digests(dir: &Path) -> Result<BTreeMap<PathBuf, Digest>, Failure> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| invalid(format!("cannot read graph folder {}: {e}", shown(dir))))?;
-    let mut out = BTreeMap::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "wasm") && path.is_file() {
-            let digest = sha256_file(&path).map_err(|e| invalid(e.to_string()))?;
-            out.insert(path, digest);
-        }
-    }
-    Ok(out)
 }
 
 /// `sandgraph keygen`
@@ -144,27 +74,12 @@ pub struct KeygenArgs {
 
 /// Writes a new ed25519 key pair and prints the key id.
 pub async fn keygen(args: KeygenArgs) -> Result<ExitCode, Failure> {
-    let key = SecretKey::generate().map_err(|e| Failure::internal(e.to_string()))?;
-    // A keys folder that does not exist yet is made private (0700): it is
-    // where the secret key lives.
-    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty())
-        && !parent.exists()
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(|e| invalid(format!("cannot create {}: {e}", parent.display())))?;
-    }
-    let public = key
-        .write_pair(&args.out)
-        .map_err(|e| invalid(e.to_string()))?;
-    outln!("key id {}", key.public().id());
+    let pair = toolkit::keygen(&args.out)?;
+    outln!("key id {}", pair.key_id);
     outln!("secret key: {} (keep it private)", shown(&args.out));
     outln!(
         "public key: {} (copy it into the hosts' --trusted-keys folder)",
-        shown(&public)
+        shown(&pair.public)
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -185,82 +100,29 @@ pub struct SignArgs {
     cache: CacheArgs,
 }
 
-/// The component at `path` and the name its graph describes itself with,
-/// loaded as `run` loads it (through the compile cache).
-async fn named(path: &Path, cache: &CacheArgs) -> Result<(Vec<u8>, String), Failure> {
-    let bytes = crate::cache::read_component(path)?;
-    let rt = Runtime::new()?;
-    let store = cache.open();
-    let graph = sandgraph_registry::load_cached(&rt, store.as_ref(), bytes.clone())
-        .await
-        .map_err(|e| {
-            Failure::from(RunError::new(
-                e.code,
-                format!("{}: {}", shown(path), e.message),
-            ))
-        })?;
-    Ok((bytes, graph.name().to_owned()))
-}
-
-/// Signs the component's sha256 and its graph's name (read by loading
-/// it) and writes the sidecar next to it; the component itself is not
-/// changed.
+/// Signs the component and prints what was signed.
 pub async fn sign(args: SignArgs) -> Result<ExitCode, Failure> {
-    let key = match (&args.key, &args.key_env) {
-        (Some(path), _) => SecretKey::read(path).map_err(|e| invalid(e.to_string()))?,
-        (None, Some(var)) => key_from_env(var)?,
+    let key = match (args.key, args.key_env) {
+        (Some(path), _) => KeySource::File(path),
+        (None, Some(var)) => KeySource::Env(var),
         // clap requires one of them.
         (None, None) => {
-            return Err(invalid(
+            return Err(sandgraph_toolkit::Error::invalid(
                 "give the secret key with --key FILE or --key-env VAR",
-            ));
+            )
+            .into());
         }
     };
-    let (bytes, name) = named(&args.graph, &args.cache).await?;
-    let digest = sandgraph_artifact::sha256(&bytes);
-    let sidecar = Sidecar::sign(&key, digest, &name)
-        .write_for(&args.graph)
-        .map_err(|e| invalid(e.to_string()))?;
+    let signed = toolkit::sign(&args.graph, &key, &args.cache.choice()).await?;
     outln!(
-        "signed {} (graph \"{}\", sha256:{digest}) with key {}",
+        "signed {} (graph \"{}\", sha256:{}) with key {}",
         shown(&args.graph),
-        show::line(&name, show::MAX_LINE_BYTES),
-        key.public().id()
+        show::line(&signed.name, show::MAX_LINE_BYTES),
+        signed.digest,
+        signed.key_id
     );
-    outln!("wrote {}", shown(&sidecar));
+    outln!("wrote {}", shown(&signed.sidecar));
     Ok(ExitCode::SUCCESS)
-}
-
-/// The secret key held by the environment variable `var`, bounded as a key
-/// file is. No message shows the variable's value.
-fn key_from_env(var: &str) -> Result<SecretKey, Failure> {
-    let name = show::line(var, show::MAX_LINE_BYTES);
-    let refused = |problem: &str| {
-        invalid(format!(
-            "environment variable {name} {problem}; put the text of a secret key file \
-             (`sandgraph keygen --out KEY` writes it to KEY) in it"
-        ))
-    };
-    let Some(value) = std::env::var_os(var) else {
-        return Err(refused("is not set"));
-    };
-    if value.len() > MAX_KEY_FILE {
-        return Err(refused(&format!(
-            "holds {} bytes, more than a secret key's {MAX_KEY_FILE}-byte limit",
-            value.len()
-        )));
-    }
-    let Some(text) = value.to_str() else {
-        return Err(refused("is not UTF-8 text"));
-    };
-    if text.trim().is_empty() {
-        return Err(refused("is empty"));
-    }
-    SecretKey::parse(text).map_err(|m| {
-        invalid(format!(
-            "environment variable {name} holds no secret key: {m}"
-        ))
-    })
 }
 
 /// `sandgraph verify`
@@ -279,41 +141,16 @@ pub struct VerifyArgs {
     cache: CacheArgs,
 }
 
-/// Checks the component's sidecar against the trusted keys, then that the
-/// graph is named as signed (the signature is checked before any of the
-/// component's code runs): exit 0 and the signer's key id, or
+/// Verifies the component's signature: exit 0 and the signer's key id, or
 /// [`crate::exit::CHECK_FAILED`] saying what is wrong.
 pub async fn verify(args: VerifyArgs) -> Result<ExitCode, Failure> {
-    let keys = crate::mount::trusted_keys(&args.trusted_keys, &args.key)?;
-    let digest = sha256_file(&args.graph).map_err(|e| invalid(e.to_string()))?;
-    let refused = |message: String| {
-        Failure::new(
-            "signature",
-            crate::exit::CHECK_FAILED,
-            show::line(&message, show::MAX_LINE_BYTES),
-        )
-    };
-    let verified = sandgraph_artifact::verify(&args.graph, &digest, &keys)
-        .map_err(|e| refused(e.to_string()))?;
-    let (bytes, name) = named(&args.graph, &args.cache).await?;
-    if sandgraph_artifact::sha256(&bytes) != digest {
-        return Err(invalid(format!(
-            "{} changed while it was being verified; verify it again",
-            shown(&args.graph)
-        )));
-    }
-    if name != verified.name {
-        return Err(refused(format!(
-            "{}: the graph is named \"{name}\" but its signature vouches for the graph \"{}\"; \
-             sign it again if the name changed on purpose",
-            args.graph.display(),
-            verified.name
-        )));
-    }
+    let keys = toolkit::trusted_keys(&args.trusted_keys, &args.key)?;
+    let verified = toolkit::verify(&args.graph, &keys, &args.cache.choice()).await?;
     outln!(
-        "verified {} (graph \"{}\", sha256:{digest}): signed by key {} ({})",
+        "verified {} (graph \"{}\", sha256:{}): signed by key {} ({})",
         shown(&args.graph),
-        show::line(&name, show::MAX_LINE_BYTES),
+        show::line(&verified.name, show::MAX_LINE_BYTES),
+        verified.digest,
         verified.key_id,
         shown(&verified.key_file)
     );

@@ -5,7 +5,14 @@
 //! model provider with the three agent-graph tools, waves of work, and wakes
 //! delivered as new supervisor turns, all of it durable in redb so
 //! [`Supervisor::resume`] continues after a crash without running finished
-//! work again.
+//! work again. A [`WorkPoller`] shares the work of several hosts: started
+//! by `sandgraph serve --controller` beside its server, it runs a wave of
+//! every open graph at start and then at an interval, so hosts on one
+//! PostgreSQL store finish each other's work, however it was scheduled,
+//! and the work of a dead host (its claims' leases expired) or of a
+//! crashed earlier run on redb is finished. The claims and leases that make
+//! each work item run once live in the controller's store; the poller only
+//! looks and starts waves.
 
 #![deny(missing_docs)]
 // Every declared dependency is used: CI's build makes this an error.
@@ -13,12 +20,14 @@
 
 mod context;
 mod coordinator;
+mod poller;
 mod supervisor;
 
 pub use context::{BYTES_PER_TOKEN, ContextError, DEFAULT_CONTEXT_BUDGET_TOKENS, estimate_tokens};
 pub use coordinator::{
     Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveError, WaveReport,
 };
+pub use poller::WorkPoller;
 pub use supervisor::{
     Event, StoreFailure, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions,
 };

@@ -71,17 +71,17 @@ impl Lang {
             Lang::Python => vec![
                 repo.join("guest-sdk/python/sandgraph"),
                 repo.join("example-graphs/python/requirements.txt"),
-                repo.join("host/cli/src/build_py.rs"),
-                repo.join("host/cli/wit/wasi"),
+                repo.join("host/toolkit/src/build_py.rs"),
+                repo.join("host/toolkit/wit/wasi"),
             ],
             Lang::Js => vec![
                 repo.join("guest-sdk/js"),
                 repo.join("example-graphs/js/package-lock.json"),
-                repo.join("host/cli/src/build_js.rs"),
-                repo.join("host/cli/wit/wasi"),
+                repo.join("host/toolkit/src/build_js.rs"),
+                repo.join("host/toolkit/wit/wasi"),
             ],
         };
-        sdk.push(repo.join("host/cli/src/build.rs"));
+        sdk.push(repo.join("host/toolkit/src/build.rs"));
         sdk.push(repo.join("wit"));
         sdk
     }

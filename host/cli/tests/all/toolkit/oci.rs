@@ -56,7 +56,7 @@ fn fails(env: &Env, args: &[&str], exit: i32) -> String {
     err
 }
 
-/// The exit code of a registry failure (host/cli/src/oci.rs `REGISTRY`).
+/// The exit code of a registry failure (host/cli/src/exit.rs `REGISTRY`).
 const REGISTRY_EXIT: i32 = 22;
 
 fn sha256(bytes: &[u8]) -> String {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::exit::Failure;
+use crate::Error;
 
 /// The SDK's modules, file by file (`guest-sdk/js/*.js`): `@sandgraph/sdk`
 /// resolves to `index.js`, `@sandgraph/sdk/NAME` to `NAME.js`, and the
@@ -96,11 +96,11 @@ struct Manifest {
 
 /// Builds the JavaScript graph in `dir` into component bytes. `debug` changes
 /// nothing: a QuickJS component carries its source, not DWARF.
-pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
+pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Error> {
     let manifest = read_manifest(dir)?;
     let main = dir.join(&manifest.main);
     if !main.is_file() {
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "{}: the main module {} does not exist",
             dir.join("package.json").display(),
             main.display()
@@ -108,21 +108,21 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
     }
     let graph_dir = dir
         .canonicalize()
-        .map_err(|e| Failure::build(format!("cannot resolve {}: {e}", dir.display())))?;
+        .map_err(|e| Error::build(format!("cannot resolve {}: {e}", dir.display())))?;
     let jco = find_jco(&graph_dir)?;
     let work = tempfile::Builder::new()
         .prefix("sandgraph-js-")
         .tempdir()
-        .map_err(|e| Failure::build(format!("cannot create a build folder: {e}")))?;
+        .map_err(|e| Error::build(format!("cannot create a build folder: {e}")))?;
     let tmp = work.path();
     let write = |name: &str, text: &str| {
         let path = tmp.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
-                .map_err(|e| Failure::build(format!("cannot create {}: {e}", parent.display())))?;
+                .map_err(|e| Error::build(format!("cannot create {}: {e}", parent.display())))?;
         }
         std::fs::write(&path, text)
-            .map_err(|e| Failure::build(format!("cannot write {}: {e}", path.display())))
+            .map_err(|e| Error::build(format!("cannot write {}: {e}", path.display())))
     };
     for (name, source) in SDK {
         write(&format!("sdk/{name}"), source)?;
@@ -205,9 +205,9 @@ const IMPORT_SECTION: u8 = 10;
 /// [`WASI_STAND_IN`] to `wasi:`. Only the top-level import sections change:
 /// the nested components jco composed keep the names they were linked by
 /// (one of them imports both the stubbed `wasi:` and the graph's stand-in).
-fn rename_wasi_imports(mut component: Vec<u8>) -> Result<Vec<u8>, Failure> {
+fn rename_wasi_imports(mut component: Vec<u8>) -> Result<Vec<u8>, Error> {
     let bad = |what: &str| {
-        Failure::build(format!(
+        Error::build(format!(
             "jco wrote a component this build cannot read: {what}"
         ))
     };
@@ -257,22 +257,22 @@ fn leb128_u32(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
 }
 
 /// Reads the `sandgraph` field of `dir/package.json`.
-fn read_manifest(dir: &Path) -> Result<Manifest, Failure> {
+fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
     let path = dir.join("package.json");
     let len = std::fs::metadata(&path)
-        .map_err(|e| Failure::build(format!("cannot read {}: {e}", path.display())))?
+        .map_err(|e| Error::build(format!("cannot read {}: {e}", path.display())))?
         .len();
     if len > MAX_MANIFEST_BYTES {
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "{} is larger than {MAX_MANIFEST_BYTES} bytes",
             path.display()
         )));
     }
     let text = std::fs::read_to_string(&path)
-        .map_err(|e| Failure::build(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| Error::build(format!("cannot read {}: {e}", path.display())))?;
     let doc: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Failure::build(format!("{}: {e}", path.display())))?;
-    parse_manifest(&doc).map_err(|e| Failure::build(format!("{}: {e}", path.display())))
+        .map_err(|e| Error::build(format!("{}: {e}", path.display())))?;
+    parse_manifest(&doc).map_err(|e| Error::build(format!("{}: {e}", path.display())))
 }
 
 fn parse_manifest(doc: &serde_json::Value) -> Result<Manifest, String> {
@@ -375,13 +375,13 @@ fn install_hint(dir: &Path) -> String {
 
 /// jco: `$SANDGRAPH_JCO`, else `node_modules/.bin/jco` in `dir` or an
 /// ancestor, else `jco` on PATH.
-fn find_jco(dir: &Path) -> Result<PathBuf, Failure> {
+fn find_jco(dir: &Path) -> Result<PathBuf, Error> {
     if let Some(jco) = std::env::var_os("SANDGRAPH_JCO") {
         let jco = PathBuf::from(jco);
         if jco.is_file() {
             return Ok(jco);
         }
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "SANDGRAPH_JCO is {}, which is not a file: point it at jco, or unset it and {}",
             jco.display(),
             install_hint(dir)
@@ -400,7 +400,7 @@ fn find_jco(dir: &Path) -> Result<PathBuf, Failure> {
             return Ok(jco);
         }
     }
-    Err(Failure::build(format!(
+    Err(Error::build(format!(
         "jco is not installed (a JavaScript graph is built with jco's QuickJS backend): {}",
         install_hint(dir)
     )))
@@ -432,7 +432,7 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<(V
 /// Runs `cmd` (the tool `tool`, doing `what`) to completion within
 /// [`TOOL_TIMEOUT`]; on failure, the error shows its stderr (or stdout),
 /// bounded.
-fn run_tool(mut cmd: Command, tool: &str, what: &str) -> Result<(), Failure> {
+fn run_tool(mut cmd: Command, tool: &str, what: &str) -> Result<(), Error> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -447,7 +447,7 @@ fn run_tool(mut cmd: Command, tool: &str, what: &str) -> Result<(), Failure> {
                     install_hint(Path::new("."))
                 )
             };
-            Failure::build(format!(
+            Error::build(format!(
                 "cannot run {tool} ({}) for {what}: {e}; {hint}",
                 cmd.get_program().to_string_lossy()
             ))
@@ -465,16 +465,14 @@ fn run_tool(mut cmd: Command, tool: &str, what: &str) -> Result<(), Failure> {
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => {
-                return Err(Failure::build(format!(
-                    "{what}: cannot wait for {tool}: {e}"
-                )));
+                return Err(Error::build(format!("{what}: cannot wait for {tool}: {e}")));
             }
         }
     };
     let (out, out_cut) = stdout.join().unwrap_or_default();
     let (err, err_cut) = stderr.join().unwrap_or_default();
     let Some(status) = status else {
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "{what} did not finish within {} s",
             TOOL_TIMEOUT.as_secs()
         )));
@@ -491,7 +489,7 @@ fn run_tool(mut cmd: Command, tool: &str, what: &str) -> Result<(), Failure> {
     if cut {
         text.push_str("\n(output truncated)");
     }
-    Err(Failure::build(format!("{what} failed ({status}):\n{text}")))
+    Err(Error::build(format!("{what} failed ({status}):\n{text}")))
 }
 
 /// The tool's message without its noise: ANSI colours and node's stack
@@ -530,21 +528,21 @@ fn tool_message(text: &str) -> String {
     lines.join("\n").trim().to_owned()
 }
 
-fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
+fn read_component(path: &Path) -> Result<Vec<u8>, Error> {
     let len = std::fs::metadata(path)
         .map_err(|e| {
-            Failure::build(format!(
+            Error::build(format!(
                 "jco reported success but wrote no component at {}: {e}",
                 path.display()
             ))
         })?
         .len();
     if len > MAX_COMPONENT_BYTES {
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "jco wrote a component of {len} bytes, more than {MAX_COMPONENT_BYTES}"
         )));
     }
-    std::fs::read(path).map_err(|e| Failure::build(format!("cannot read {}: {e}", path.display())))
+    std::fs::read(path).map_err(|e| Error::build(format!("cannot read {}: {e}", path.display())))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! with their diffs, a summary. Case names and states may quote a graph's
 //! output: every line is made inert (see `crate::show`).
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::show;
@@ -23,13 +24,13 @@ fn millis(d: Duration) -> u128 {
 }
 
 /// `test NAME ... ok (12 ms)`.
-pub(crate) fn print_line(r: &CaseResult) {
+pub fn case_line(r: &CaseResult) -> String {
     let status = if r.failure.is_some() { "FAILED" } else { "ok" };
-    outln!(
+    format!(
         "test {} ... {status} ({} ms)",
         show::line(&r.name, show::MAX_LINE_BYTES),
         millis(r.time)
-    );
+    )
 }
 
 /// The text of a failure: its message, then its diff.
@@ -43,35 +44,39 @@ pub(crate) fn failure_text(r: &CaseResult) -> Option<String> {
     Some(text)
 }
 
-/// The failed cases, each with its file, message and diff.
-pub(crate) fn print_failures(results: &[CaseResult]) {
+/// The failed cases, each with its file, message and diff; `None` when
+/// none failed.
+pub(crate) fn failures(results: &[CaseResult]) -> Option<String> {
     let failed: Vec<&CaseResult> = results.iter().filter(|r| r.failure.is_some()).collect();
     if failed.is_empty() {
-        return;
+        return None;
     }
-    outln!("\nfailures:");
+    let mut out = String::from("\nfailures:");
     for r in failed {
-        outln!(
-            "\n---- {} ({}) ----",
+        let _ = write!(
+            out,
+            "\n\n---- {} ({}) ----",
             show::line(&r.name, show::MAX_LINE_BYTES),
             show::line(&r.file.display().to_string(), show::MAX_LINE_BYTES)
         );
         if let Some(text) = failure_text(r) {
-            outln!("{text}");
+            out.push('\n');
+            out.push_str(&text);
         }
     }
+    Some(out)
 }
 
 /// `test result: ok. 3 passed; 0 failed; 1 filtered out; finished in 0.42s`.
-pub(crate) fn print_summary(results: &[CaseResult], filtered_out: usize, elapsed: Duration) {
+pub(crate) fn summary(results: &[CaseResult], filtered_out: usize, elapsed: Duration) -> String {
     let failed = results.iter().filter(|r| r.failure.is_some()).count();
     let passed = results.len() - failed;
     let verdict = if failed == 0 { "ok" } else { "FAILED" };
-    outln!(
+    format!(
         "\ntest result: {verdict}. {passed} passed; {failed} failed; {filtered_out} filtered out; \
          finished in {:.2}s",
         elapsed.as_secs_f64()
-    );
+    )
 }
 
 /// A line diff of two texts: `- ` lines only in `expected`, `+ ` lines only

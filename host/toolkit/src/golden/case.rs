@@ -40,7 +40,7 @@ use sandgraph_registry::{GrantsConfig, LimitOverrides};
 use sandgraph_runtime::{ErrorCode, RunError};
 use serde_json::{Map, Value};
 
-use crate::exit::Failure;
+use crate::Error;
 
 /// Largest case file read: expected states of real graphs are a few KiB;
 /// 4 MiB leaves room for big fixtures and keeps a stray file from being
@@ -137,12 +137,12 @@ impl Assert {
     }
 }
 
-fn invalid(message: String) -> Failure {
+fn invalid(message: String) -> Error {
     RunError::new(ErrorCode::InvalidInput, message).into()
 }
 
 /// Every case of the `*.json` files of `dir`, in file order; names unique.
-pub(crate) fn load_dir(dir: &Path) -> Result<Vec<Case>, Failure> {
+pub(crate) fn load_dir(dir: &Path) -> Result<Vec<Case>, Error> {
     let files = crate::cache::files_in(
         dir,
         "json",
@@ -174,7 +174,7 @@ pub(crate) fn load_dir(dir: &Path) -> Result<Vec<Case>, Failure> {
 }
 
 /// The cases of one file.
-pub(crate) fn load_file(file: &Path) -> Result<Vec<Case>, Failure> {
+pub(crate) fn load_file(file: &Path) -> Result<Vec<Case>, Error> {
     use std::io::Read;
     let cannot = |e: std::io::Error| invalid(format!("cannot read {}: {e}", file.display()));
     let mut text = String::new();

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::exit::Failure;
+use crate::Error;
 
 /// The componentize-py release the SDK is built and tested with.
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
@@ -55,9 +55,9 @@ pub(crate) const WASI_DEPS: [(&str, &str); 7] = [
 
 /// [`WIT`] with the world a Python graph asking for `capabilities` is built
 /// against.
-fn python_wit(capabilities: &[String]) -> Result<String, Failure> {
+fn python_wit(capabilities: &[String]) -> Result<String, Error> {
     if WIT.matches(WORLD_IMPORTS).count() != 1 {
-        return Err(Failure::internal(
+        return Err(Error::internal(
             "the embedded graph.wit's world no longer reads as build_py expects: update WORLD_IMPORTS",
         ));
     }
@@ -213,7 +213,7 @@ const MAX_SHOWN_ERROR: usize = 6 * 1024;
 const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Builds the Python graph in `dir` into component bytes.
-pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
+pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Error> {
     let Manifest {
         module,
         capabilities,
@@ -226,13 +226,13 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
     let work = tempfile::Builder::new()
         .prefix("sandgraph-py-")
         .tempdir()
-        .map_err(|e| Failure::build(format!("cannot make a temporary build folder: {e}")))?;
+        .map_err(|e| Error::build(format!("cannot make a temporary build folder: {e}")))?;
     let root = work.path();
     write_build_folder(root, &module, &capabilities, project.as_deref())?;
     let out = root.join("graph.wasm");
     let dir_abs = dir
         .canonicalize()
-        .map_err(|e| Failure::build(format!("cannot resolve {}: {e}", dir.display())))?;
+        .map_err(|e| Error::build(format!("cannot resolve {}: {e}", dir.display())))?;
     let mut cmd = Command::new(&tool);
     cmd.arg("-q")
         .arg("-d")
@@ -261,11 +261,11 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Failure> {
         if e.kind() == std::io::ErrorKind::NotFound {
             missing_tool(&tool)
         } else {
-            Failure::build(format!("cannot run {}: {e}", tool.display()))
+            Error::build(format!("cannot run {}: {e}", tool.display()))
         }
     })?;
     let (status, _stdout, stderr) = wait_bounded(child, BUILD_TIMEOUT).map_err(|e| {
-        Failure::build(format!(
+        Error::build(format!(
             "componentize-py did not finish building {}: {e}",
             dir.display()
         ))
@@ -288,32 +288,32 @@ struct Manifest {
 }
 
 /// The `[tool.sandgraph]` table of `dir/pyproject.toml`.
-fn manifest(dir: &Path) -> Result<Manifest, Failure> {
+fn manifest(dir: &Path) -> Result<Manifest, Error> {
     let path = dir.join("pyproject.toml");
-    let read = |e: std::io::Error| Failure::build(format!("cannot read {}: {e}", path.display()));
+    let read = |e: std::io::Error| Error::build(format!("cannot read {}: {e}", path.display()));
     let len = std::fs::metadata(&path).map_err(read)?.len();
     if len > MAX_MANIFEST_BYTES {
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "{} is larger than {MAX_MANIFEST_BYTES} bytes",
             path.display()
         )));
     }
     let text = std::fs::read_to_string(&path).map_err(read)?;
     let doc: toml::Table =
-        toml::from_str(&text).map_err(|e| Failure::build(format!("{}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| Error::build(format!("{}: {e}", path.display())))?;
     let table = doc
         .get("tool")
         .and_then(|t| t.get("sandgraph"))
         .and_then(toml::Value::as_table)
         .ok_or_else(|| {
-            Failure::build(format!(
+            Error::build(format!(
                 "{}: [tool.sandgraph] must be a table naming the graph module (module = \"graph\")",
                 path.display()
             ))
         })?;
     for key in table.keys() {
         if key != "module" && key != "capabilities" {
-            return Err(Failure::build(format!(
+            return Err(Error::build(format!(
                 "{}: [tool.sandgraph] has an unknown key {key:?} (the keys are `module` and \
                  `capabilities`)",
                 path.display()
@@ -321,19 +321,19 @@ fn manifest(dir: &Path) -> Result<Manifest, Failure> {
         }
     }
     let capabilities = capabilities(table.get("capabilities"))
-        .map_err(|why| Failure::build(format!("{}: [tool.sandgraph] {why}", path.display())))?;
+        .map_err(|why| Error::build(format!("{}: [tool.sandgraph] {why}", path.display())))?;
     let module = match table.get("module") {
         None => "graph".to_owned(),
         Some(toml::Value::String(m)) => m.clone(),
         Some(_) => {
-            return Err(Failure::build(format!(
+            return Err(Error::build(format!(
                 "{}: [tool.sandgraph] module must be a string (a module name such as \"graph\")",
                 path.display()
             )));
         }
     };
     check_module_name(&module).map_err(|why| {
-        Failure::build(format!(
+        Error::build(format!(
             "{}: [tool.sandgraph] module {module:?} {why}",
             path.display()
         ))
@@ -342,7 +342,7 @@ fn manifest(dir: &Path) -> Result<Manifest, Failure> {
     let file = dir.join(&rel).with_extension("py");
     let package = dir.join(&rel).join("__init__.py");
     if !file.is_file() && !package.is_file() {
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "{}: [tool.sandgraph] module {module:?} is not in {}: there is no {} or {}",
             path.display(),
             dir.display(),
@@ -353,14 +353,14 @@ fn manifest(dir: &Path) -> Result<Manifest, Failure> {
     let project = match doc.get("project").and_then(|p| p.get("name")) {
         None => None,
         Some(toml::Value::String(name)) => Some(graph_name(name).map_err(|why| {
-            Failure::build(format!(
+            Error::build(format!(
                 "{}: [project] name {name:?} cannot name the graph: {why} (rename the \
                  project)",
                 path.display()
             ))
         })?),
         Some(_) => {
-            return Err(Failure::build(format!(
+            return Err(Error::build(format!(
                 "{}: [project] name must be a string",
                 path.display()
             )));
@@ -470,7 +470,7 @@ fn write_build_folder(
     module: &str,
     capabilities: &[String],
     project: Option<&str>,
-) -> Result<(), Failure> {
+) -> Result<(), Error> {
     // Both are checked ascii names, so Rust's quoting is Python's too.
     let project = project.map_or_else(|| "None".to_owned(), |p| format!("{p:?}"));
     let entry = ENTRY
@@ -505,12 +505,12 @@ fn write_build_folder(
     std::fs::create_dir_all(&venv).map_err(|e| write_failure(&venv, e))
 }
 
-fn write_failure(path: &Path, e: std::io::Error) -> Failure {
-    Failure::build(format!("cannot write {}: {e}", path.display()))
+fn write_failure(path: &Path, e: std::io::Error) -> Error {
+    Error::build(format!("cannot write {}: {e}", path.display()))
 }
 
-fn missing_tool(tool: &Path) -> Failure {
-    Failure::build(format!(
+fn missing_tool(tool: &Path) -> Error {
+    Error::build(format!(
         "componentize-py is not installed (no {}): install it with `python3 -m pip install \
          componentize-py=={COMPONENTIZE_PY_VERSION}`, or point {TOOL_ENV} at it",
         tool.display()
@@ -566,7 +566,7 @@ fn wait_bounded(
 /// when it failed to import (componentize-py reports it as an
 /// `AssertionError` wrapping the guest's traceback), else the tool's own
 /// error; shown on stderr (bounded), summarised in the failure.
-fn tool_failure(dir: &Path, module: &str, stderr: &[u8], status: ExitStatus) -> Failure {
+fn tool_failure(dir: &Path, module: &str, stderr: &[u8], status: ExitStatus) -> Error {
     let text = String::from_utf8_lossy(stderr);
     if let Some(traceback) = guest_traceback(&text, dir) {
         eprintln!("{}", crate::show::lines(&bounded(&traceback)));
@@ -576,7 +576,7 @@ fn tool_failure(dir: &Path, module: &str, stderr: &[u8], status: ExitStatus) -> 
             .find(|l| !l.trim().is_empty())
             .unwrap_or("an error")
             .trim();
-        return Failure::build(format!(
+        return Error::build(format!(
             "the graph module {module:?} in {} failed at import: {last} (its traceback is above)",
             dir.display()
         ));
@@ -589,7 +589,7 @@ fn tool_failure(dir: &Path, module: &str, stderr: &[u8], status: ExitStatus) -> 
     if !shown.is_empty() {
         eprintln!("{}", crate::show::lines(&bounded(shown)));
     }
-    Failure::build(format!(
+    Error::build(format!(
         "componentize-py failed to build {} ({status}; its errors are above; sandgraph is \
          tested with componentize-py {COMPONENTIZE_PY_VERSION})",
         dir.display()
@@ -625,12 +625,12 @@ fn bounded(text: &str) -> String {
     format!("…{}", &text[cut..])
 }
 
-fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
-    let read = |e: std::io::Error| Failure::build(format!("cannot read {}: {e}", path.display()));
+fn read_component(path: &Path) -> Result<Vec<u8>, Error> {
+    let read = |e: std::io::Error| Error::build(format!("cannot read {}: {e}", path.display()));
     let len = std::fs::metadata(path).map_err(read)?.len();
     let max = crate::cache::MAX_COMPONENT_BYTES;
     if len > max {
-        return Err(Failure::build(format!(
+        return Err(Error::build(format!(
             "componentize-py wrote a component of {len} bytes, more than a component may be ({max})"
         )));
     }

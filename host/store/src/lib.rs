@@ -1,7 +1,7 @@
-//! Everything sandgraph keeps on disk, in one redb file: durable threads (checkpoints, channel values, pending writes) and the
-//! tables of the agent-graph controller (schedule, claims, operators,
-//! records, supervisor wakes: [`agent_graph`], whose rules are in
-//! `sandgraph-controller`). No wasm
+//! Everything sandgraph keeps on disk, in one redb file: durable threads
+//! (checkpoints, channel values, pending writes), journals, supervised runs,
+//! and the tables other crates declare on [`tables`] (the agent-graph
+//! controller's, whose rules are in `sandgraph-controller`). No wasm
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
 //! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
@@ -14,7 +14,6 @@
 
 #![deny(missing_docs)]
 
-pub mod agent_graph;
 mod cache;
 mod capability_log;
 mod error;
@@ -23,6 +22,7 @@ mod log_table;
 mod postgres;
 mod schema;
 mod supervisor;
+pub mod tables;
 mod threads;
 
 pub use cache::{
@@ -210,7 +210,7 @@ impl Store {
     /// On such a store [`journal`](Store::journal),
     /// [`capability_journal`](Store::capability_journal) and
     /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL, and
-    /// so do threads and [`agent_graph_tables`](Store::agent_graph_tables).
+    /// so do threads and declared [`tables`](Store::tables).
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
         let memory = Path::new("(memory)");
@@ -332,19 +332,18 @@ impl Store {
         self
     }
 
-    /// The agent-graph controller's tables in this store's database (a redb
-    /// file, or PostgreSQL shared with the other hosts) and the
-    /// transactions over them, with who this store is in leases and how
-    /// long they last ([thread leases](Store::with_thread_lease)).
-    pub fn agent_graph_tables(&self) -> agent_graph::AgentGraphTables {
+    /// The tables of `set`, which their owner declares, in this store's
+    /// database (a redb file, or PostgreSQL shared with the other hosts)
+    /// and the transactions over them, with who this store is in leases
+    /// and how long they last ([thread leases](Store::with_thread_lease)).
+    pub fn tables(&self, set: &'static tables::TableSet) -> tables::Tables {
         match &self.pg {
-            Some(pg) => agent_graph::AgentGraphTables::on_postgres(
-                pg.clone(),
-                self.holder.clone(),
-                self.thread_lease,
-            ),
-            None => agent_graph::AgentGraphTables::on_redb(
+            Some(pg) => {
+                tables::Tables::on_postgres(pg.clone(), set, self.holder.clone(), self.thread_lease)
+            }
+            None => tables::Tables::on_redb(
                 self.db.clone(),
+                set,
                 self.holder.clone(),
                 self.thread_lease,
             ),

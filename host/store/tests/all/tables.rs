@@ -1,15 +1,29 @@
-//! The agent-graph tables as a storage API (`sandgraph_store::agent_graph`),
-//! on both backends: rows by key and by range in the key's order, and
-//! transactions that write all of their rows or none. The controller's
-//! rules over these tables are tested in `host/controller/tests/all`.
+//! Declared tables as a storage API (`sandgraph_store::tables`), on both
+//! backends: rows by key and by range in the key's order, transactions that
+//! write all of their rows or none, and tables the store makes when their
+//! owner first writes. The controller's rules over its tables are tested in
+//! `host/controller/tests/all`.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
 use sandgraph_store::Store;
-use sandgraph_store::agent_graph::{AG_CLAIMS, AG_SCHEDULE, AgentGraphTables, KvError};
+use sandgraph_store::tables::{TableDef, TableError, TableSet, Tables};
 
 use crate::fixture;
+
+/// A schedule-like table: rows by `(graph, revision)`.
+const SCHEDULE: TableDef<(&str, u64), &str> = TableDef::new("test_schedule");
+/// A claims-like table: rows by `(graph, intent)`.
+const CLAIMS: TableDef<(&str, &str), &str> = TableDef::new("test_claims");
+/// A table no test writes.
+const UNUSED: TableDef<&str, (&str, u64)> = TableDef::new("test_unused");
+
+/// The tables these tests declare, as an owner would.
+static SET: TableSet = TableSet {
+    what: "the test tables",
+    tables: &[&SCHEDULE, &CLAIMS, &UNUSED],
+};
 
 /// A store on one backend; the cluster (for PostgreSQL) outlives it.
 struct Db {
@@ -39,19 +53,19 @@ impl Db {
         }
     }
 
-    fn tables(&self) -> AgentGraphTables {
-        self.store.agent_graph_tables()
+    fn tables(&self) -> Tables {
+        self.store.tables(&SET)
     }
 }
 
 /// The revisions of `graph` in the schedule table, read back in order.
-fn revisions(tables: &AgentGraphTables, graph: &str) -> Vec<u64> {
+fn revisions(tables: &Tables, graph: &str) -> Vec<u64> {
     tables
         .read(|tx| {
             let rows = tx
-                .open_table(AG_SCHEDULE)?
+                .open_table(SCHEDULE)?
                 .between((graph, 0), (graph, u64::MAX))?;
-            Ok::<_, KvError>(rows.into_iter().map(|((_, r), _)| r).collect())
+            Ok::<_, TableError>(rows.into_iter().map(|((_, r), _)| r).collect())
         })
         .unwrap()
 }
@@ -60,17 +74,17 @@ fn rows_come_back_in_key_order_by_key_and_by_range(db: Db) {
     let tables = db.tables();
     tables
         .write(|tx| {
-            let mut schedule = tx.open_table(AG_SCHEDULE)?;
+            let mut schedule = tx.open_table(SCHEDULE)?;
             for (graph, revision) in [("g", 10), ("g", 2), ("h", 1), ("g", 1), ("g\0", 3)] {
                 schedule.insert((graph, revision), format!("{graph}@{revision}").as_str())?;
             }
-            Ok::<_, KvError>(((), true))
+            Ok::<_, TableError>(((), true))
         })
         .unwrap();
     assert_eq!(revisions(&tables, "g"), [1, 2, 10], "numbers, not bytes");
     tables
         .read(|tx| {
-            let schedule = tx.open_table(AG_SCHEDULE)?;
+            let schedule = tx.open_table(SCHEDULE)?;
             assert_eq!(schedule.get(("g", 2))?.as_deref(), Some("g@2"));
             assert_eq!(schedule.get(("g", 3))?, None);
             let g = (Bound::Included(("g", 0)), Bound::Included(("g", u64::MAX)));
@@ -81,7 +95,7 @@ fn rows_come_back_in_key_order_by_key_and_by_range(db: Db) {
             let keys: Vec<(String, u64)> = schedule.all()?.into_iter().map(|r| r.0).collect();
             let want = [("g", 1), ("g", 2), ("g", 10), ("g\0", 3), ("h", 1)];
             assert_eq!(keys, want.map(|(g, r)| (g.to_owned(), r)));
-            Ok::<_, KvError>(())
+            Ok::<_, TableError>(())
         })
         .unwrap();
 }
@@ -89,18 +103,18 @@ fn rows_come_back_in_key_order_by_key_and_by_range(db: Db) {
 fn a_failed_write_writes_nothing_and_a_later_one_sees_the_last_commit(db: Db) {
     let tables = db.tables();
     let failed = tables.write(|tx| {
-        tx.open_table(AG_CLAIMS)?.insert(("g", "i1"), "one")?;
-        Err::<((), bool), _>(KvError::Db("refused".into()))
+        tx.open_table(CLAIMS)?.insert(("g", "i1"), "one")?;
+        Err::<((), bool), _>(TableError::Db("refused".into()))
     });
-    assert_eq!(failed, Err(KvError::Db("refused".into())));
+    assert_eq!(failed, Err(TableError::Db("refused".into())));
     let seen = tables.write(|tx| {
-        let mut claims = tx.open_table(AG_CLAIMS)?;
+        let mut claims = tx.open_table(CLAIMS)?;
         let before = claims.get(("g", "i1"))?;
         claims.insert(("g", "i1"), "two")?;
-        Ok::<_, KvError>((before, true))
+        Ok::<_, TableError>((before, true))
     });
     assert_eq!(seen, Ok(None), "the failed write left no row");
-    let now = tables.read(|tx| tx.open_table(AG_CLAIMS)?.get(("g", "i1")));
+    let now = tables.read(|tx| tx.open_table(CLAIMS)?.get(("g", "i1")));
     assert_eq!(now, Ok(Some("two".to_owned())));
 }
 
@@ -111,20 +125,67 @@ fn an_unchanged_write_is_aborted_and_reads_cannot_write() {
     let tables = db.tables();
     tables
         .write(|tx| {
-            tx.open_table(AG_CLAIMS)?.insert(("g", "i1"), "kept out")?;
-            Ok::<_, KvError>(((), false))
+            tx.open_table(CLAIMS)?.insert(("g", "i1"), "kept out")?;
+            Ok::<_, TableError>(((), false))
         })
         .unwrap();
-    let found = tables.read(|tx| tx.open_table(AG_CLAIMS)?.get(("g", "i1")));
+    let found = tables.read(|tx| tx.open_table(CLAIMS)?.get(("g", "i1")));
     assert_eq!(found, Ok(None));
-    let refused = tables.read(|tx| tx.open_table(AG_CLAIMS)?.insert(("g", "i1"), "x"));
+    let refused = tables.read(|tx| tx.open_table(CLAIMS)?.insert(("g", "i1"), "x"));
     assert_eq!(
         refused,
-        Err(KvError::Db(
-            "table agent_graph_claims was opened read-only".into()
+        Err(TableError::Db(
+            "table test_claims was opened read-only".into()
         ))
     );
     assert!(tables.single_process());
+}
+
+/// redb only: the store makes a set's tables with the first write that
+/// commits, every table of the set at once; before, reads see them empty.
+fn a_set_is_made_by_its_first_committed_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandgraph.redb");
+    let names = |path: &std::path::Path| {
+        use redb::{ReadableDatabase, TableHandle};
+        let db = redb::Database::open(path).unwrap();
+        let tx = db.begin_read().unwrap();
+        let mut names: Vec<String> = tx
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_owned())
+            .filter(|n| n.starts_with("test_"))
+            .collect();
+        names.sort();
+        names
+    };
+    let store = Store::open(&path).unwrap();
+    let tables = store.tables(&SET);
+    let read = tables.read(|tx| {
+        let claims = tx.open_table(CLAIMS)?;
+        Ok::<_, TableError>((claims.get(("g", "i"))?, claims.all()?.len()))
+    });
+    assert_eq!(read, Ok((None, 0)));
+    drop((tables, store));
+    assert!(names(&path).is_empty(), "opening and reading make nothing");
+    let store = Store::open(&path).unwrap();
+    store
+        .tables(&SET)
+        .write(|tx| {
+            tx.open_table(CLAIMS)?.insert(("g", "i"), "c")?;
+            Ok::<_, TableError>(((), true))
+        })
+        .unwrap();
+    drop(store);
+    assert_eq!(
+        names(&path),
+        ["test_claims", "test_schedule", "test_unused"]
+    );
+    let store = Store::open(&path).unwrap();
+    let found = store
+        .tables(&SET)
+        .read(|tx| tx.open_table(CLAIMS)?.get(("g", "i")));
+    assert_eq!(found, Ok(Some("c".to_owned())));
 }
 
 macro_rules! both {
@@ -140,6 +201,11 @@ macro_rules! both {
             #[test]
             fn an_unchanged_write_is_aborted_and_reads_cannot_write() {
                 super::an_unchanged_write_is_aborted_and_reads_cannot_write();
+            }
+
+            #[test]
+            fn a_set_is_made_by_its_first_committed_write() {
+                super::a_set_is_made_by_its_first_committed_write();
             }
         }
         mod on_postgres {

@@ -5,7 +5,9 @@
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
 //! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
-//! journals, supervised runs and agent graphs.
+//! journals, supervised runs and agent graphs. A configured location (a
+//! path or a `postgres://` URL) is told apart and opened in one place:
+//! [`StoreLocation`].
 //!
 //! And the compile cache ([`CompileCache`]): not in the database but a
 //! folder of content-addressed files that concurrent processes share.
@@ -18,6 +20,7 @@ mod cache;
 mod capability_log;
 mod error;
 mod journal;
+mod location;
 mod log_table;
 mod postgres;
 mod schema;
@@ -32,6 +35,7 @@ pub use cache::{
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
+pub use location::StoreLocation;
 pub use postgres::redact_url;
 pub use postgres::schema::PG_SCHEMA_VERSION;
 pub use schema::SCHEMA_VERSION;
@@ -226,16 +230,6 @@ impl Store {
         };
         store.init(memory)?;
         Ok(store)
-    }
-
-    /// Opens `location`: a PostgreSQL URL ([`Store::connect`]) or the path
-    /// of a redb file ([`Store::open`]).
-    pub fn open_location(location: &str) -> Result<Self, StoreError> {
-        if postgres::is_url(location) {
-            Store::connect(location)
-        } else {
-            Store::open(Path::new(location))
-        }
     }
 
     /// Whether this store is a PostgreSQL database ([`Store::connect`]).

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use sandgraph_controller::{
-    AgentGraphStore, AttemptStatus, GraphFinish, GraphRecord, IntentClaimRequest, OpenAgentGraphs,
-    OperatorEdge, ProvisionRequest, RecordFacet, RecordOutcome, RecordSource,
-    ScheduleUpdateRequest, ScheduledWork, TargetKind, UpdateSource, WorkTarget,
+    AgentGraphStore, AttemptStatus, GraphRecord, IntentClaimRequest, OpenAgentGraphs, OperatorEdge,
+    ProvisionRequest, RecordFacet, RecordOutcome, RecordSource, ScheduleUpdateRequest, TargetKind,
+    WorkTarget,
 };
 use sandgraph_store::Store;
 
@@ -30,40 +30,37 @@ fn regenerate() -> bool {
     std::env::var_os("SANDGRAPH_WRITE_FIXTURES").is_some()
 }
 
+/// Update `seq` of the graph, as its JSON: one work item, or the finish.
 fn update(seq: u32, finish: bool) -> ScheduleUpdateRequest {
-    ScheduleUpdateRequest {
-        schema_version: 1,
-        update_id: format!("graph_update_{seq}"),
-        update_fingerprint: format!("sha256:fp-{seq}"),
-        graph_id: G.to_owned(),
-        source: UpdateSource {
-            session_id: "root-1".to_owned(),
-            run_id: "graph_run_1".to_owned(),
-            turn_id: "graph_turn_1".to_owned(),
-            tool_call_id: format!("call-{seq}"),
-            orchestration_mode: Some("graph".to_owned()),
+    let mut update = serde_json::json!({
+        "schemaVersion": 1,
+        "updateId": format!("graph_update_{seq}"),
+        "updateFingerprint": format!("sha256:fp-{seq}"),
+        "graphId": G,
+        "source": {
+            "sessionId": "root-1",
+            "runId": "graph_run_1",
+            "turnId": "graph_turn_1",
+            "toolCallId": format!("call-{seq}"),
+            "orchestrationMode": "graph",
         },
-        add_work: if finish {
-            vec![]
-        } else {
-            vec![ScheduledWork {
-                work_id: format!("{G}:work-{seq}"),
-                target: WorkTarget {
-                    kind: TargetKind::Agent,
-                    id: "researcher".to_owned(),
-                },
-                instruction: format!("do work {seq}"),
-                input_ids: vec![],
-                selected_result_inputs: vec![],
-                replaces: None,
-            }]
-        },
-        stop: vec![],
-        finish: finish.then(|| GraphFinish {
-            result_ids: vec!["graph_record_1".to_owned()],
-            reason: "done".to_owned(),
-        }),
+        "addWork": [],
+        "stop": [],
+    });
+    if finish {
+        update["finish"] = serde_json::json!({
+            "resultIds": ["graph_record_1"],
+            "reason": "done",
+        });
+    } else {
+        update["addWork"] = serde_json::json!([{
+            "workId": format!("{G}:work-{seq}"),
+            "target": {"kind": "agent", "id": "researcher"},
+            "instruction": format!("do work {seq}"),
+            "inputIds": [],
+        }]);
     }
+    serde_json::from_value(update).unwrap()
 }
 
 /// Writes a graph that leaves rows in every controller table, at fixed

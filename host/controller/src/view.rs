@@ -99,7 +99,7 @@ pub(crate) struct Omitted {
     /// sessions (streaming chunks) it skipped when it folded records from
     /// their event stream; this host writes a record only when an outcome
     /// has settled, whole and in one transaction, so there is never a
-    /// partial one to skip (`host/store/DESIGN.md`, "Agent-graph control").
+    /// partial one to skip (`host/controller/DESIGN.md`, "Tables and rules").
     pub partial_records: usize,
     pub readiness: usize,
 }

@@ -237,14 +237,10 @@ impl Target {
                 .map(drop)
                 .map_err(|e| e.to_string()),
             Target::Path(path) => {
-                let store = match path.to_str() {
-                    Some(location) => sandgraph_store::Store::open_location(location),
-                    None => sandgraph_store::Store::open(path),
-                }
-                .map_err(|e| {
-                    let shown = sandgraph_store::redact_url(&path.to_string_lossy());
-                    format!("{shown}: {e}")
-                })?;
+                let location = sandgraph_store::StoreLocation::new(path);
+                let store = location
+                    .open(None)
+                    .map_err(|e| format!("{location}: {e}"))?;
                 store
                     .capability_journal()
                     .append_all(calls)

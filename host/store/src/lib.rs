@@ -1,11 +1,13 @@
-//! Everything sandgraph keeps on disk, in one redb file: durable threads (checkpoints, channel values, pending writes) and the
-//! tables of the agent-graph controller (schedule, claims, operators,
-//! records, supervisor wakes: [`agent_graph`], whose rules are in
-//! `sandgraph-controller`). No wasm
+//! Everything sandgraph keeps on disk, in one redb file: durable threads
+//! (checkpoints, channel values, pending writes), journals, supervised runs,
+//! and the tables other crates declare on [`tables`] (the agent-graph
+//! controller's, whose rules are in `sandgraph-controller`). No wasm
 //! engine here: the store holds bytes and JSON; callers own their meaning.
 //!
 //! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
-//! journals, supervised runs and agent graphs.
+//! journals, supervised runs and agent graphs. A configured location (a
+//! path or a `postgres://` URL) is told apart and opened in one place:
+//! [`StoreLocation`].
 //!
 //! And the compile cache ([`CompileCache`]): not in the database but a
 //! folder of content-addressed files that concurrent processes share.
@@ -16,15 +18,16 @@
 // Every declared dependency is used: CI's build makes this an error.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
-pub mod agent_graph;
 mod cache;
 mod capability_log;
 mod error;
 mod journal;
+mod location;
 mod log_table;
 mod postgres;
 mod schema;
 mod supervisor;
+pub mod tables;
 mod threads;
 
 pub use cache::{
@@ -34,6 +37,7 @@ pub use cache::{
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use journal::{Journal, JournalEntry};
+pub use location::StoreLocation;
 pub use postgres::redact_url;
 pub use postgres::schema::PG_SCHEMA_VERSION;
 pub use schema::SCHEMA_VERSION;
@@ -212,7 +216,7 @@ impl Store {
     /// On such a store [`journal`](Store::journal),
     /// [`capability_journal`](Store::capability_journal) and
     /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL, and
-    /// so do threads and [`agent_graph_tables`](Store::agent_graph_tables).
+    /// so do threads and declared [`tables`](Store::tables).
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
         let memory = Path::new("(memory)");
@@ -228,16 +232,6 @@ impl Store {
         };
         store.init(memory)?;
         Ok(store)
-    }
-
-    /// Opens `location`: a PostgreSQL URL ([`Store::connect`]) or the path
-    /// of a redb file ([`Store::open`]).
-    pub fn open_location(location: &str) -> Result<Self, StoreError> {
-        if postgres::is_url(location) {
-            Store::connect(location)
-        } else {
-            Store::open(Path::new(location))
-        }
     }
 
     /// Whether this store is a PostgreSQL database ([`Store::connect`]).
@@ -334,19 +328,18 @@ impl Store {
         self
     }
 
-    /// The agent-graph controller's tables in this store's database (a redb
-    /// file, or PostgreSQL shared with the other hosts) and the
-    /// transactions over them, with who this store is in leases and how
-    /// long they last ([thread leases](Store::with_thread_lease)).
-    pub fn agent_graph_tables(&self) -> agent_graph::AgentGraphTables {
+    /// The tables of `set`, which their owner declares, in this store's
+    /// database (a redb file, or PostgreSQL shared with the other hosts)
+    /// and the transactions over them, with who this store is in leases
+    /// and how long they last ([thread leases](Store::with_thread_lease)).
+    pub fn tables(&self, set: &'static tables::TableSet) -> tables::Tables {
         match &self.pg {
-            Some(pg) => agent_graph::AgentGraphTables::on_postgres(
-                pg.clone(),
-                self.holder.clone(),
-                self.thread_lease,
-            ),
-            None => agent_graph::AgentGraphTables::on_redb(
+            Some(pg) => {
+                tables::Tables::on_postgres(pg.clone(), set, self.holder.clone(), self.thread_lease)
+            }
+            None => tables::Tables::on_redb(
                 self.db.clone(),
+                set,
                 self.holder.clone(),
                 self.thread_lease,
             ),

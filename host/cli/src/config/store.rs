@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use sandgraph_runtime::{ErrorCode, RunError};
-use sandgraph_store::{Store, StoreError, ThreadStore};
+use sandgraph_store::{Store, StoreError, StoreLocation, ThreadStore};
 
 use crate::exit::Failure;
 
@@ -32,14 +32,6 @@ pub(crate) fn db_path(flag: Option<&Path>) -> Result<PathBuf, Failure> {
     Ok(data.join("sandgraph").join("threads.redb"))
 }
 
-/// Whether a `--db`/`--store` location is a PostgreSQL URL rather than a
-/// redb file.
-fn is_url(location: &Path) -> bool {
-    location
-        .to_str()
-        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
-}
-
 /// `location` as messages name it: a PostgreSQL URL without its password
 /// (see [`sandgraph_store::redact_url`]).
 pub(crate) fn shown(location: &Path) -> String {
@@ -49,15 +41,12 @@ pub(crate) fn shown(location: &Path) -> String {
 /// Opens the data store at `location`: a PostgreSQL URL shared by several
 /// hosts, or a redb file (created when missing).
 pub(crate) fn open_data(location: &Path) -> Result<Store, Failure> {
-    if is_url(location) {
-        let url = location.to_str().unwrap_or_default();
-        let store = Store::connect(url).map_err(storage)?;
-        return Ok(match lease_ttl()? {
-            Some(ttl) => store.with_thread_lease(ttl),
-            None => store,
-        });
-    }
-    Store::open(location).map_err(storage)
+    let location = StoreLocation::new(location);
+    let lease = match location.is_postgres() {
+        true => lease_ttl()?,
+        false => None,
+    };
+    location.open(lease).map_err(storage)
 }
 
 /// The thread store of the database `db` names (see [`db_path`]).
@@ -83,7 +72,7 @@ fn lease_ttl() -> Result<Option<std::time::Duration>, Failure> {
 
 /// Whether the data store at `location` exists (a URL is assumed to).
 pub(crate) fn data_exists(location: &Path) -> bool {
-    is_url(location) || location.exists()
+    StoreLocation::new(location).exists()
 }
 
 /// The failure of a store operation: `thread_busy` or `storage`.

@@ -1,13 +1,13 @@
 //! Intent claims (exactly once per intent) and their admission status.
 
-use sandgraph_store::agent_graph::{Table, Tx};
+use sandgraph_store::tables::{Table, Tx};
 
 use super::schedule::graph_head;
+use super::tables;
 use super::{
     AdmissionChange, AdmissionStatus, AgentGraphStore, ClaimOutcome, ControlError,
     ControlErrorCode, IntentClaim, IntentClaimRequest, decode, encode, malformed,
 };
-use sandgraph_store::agent_graph as tables;
 
 type ClaimKey = (&'static str, &'static str);
 

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use sandgraph_store::StoreError;
-use sandgraph_store::agent_graph::KvError;
+use sandgraph_store::tables::TableError;
 
 /// What went wrong, as a stable machine code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,11 +110,11 @@ impl ControlError {
     }
 }
 
-impl From<KvError> for ControlError {
-    fn from(e: KvError) -> Self {
+impl From<TableError> for ControlError {
+    fn from(e: TableError) -> Self {
         let code = match e {
-            KvError::Db(_) => ControlErrorCode::Storage,
-            KvError::Malformed { .. } => ControlErrorCode::MalformedState,
+            TableError::Db(_) => ControlErrorCode::Storage,
+            TableError::Malformed { .. } => ControlErrorCode::MalformedState,
         };
         ControlError::new(code, e.to_string())
     }

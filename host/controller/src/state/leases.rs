@@ -11,12 +11,12 @@
 
 use super::claims::{not_found, read_claim};
 use super::records::{append_in, read_record};
+use super::tables;
 use super::{
     AdmissionStatus, AgentGraphStore, ClaimLease, ControlError, ControlErrorCode, GraphRecord,
     IntentClaim, LeaseOutcome, encode,
 };
-use sandgraph_store::agent_graph as tables;
-use sandgraph_store::agent_graph::Tx;
+use sandgraph_store::tables::Tx;
 
 impl AgentGraphStore {
     /// Takes the lease of an intent's claim for this store's

@@ -2,8 +2,9 @@
 //! §2.3–2.4) and its rules: the schedule log and its revision
 //! compare-and-set, intent claims and their leases, operator provisions,
 //! graph records and supervisor wakes, kept in the tables `agent_graph_*`
-//! of the sandgraph database (`sandgraph_store::agent_graph`): a redb file,
-//! or PostgreSQL shared by several hosts.
+//! that `tables.rs` declares in the sandgraph database
+//! (`sandgraph_store::tables`): a redb file, or PostgreSQL shared by
+//! several hosts.
 //!
 //! Every mutation is one durable write transaction: when a call returns
 //! `Ok`, its effect is on disk. On redb, write transactions run one at a
@@ -14,9 +15,8 @@
 //! nothing. Calls block (an fsync, or round trips to the server, per
 //! mutation): async callers should use `spawn_blocking`.
 //!
-//! See the store's `DESIGN.md` (sections "Agent-graph control" and
-//! "PostgreSQL") for keys, rules, leases and where this store deliberately
-//! differs from the original.
+//! See the controller's `DESIGN.md` for keys, rules, leases and where this
+//! store deliberately differs from the original.
 
 mod claims;
 mod error;
@@ -24,6 +24,7 @@ mod leases;
 mod provisions;
 mod records;
 mod schedule;
+mod tables;
 mod types;
 mod wakes;
 
@@ -42,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sandgraph_store::Store;
-use sandgraph_store::agent_graph::{AgentGraphTables, TableDef, Tx};
+use sandgraph_store::tables::{TableDef, Tables, Tx};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -54,7 +55,7 @@ type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 /// [`AgentGraphStore::open`] (or [`OpenAgentGraphs::agent_graphs`]).
 #[derive(Clone)]
 pub struct AgentGraphStore {
-    tables: AgentGraphTables,
+    tables: Tables,
     clock: Clock,
     /// Who this store is in claim leases: `host/pid/random`.
     holder: Arc<str>,
@@ -93,7 +94,7 @@ impl AgentGraphStore {
     /// the store's [thread leases](Store::with_thread_lease); the holder is
     /// the store's.
     pub fn open(store: &Store) -> Self {
-        let tables = store.agent_graph_tables();
+        let tables = store.tables(&tables::AGENT_GRAPH_TABLES);
         AgentGraphStore {
             clock: Arc::new(now_ms),
             holder: tables.holder().clone(),
@@ -133,7 +134,7 @@ impl AgentGraphStore {
     }
 
     /// Runs `f` in one durable write transaction
-    /// ([`AgentGraphTables::write`]).
+    /// ([`Tables::write`]).
     fn write<T>(
         &self,
         f: impl FnMut(&Tx<'_>) -> Result<(T, bool), ControlError>,

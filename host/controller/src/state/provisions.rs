@@ -1,13 +1,13 @@
 //! Operator provisions: one operator per work item, adopted on retry.
 
-use sandgraph_store::agent_graph::Table;
+use sandgraph_store::tables::Table;
 
 use super::schedule::graph_head;
+use super::tables;
 use super::{
     AgentGraphStore, ControlError, ControlErrorCode, Provision, ProvisionOutcome, ProvisionRequest,
     decode, encode, malformed,
 };
-use sandgraph_store::agent_graph as tables;
 
 type ProvisionKey = (&'static str, &'static str);
 
@@ -156,7 +156,7 @@ impl AgentGraphStore {
 
     fn read_provision_via(
         &self,
-        index: sandgraph_store::agent_graph::TableDef<(&'static str, &'static str), &'static str>,
+        index: sandgraph_store::tables::TableDef<(&'static str, &'static str), &'static str>,
         graph: &str,
         id: &str,
     ) -> Result<Option<Provision>, ControlError> {

@@ -1,11 +1,11 @@
 //! Graph records: the outcomes of work, written once.
 
-use sandgraph_store::agent_graph::{Table, Tx};
+use sandgraph_store::tables::{Table, Tx};
 
+use super::tables;
 use super::{
     AgentGraphStore, ControlError, ControlErrorCode, GraphRecord, decode, encode, malformed,
 };
-use sandgraph_store::agent_graph as tables;
 
 type RecordKey = (&'static str, &'static str);
 

@@ -8,14 +8,14 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::claims::cancel_in;
+use super::tables;
 use super::wakes::{FINISHED_REASON, supersede_due_in};
 use super::{
     AgentGraphStore, CommitOutcome, ControlError, ControlErrorCode, ScheduleUpdate,
     ScheduleUpdateRequest, decode, encode, malformed, successor,
 };
 use crate::ids::scheduled_work_intent_id;
-use sandgraph_store::agent_graph as tables;
-use sandgraph_store::agent_graph::{Range, Table, Tx};
+use sandgraph_store::tables::{Range, Table, Tx};
 
 type ScheduleKey = (&'static str, u64);
 

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeSet;
 
+use super::tables;
 use super::{
     AgentGraphStore, AttemptOutcome, AttemptStatus, ControlError, ControlErrorCode, SupervisorWake,
     WakeAttempt, WakeClaimOutcome, WakeStatus, decode, encode, malformed, successor,
 };
-use sandgraph_store::agent_graph as tables;
-use sandgraph_store::agent_graph::{Table, Tx};
+use sandgraph_store::tables::{Table, Tx};
 
 type WakeKey = (&'static str, &'static str);
 type AttemptKey = (&'static str, &'static str, &'static str);

@@ -226,8 +226,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The non-empty `agent_graph_*` tables of a closed redb file (the store
-/// creates them all, empty, on open).
+/// The non-empty `agent_graph_*` tables of a closed redb file (the first
+/// write of the controller makes them all, empty).
 fn raw_counts(path: &Path) -> BTreeMap<String, u64> {
     let db = redb::Database::open(path).unwrap();
     let tx = db.begin_read().unwrap();
@@ -243,7 +243,7 @@ fn raw_counts(path: &Path) -> BTreeMap<String, u64> {
             }
         }
     }
-    assert_eq!(seen, TABLES.len(), "every table is made on open");
+    assert_eq!(seen, TABLES.len(), "every table is made by the first write");
     out
 }
 

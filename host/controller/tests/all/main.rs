@@ -6,6 +6,7 @@
 mod common;
 
 mod agent_graph;
+mod format;
 mod surface;
 mod update;
 mod view;

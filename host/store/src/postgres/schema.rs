@@ -89,10 +89,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         run text NOT NULL
     );
     "#,
-    // 2: the agent-graph control tables. Each redb table of
-    // `src/schema.rs` (`agent_graph_*`, named in `tbl`) is a set of rows
-    // whose key and value are in the order-preserving byte encoding of
-    // `agent_graph::kv`: bytewise order of `key` is the redb key order.
+    // 2: the agent-graph control tables, and since then every declared
+    // table (`crate::tables`). Each (`agent_graph_*`, named in `tbl`) is a
+    // set of rows whose key and value are in the order-preserving byte
+    // encoding of `tables::Field`: bytewise order of `key` is the redb key
+    // order.
     r#"
     CREATE TABLE sg_agent_graph_rows (
         tbl text COLLATE "C" NOT NULL,

@@ -3,10 +3,10 @@
 //! is a module here, so a test is named `<module>::<test>`. The modules
 //! that run on PostgreSQL share `fixture` and so one throwaway cluster.
 
-mod agent_graph;
 mod journal;
 mod open;
 mod postgres;
+mod tables;
 mod threads;
 
 #[allow(dead_code)]

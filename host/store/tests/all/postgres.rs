@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use sandgraph_core::audit::CapabilityCall;
-use sandgraph_store::{JournalEntry, PG_SCHEMA_VERSION, Store, SupervisorRun};
+use sandgraph_store::tables::TableSet;
+use sandgraph_store::{JournalEntry, PG_SCHEMA_VERSION, Store, StoreLocation, SupervisorRun};
 use serde_json::json;
 
 use crate::fixture::TestPostgres;
@@ -334,11 +335,21 @@ fn connect_migrates_and_a_reconnect_sees_the_same_version() {
          sg_journal,sg_supervisor_runs,sg_thread_leases,sg_threads,sg_writes"
     );
     drop(store);
-    let again = Store::open_location(&url).unwrap();
+    let again = StoreLocation::new(&url).open(None).unwrap();
     assert_eq!(again.schema_version().unwrap(), PG_SCHEMA_VERSION as u64);
+    drop(again);
+    static NO_TABLES: TableSet = TableSet {
+        what: "nothing",
+        tables: &[],
+    };
+    let lease = std::time::Duration::from_millis(500);
+    let leased = StoreLocation::new(&url).open(Some(lease)).unwrap();
+    assert_eq!(leased.tables(&NO_TABLES).lease_ttl(), lease);
     // A redb path still opens a file.
     let dir = tempfile::tempdir().unwrap();
-    let file = Store::open_location(dir.path().join("x.redb").to_str().unwrap()).unwrap();
+    let file = StoreLocation::new(dir.path().join("x.redb"))
+        .open(None)
+        .unwrap();
     assert!(!file.is_postgres());
 }
 

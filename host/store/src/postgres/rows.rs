@@ -1,12 +1,13 @@
-//! The agent-graph control tables on PostgreSQL: every redb table of the
-//! agent-graph store is a set of rows of `sg_agent_graph_rows` (its name in
+//! Declared tables on PostgreSQL: every table an owner declares
+//! (`crate::tables`) is a set of rows of `sg_agent_graph_rows` (its name in
 //! `tbl`, key and value in the order-preserving encoding of
-//! `agent_graph::kv`), so the controller's rules run unchanged on both
-//! backends.
+//! `tables::Field`), so an owner's rules run unchanged on both backends.
+//! (The rows table is named for its first owner, the agent-graph
+//! controller; renaming it would be a migration.)
 //!
 //! The rules are synchronous code that reads and writes row by row. Here
 //! each statement blocks the calling thread (like every transaction of
-//! `AgentGraphTables`, which callers run off their async threads) while the
+//! `Tables`, which callers run off their async threads) while the
 //! `Pg`'s own runtime does the I/O. A write transaction is `SERIALIZABLE`:
 //! it commits only if running the transactions one after the other, as
 //! redb does, would have given the same reads, so the uniqueness rules
@@ -19,7 +20,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{FIRST_BACKOFF, MAX_ATTEMPTS, MAX_BACKOFF, Pg, jitter, retryable};
 use crate::StoreError;
-use crate::agent_graph::KvError;
+use crate::tables::TableError;
 
 /// Which rows of a range a scan returns.
 #[derive(Debug, Clone, Copy)]
@@ -144,12 +145,12 @@ impl PgRows {
 }
 
 impl Pg {
-    /// Runs `f` in one transaction over the agent-graph rows, blocking the
+    /// Runs `f` in one transaction over the rows of declared tables, blocking the
     /// calling thread: `SERIALIZABLE` when `write`, else `REPEATABLE READ
     /// READ ONLY` (one snapshot). Commits when `f` returns `Ok`, rolls back
     /// otherwise. A transaction that lost a conflict runs again (calling
     /// `f` again), up to [`MAX_ATTEMPTS`] times.
-    pub(crate) fn rows_transaction<T, E: From<KvError>>(
+    pub(crate) fn rows_transaction<T, E: From<TableError>>(
         &self,
         what: &str,
         write: bool,
@@ -167,19 +168,19 @@ impl Pg {
                 pg: self.clone(),
                 conn: Some(
                     self.block_on(self.connection(what))
-                        .map_err(KvError::from)?,
+                        .map_err(TableError::from)?,
                 ),
                 what: what.to_owned(),
                 conflict: Cell::new(false),
                 broken: Cell::new(false),
             };
-            rows.execute(begin).map_err(KvError::from)?;
+            rows.execute(begin).map_err(TableError::from)?;
             let out = f(&rows);
             let end = rows.execute(if out.is_ok() { "COMMIT" } else { "ROLLBACK" });
             if !rows.conflict.get() {
                 return match (out, end) {
                     (Ok(v), Ok(())) => Ok(v),
-                    (Ok(_), Err(e)) => Err(KvError::from(e).into()),
+                    (Ok(_), Err(e)) => Err(TableError::from(e).into()),
                     (Err(e), _) => Err(e),
                 };
             }
@@ -191,7 +192,7 @@ impl Pg {
                          another transaction"
                     ),
                 );
-                return Err(KvError::from(e).into());
+                return Err(TableError::from(e).into());
             }
             tracing::debug!(server = %self.server(), "{what}: attempt {attempt} lost a conflict; retrying");
             drop(rows);

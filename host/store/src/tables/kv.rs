@@ -1,11 +1,12 @@
-//! The tables of the agent-graph controller, on either backend.
+//! Declared tables on either backend: [`TableDef`], [`Field`], [`Tx`] and
+//! [`Table`].
 //!
-//! The controller's rules are written once, against [`Tx`] and [`Table`]:
-//! on redb a table is a typed redb table (see `src/schema.rs`); on
-//! PostgreSQL the same rows live in `sg_agent_graph_rows (tbl, key, value)`,
-//! with key and value in the order-preserving byte encoding of [`Field`].
-//! Bytewise order of encoded keys is the order of the redb keys, so a key
-//! range means the same rows on both backends.
+//! An owner's rules are written once, against [`Tx`] and [`Table`]: on
+//! redb a table is the typed redb table of its name; on PostgreSQL the same
+//! rows live in `sg_agent_graph_rows (tbl, key, value)`, with key and value
+//! in the order-preserving byte encoding of [`Field`]. Bytewise order of
+//! encoded keys is the order of the redb keys, so a key range means the
+//! same rows on both backends.
 
 use std::marker::PhantomData;
 use std::ops::Bound;
@@ -13,11 +14,11 @@ use std::ops::Bound;
 use redb::{ReadableTable, TableDefinition, TableHandle};
 
 use crate::StoreError;
-use crate::postgres::agent_graph::{PgRows, Scan};
+use crate::postgres::rows::{PgRows, Scan};
 
-/// A failure of the agent-graph tables.
+/// A failure of a declared table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KvError {
+pub enum TableError {
     /// The database failed (redb, or PostgreSQL), in words.
     #[error("database error: {0}")]
     Db(String),
@@ -29,27 +30,29 @@ pub enum KvError {
     },
 }
 
-impl KvError {
+impl TableError {
     /// A database failure described by `e`.
     pub fn db(e: impl std::fmt::Display) -> Self {
-        KvError::Db(e.to_string())
+        TableError::Db(e.to_string())
     }
 }
 
 /// Every error the store's own code gets from redb, and [`StoreError`]
 /// itself: a redb failure keeps its message (`database error: ...`), any
 /// other store error is its text.
-impl<E: Into<StoreError>> From<E> for KvError {
+impl<E: Into<StoreError>> From<E> for TableError {
     fn from(e: E) -> Self {
         match e.into() {
-            StoreError::Db(message) => KvError::Db(message),
-            e => KvError::db(e),
+            StoreError::Db(message) => TableError::Db(message),
+            e => TableError::db(e),
         }
     }
 }
 
-/// One of the agent-graph tables: its name and its key and value types.
-/// The tables are the constants of [`super`]; they exist in every store.
+/// A table an owner declares: its name and its key and value types, which
+/// are its format on disk (on redb, the typed table of that name; on
+/// PostgreSQL, the rows of that name). Owners declare tables as constants,
+/// list them in a [`TableSet`](super::TableSet), and open them in a [`Tx`].
 pub struct TableDef<K, V> {
     name: &'static str,
     types: PhantomData<fn() -> (K, V)>,
@@ -64,14 +67,16 @@ impl<K, V> Clone for TableDef<K, V> {
 impl<K, V> Copy for TableDef<K, V> {}
 
 impl<K: Field + redb::Key, V: Field> TableDef<K, V> {
-    pub(crate) const fn new(name: &'static str) -> Self {
+    /// The table named `name` (unique in the database: prefix it with its
+    /// owner, e.g. `agent_graph_`).
+    pub const fn new(name: &'static str) -> Self {
         TableDef {
             name,
             types: PhantomData,
         }
     }
 
-    /// The table's name: `agent_graph_...`, on both backends.
+    /// The table's name, on both backends.
     pub fn name(&self) -> &'static str {
         self.name
     }
@@ -82,7 +87,36 @@ impl<K: Field + redb::Key, V: Field> TableDef<K, V> {
     }
 }
 
-/// A key or value type of an agent-graph table, with its owned form and an
+/// A [`TableDef`] of any key and value types, as a
+/// [`TableSet`](super::TableSet) lists it: the store makes the tables of a
+/// set it does not otherwise know. Implemented by [`TableDef`] only.
+pub trait Declared: sealed::Create + Sync {
+    /// The table's name.
+    fn table_name(&self) -> &'static str;
+}
+
+impl<K: Field + redb::Key, V: Field> Declared for TableDef<K, V> {
+    fn table_name(&self) -> &'static str {
+        self.name
+    }
+}
+
+pub(super) mod sealed {
+    /// How the store makes a declared table in a redb write transaction;
+    /// out of reach of other crates.
+    pub trait Create {
+        /// Makes the table in `tx` unless it exists.
+        fn create(&self, tx: &redb::WriteTransaction) -> Result<(), redb::TableError>;
+    }
+
+    impl<K: super::Field + redb::Key, V: super::Field> Create for super::TableDef<K, V> {
+        fn create(&self, tx: &redb::WriteTransaction) -> Result<(), redb::TableError> {
+            tx.open_table(self.redb()).map(drop)
+        }
+    }
+}
+
+/// A key or value type of a declared table, with its owned form and an
 /// encoding whose bytewise order is the type's order: a string is its
 /// bytes with `00` written `00 ff`, ended by `00 01`; a `u64` is 8 bytes
 /// big-endian; a tuple is its fields one after another.
@@ -175,19 +209,18 @@ fn encode<F: Field>(v: &F::SelfType<'_>) -> Vec<u8> {
     out
 }
 
-fn decode<F: Field>(table: &str, bytes: &[u8]) -> Result<F::Owned, KvError> {
+fn decode<F: Field>(table: &str, bytes: &[u8]) -> Result<F::Owned, TableError> {
     let mut input = bytes;
     match F::take(&mut input) {
         Some(v) if input.is_empty() => Ok(v),
-        _ => Err(KvError::Malformed {
+        _ => Err(TableError::Malformed {
             table: table.to_owned(),
         }),
     }
 }
 
-/// A transaction over the agent-graph tables (see
-/// [`AgentGraphTables`](super::AgentGraphTables)): a write or a read-only
-/// one, on redb or PostgreSQL.
+/// A transaction over declared tables (see [`Tables`](super::Tables)): a
+/// write or a read-only one, on redb or PostgreSQL.
 pub struct Tx<'a>(TxOn<'a>);
 
 /// Where a [`Tx`] runs.
@@ -203,7 +236,13 @@ pub struct Table<'a, K: Field + redb::Key, V: Field>(TableOn<'a, K, V>);
 enum TableOn<'a, K: Field + redb::Key, V: Field> {
     Write(redb::Table<'a, K, V>),
     Read(redb::ReadOnlyTable<K, V>),
-    Pg { rows: &'a PgRows, name: String },
+    /// A table a read-only transaction found missing: no write of its set
+    /// has made it in this file yet, so it has no rows.
+    Missing(&'static str),
+    Pg {
+        rows: &'a PgRows,
+        name: String,
+    },
 }
 
 impl<'a> Tx<'a> {
@@ -215,16 +254,25 @@ impl<'a> Tx<'a> {
     pub fn open_table<K: Field + redb::Key, V: Field>(
         &self,
         def: TableDef<K, V>,
-    ) -> Result<Table<'a, K, V>, KvError> {
+    ) -> Result<Table<'a, K, V>, TableError> {
         Ok(Table(match self.0 {
             TxOn::RedbWrite(tx) => TableOn::Write(tx.open_table(def.redb())?),
-            TxOn::RedbRead(tx) => TableOn::Read(tx.open_table(def.redb())?),
+            TxOn::RedbRead(tx) => match tx.open_table(def.redb()) {
+                Ok(table) => TableOn::Read(table),
+                Err(redb::TableError::TableDoesNotExist(_)) => TableOn::Missing(def.name()),
+                Err(e) => return Err(e.into()),
+            },
             TxOn::Pg(rows) => TableOn::Pg {
                 rows,
                 name: def.name().to_owned(),
             },
         }))
     }
+}
+
+/// The failure of an insert into `table` in a read-only transaction.
+fn read_only(table: &str) -> TableError {
+    TableError::db(format!("table {table} was opened read-only"))
 }
 
 /// A range of keys: its lower and upper bound.
@@ -239,10 +287,11 @@ type Rows<K, V> = Vec<Row<K, V>>;
 
 impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
     /// The value at `key`.
-    pub fn get<'k>(&self, key: K::SelfType<'k>) -> Result<Option<V::Owned>, KvError> {
+    pub fn get<'k>(&self, key: K::SelfType<'k>) -> Result<Option<V::Owned>, TableError> {
         match &self.0 {
             TableOn::Write(t) => Ok(t.get(key)?.map(|g| V::own(g.value()))),
             TableOn::Read(t) => Ok(t.get(key)?.map(|g| V::own(g.value()))),
+            TableOn::Missing(_) => Ok(None),
             TableOn::Pg { rows, name } => match rows.get(name, &encode::<K>(&key))? {
                 Some(bytes) => decode::<V>(name, &bytes).map(Some),
                 None => Ok(None),
@@ -255,16 +304,14 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
         &mut self,
         key: K::SelfType<'k>,
         value: V::SelfType<'v>,
-    ) -> Result<(), KvError> {
+    ) -> Result<(), TableError> {
         match &mut self.0 {
             TableOn::Write(t) => {
                 t.insert(key, value)?;
                 Ok(())
             }
-            TableOn::Read(t) => Err(KvError::db(format!(
-                "table {} was opened read-only",
-                t.name()
-            ))),
+            TableOn::Read(t) => Err(read_only(t.name())),
+            TableOn::Missing(name) => Err(read_only(name)),
             TableOn::Pg { rows, name } => {
                 Ok(rows.put(name, &encode::<K>(&key), &encode::<V>(&value))?)
             }
@@ -272,7 +319,7 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
     }
 
     /// The rows of `range`, by key.
-    pub fn range<'k>(&self, range: Range<'k, K>) -> Result<Rows<K, V>, KvError> {
+    pub fn range<'k>(&self, range: Range<'k, K>) -> Result<Rows<K, V>, TableError> {
         self.scan(range, Scan::All)
     }
 
@@ -282,33 +329,33 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
         &self,
         lo: K::SelfType<'k>,
         hi: K::SelfType<'k>,
-    ) -> Result<Rows<K, V>, KvError> {
+    ) -> Result<Rows<K, V>, TableError> {
         self.range((Bound::Included(lo), Bound::Excluded(hi)))
     }
 
     /// The last row of `range`.
-    pub fn last<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, KvError> {
+    pub fn last<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, TableError> {
         Ok(self.scan(range, Scan::Last)?.pop())
     }
 
     /// The first row of `range`.
-    pub fn first<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, KvError> {
+    pub fn first<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, TableError> {
         Ok(self.scan(range, Scan::First)?.pop())
     }
 
     /// Every row, by key.
-    pub fn all(&self) -> Result<Rows<K, V>, KvError> {
+    pub fn all(&self) -> Result<Rows<K, V>, TableError> {
         self.range((Bound::Unbounded, Bound::Unbounded))
     }
 
-    fn scan<'k>(&self, range: Range<'k, K>, scan: Scan) -> Result<Rows<K, V>, KvError> {
+    fn scan<'k>(&self, range: Range<'k, K>, scan: Scan) -> Result<Rows<K, V>, TableError> {
         fn collect<'g, K: Field + redb::Key, V: Field>(
             mut it: redb::Range<'g, K, V>,
             scan: Scan,
-        ) -> Result<Rows<K, V>, KvError> {
+        ) -> Result<Rows<K, V>, TableError> {
             let own = |e: Result<(redb::AccessGuard<'g, K>, redb::AccessGuard<'g, V>), _>| {
                 e.map(|(k, v)| (K::own(k.value()), V::own(v.value())))
-                    .map_err(KvError::from)
+                    .map_err(TableError::from)
             };
             Ok(match scan {
                 Scan::All => it.map(own).collect::<Result<_, _>>()?,
@@ -319,6 +366,7 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
         match &self.0 {
             TableOn::Write(t) => collect(t.range::<K::SelfType<'k>>(range)?, scan),
             TableOn::Read(t) => collect(t.range::<K::SelfType<'k>>(range)?, scan),
+            TableOn::Missing(_) => Ok(Vec::new()),
             TableOn::Pg { rows, name } => {
                 let bound = |b: &Bound<K::SelfType<'k>>| match b {
                     Bound::Included(k) => Bound::Included(encode::<K>(k)),

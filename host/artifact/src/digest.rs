@@ -89,6 +89,7 @@ mod tests {
             "abc"
                 .parse::<Digest>()
                 .unwrap_err()
+                .to_string()
                 .contains("64 hex digits")
         );
         assert!("zz".repeat(32).parse::<Digest>().is_err());

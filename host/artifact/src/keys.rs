@@ -434,17 +434,27 @@ mod tests {
     fn a_public_key_is_not_a_secret_key_and_garbage_is_refused() {
         let key = SecretKey::generate().unwrap();
         let err = SecretKey::parse(&key.public().to_text()).unwrap_err();
+        assert!(matches!(err, FormatError::KeyHeader { .. }), "{err}");
+        let err = err.to_string();
         assert!(err.contains("it is a public key"), "{err}");
-        let err = PublicKey::parse(&key.to_text()).unwrap_err();
+        let err = PublicKey::parse(&key.to_text()).unwrap_err().to_string();
         assert!(err.contains("it is a secret key"), "{err}");
         let err = PublicKey::parse(&format!("{PUBLIC_KEY_HEADER}\nabcd\n")).unwrap_err();
+        assert_eq!(
+            err,
+            FormatError::KeyHex {
+                what: "public key file"
+            }
+        );
+        let err = err.to_string();
         assert!(err.contains("64 hex digits"), "{err}");
-        let err = PublicKey::parse("").unwrap_err();
+        let err = PublicKey::parse("").unwrap_err().to_string();
         assert!(err.contains("sandgraph keygen"), "{err}");
         let text = format!("# ci key\n{}extra\n", key.public().to_text());
         assert!(
             PublicKey::parse(&text)
                 .unwrap_err()
+                .to_string()
                 .contains("after the key")
         );
         let commented = format!("# ci key\n{}", key.public().to_text());

@@ -368,7 +368,7 @@ mod tests {
             ),
         ];
         for (text, expected) in cases {
-            let err = LockFile::parse(text).unwrap_err();
+            let err = LockFile::parse(text).unwrap_err().to_string();
             assert!(err.contains(expected), "{text:?}: {err}");
         }
     }

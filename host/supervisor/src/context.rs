@@ -472,6 +472,11 @@ mod tests {
         assert_eq!(c.fit().unwrap().unwrap().digested_calls, 1);
         view_exchange(&mut c, "c2", &"z".repeat(8_000));
         let err = c.fit().unwrap_err();
+        assert!(
+            matches!(err, ContextError::OverAfterCompaction { budget: 1000, .. }),
+            "{err}"
+        );
+        let err = err.to_string();
         assert!(err.contains("after its compaction"), "{err}");
         assert!(err.contains("context budget of 1000 tokens"), "{err}");
     }
@@ -479,7 +484,7 @@ mod tests {
     #[test]
     fn what_does_not_fit_even_compacted_is_an_error() {
         let mut c = Conversation::new("m".into(), Vec::new(), "s".repeat(8_000), brief(3), 100);
-        let err = c.fit().unwrap_err();
+        let err = c.fit().unwrap_err().to_string();
         assert!(
             err.contains("even compacted, with 3 of its 3 records left out"),
             "{err}"
@@ -499,7 +504,7 @@ mod tests {
         assert_eq!(compaction.budget_tokens, before / 2);
         assert!(compaction.omitted > 0);
         assert!(estimate_tokens(&c.request()) <= before / 4 + 1);
-        let err = c.refused(&refused).unwrap_err();
+        let err = c.refused(&refused).unwrap_err().to_string();
         assert!(
             err.starts_with("the model refused the compacted conversation"),
             "{err}"

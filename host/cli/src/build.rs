@@ -6,7 +6,6 @@ use std::process::{Command, Stdio};
 
 use sha2::Digest;
 
-use sandgraph_runtime::Runtime;
 use sandgraph_store::CompileCache;
 
 use crate::cache::CacheArgs;
@@ -436,7 +435,7 @@ pub async fn build_to(
         Source::Python => crate::build_py::build(dir, debug)?,
         Source::Js => crate::build_js::build(dir, debug)?,
     };
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     // Loading checks the world, links, and validates the described spec.
     let graph = sandgraph_registry::load_cached(&rt, cache, bytes.clone()).await?;
     let out = match out {

@@ -77,7 +77,7 @@ struct Loaded {
 /// `sandgraph check GRAPH.wasm|DIR [--json] [--deny-warnings]`.
 pub async fn check(args: CheckArgs) -> Result<ExitCode, Failure> {
     let files = files(&args.path)?;
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let store = args.cache.open();
     let mut reports = Vec::with_capacity(files.len());
     for path in files {

@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandgraph_core::NodeContext;
+use sandgraph_factors::http::{HttpCassette, HttpReplay};
+use sandgraph_factors::llm::LlmBackend;
 use sandgraph_registry::{CallOptions, GraphTool, OperatorConfig, Registry, RegistryOptions};
-use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
-use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_runtime::{
     ErrorCode, Graph, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig, Start,
 };
@@ -109,7 +109,7 @@ struct Suite {
 pub async fn test(args: TestArgs) -> Result<ExitCode, Failure> {
     let started = Instant::now();
     let config = crate::config::LoadedConfig::load(args.config.as_deref())?.config;
-    let runtime = Runtime::with_config(RuntimeConfig {
+    let runtime = sandgraph_factors::runtime(RuntimeConfig {
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
     })?;

@@ -12,7 +12,6 @@ use sandgraph_distribution::{
     Artifact, ComponentInfo, ConnectOptions, Error, MAX_COMPONENT_BYTES, MAX_SIGNATURE_BYTES,
     Remote,
 };
-use sandgraph_runtime::Runtime;
 
 use crate::cache::CacheArgs;
 use crate::exit::Failure;
@@ -119,7 +118,7 @@ pub async fn push(args: PushArgs) -> Result<ExitCode, Failure> {
     // Only a sandgraph graph is pushed: it must load and describe itself
     // as `run` would load it (through the same compile cache), these very
     // bytes.
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let store = args.cache.open();
     let loaded = sandgraph_registry::load_cached(&rt, store.as_ref(), component.clone()).await;
     drop(store);

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use sandgraph_artifact::keys::MAX_KEY_FILE;
 use sandgraph_artifact::{Digest, LockEntry, LockFile, SecretKey, Sidecar, sha256_file};
 use sandgraph_registry::{Registry, RegistryOptions};
-use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
+use sandgraph_runtime::{ErrorCode, RunError, RuntimeConfig};
 
 use crate::cache::CacheArgs;
 use crate::exit::Failure;
@@ -48,7 +48,7 @@ pub async fn lock(args: LockArgs) -> Result<ExitCode, Failure> {
     // the operator's load limits loads here too.
     let config = crate::config::LoadedConfig::load(args.config.as_deref())?.config;
     config.check().map_err(crate::mount::registry_failure)?;
-    let runtime = Runtime::with_config(RuntimeConfig {
+    let runtime = sandgraph_factors::runtime(RuntimeConfig {
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
     })?;
@@ -189,7 +189,7 @@ pub struct SignArgs {
 /// loaded as `run` loads it (through the compile cache).
 async fn named(path: &Path, cache: &CacheArgs) -> Result<(Vec<u8>, String), Failure> {
     let bytes = crate::cache::read_component(path)?;
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let store = cache.open();
     let graph = sandgraph_registry::load_cached(&rt, store.as_ref(), bytes.clone())
         .await

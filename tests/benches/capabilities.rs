@@ -25,12 +25,12 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use sandgraph_llm::{ChatRequest, ClientConfig, Message, OpenAiClient, Provider};
-use sandgraph_runtime::caps::Capabilities;
-use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
-use sandgraph_runtime::caps::tools::{
+use sandgraph_factors::llm::{LlmAccess, LlmBackend, LlmGrant};
+use sandgraph_factors::tools::{
     SubRun, ToolCallError, ToolDescription, ToolsAccess, ToolsBackend, ToolsGrant,
 };
+use sandgraph_llm::{ChatRequest, ClientConfig, Message, OpenAiClient, Provider};
+use sandgraph_runtime::caps::Capabilities;
 use sandgraph_runtime::{Graph, RunOptions, RunOutcome};
 use sandgraph_tests::{load, runtime};
 use serde_json::{Value, json};
@@ -211,37 +211,32 @@ async fn bench() {
     let llm_graph = load(sandgraph_tests::GRAPH_LLM).await;
     let tools_graph = load(sandgraph_tests::GRAPH_TOOLS).await;
     let echo = load(sandgraph_tests::ECHO).await;
-    let granted_llm = Capabilities {
-        llm: Some(LlmAccess {
-            grant: LlmGrant {
-                models: vec!["fast".into()],
-                max_calls: None,
-                max_tokens: None,
-            },
-            backend: Some(LlmBackend {
-                provider: client.clone(),
-                models: [("fast".to_owned(), "m".to_owned())].into(),
-                default_model: "m".into(),
-            }),
+    let granted_llm = Capabilities::default().with(LlmAccess {
+        grant: LlmGrant {
+            models: vec!["fast".into()],
+            max_calls: None,
+            max_tokens: None,
+        },
+        backend: Some(LlmBackend {
+            provider: client.clone(),
+            models: [("fast".to_owned(), "m".to_owned())].into(),
+            default_model: "m".into(),
         }),
-        ..Capabilities::default()
-    };
+    });
     let mut granted_instant = granted_llm.clone();
-    if let Some(access) = &mut granted_instant.llm
+    if let Some(mut access) = granted_llm.get::<LlmAccess>().cloned()
         && let Some(backend) = &mut access.backend
     {
         backend.provider = Arc::new(Instant0);
+        granted_instant.set(Some(access));
     }
-    let granted_tools = Capabilities {
-        tools: Some(ToolsAccess {
-            grant: ToolsGrant {
-                allow: vec!["echo_graph".into()],
-                max_calls: None,
-            },
-            backend: Arc::new(Tools(echo.clone())),
-        }),
-        ..Capabilities::default()
-    };
+    let granted_tools = Capabilities::default().with(ToolsAccess {
+        grant: ToolsGrant {
+            allow: vec!["echo_graph".into()],
+            max_calls: None,
+        },
+        backend: Arc::new(Tools(echo.clone())),
+    });
     let ask = json!({"question": "hello?", "model": "fast"});
     let call = json!({"tool": "echo_graph", "args": {"topic": "hi"}});
     let run = |graph: Arc<Graph>, input: Value, caps: Capabilities, expect: &'static str| {

@@ -37,7 +37,9 @@ use sandgraph_runtime::{Graph, Runtime};
 /// tests fast, and sharing it is what production does.
 pub fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
-    RT.get_or_init(|| Runtime::new().expect("the default runtime config is valid"))
+    RT.get_or_init(|| {
+        sandgraph_factors::runtime(Default::default()).expect("the default runtime config is valid")
+    })
 }
 
 /// The folder of [`compile_cache`]: beside the built guests (`build.rs`

@@ -3,9 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use sandgraph_runtime::{
-    ErrorCode, Limits, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig,
-};
+use sandgraph_runtime::{ErrorCode, Limits, RunError, RunOptions, RunOutcome, RuntimeConfig};
 use sandgraph_tests::{assert_test_exists, load, runtime};
 use serde_json::{Value, json};
 
@@ -488,7 +486,7 @@ async fn hostile_memory_bomb_hits_the_host_budget() {
         max_instances: 8,
         ..RuntimeConfig::default()
     };
-    let rt = Runtime::with_config(config).unwrap();
+    let rt = sandgraph_factors::runtime(config).unwrap();
     let graph = rt
         .load_file(std::path::Path::new(sandgraph_tests::HOSTILE_MEMORY_BOMB))
         .await
@@ -974,9 +972,7 @@ const LLM_KEY: &str = "sk-graphs-test-Qm4p7Wd2-leakcheck";
 /// A backend over `server` holding the test key: `fast` is
 /// `deepseek-chat`, `smart` is `deepseek-reasoner`, `default` is
 /// `default-model`; no retries, so one call is one request.
-fn llm_backend(
-    server: &sandgraph_test_llm::ScriptedLlm,
-) -> sandgraph_runtime::caps::llm::LlmBackend {
+fn llm_backend(server: &sandgraph_test_llm::ScriptedLlm) -> sandgraph_factors::llm::LlmBackend {
     static KEY: std::sync::Once = std::sync::Once::new();
     // SAFETY: runs once, before any client of this binary reads the
     // environment (every llm test builds its backend through here).
@@ -989,7 +985,7 @@ fn llm_backend(
         ..Default::default()
     })
     .expect("the test client config is valid");
-    sandgraph_runtime::caps::llm::LlmBackend {
+    sandgraph_factors::llm::LlmBackend {
         provider: std::sync::Arc::new(client),
         models: [("fast", "deepseek-chat"), ("smart", "deepseek-reasoner")]
             .into_iter()
@@ -1000,8 +996,8 @@ fn llm_backend(
 }
 
 /// The models `models` granted, no quota.
-fn llm_grant(models: &[&str]) -> sandgraph_runtime::caps::llm::LlmGrant {
-    sandgraph_runtime::caps::llm::LlmGrant {
+fn llm_grant(models: &[&str]) -> sandgraph_factors::llm::LlmGrant {
+    sandgraph_factors::llm::LlmGrant {
         models: models.iter().map(|m| (*m).to_owned()).collect(),
         ..Default::default()
     }
@@ -1010,15 +1006,12 @@ fn llm_grant(models: &[&str]) -> sandgraph_runtime::caps::llm::LlmGrant {
 /// `grant`, served by `server` (none: the host has no model).
 fn llm_caps(
     server: Option<&sandgraph_test_llm::ScriptedLlm>,
-    grant: sandgraph_runtime::caps::llm::LlmGrant,
+    grant: sandgraph_factors::llm::LlmGrant,
 ) -> sandgraph_runtime::caps::Capabilities {
-    sandgraph_runtime::caps::Capabilities {
-        llm: Some(sandgraph_runtime::caps::llm::LlmAccess {
-            grant,
-            backend: server.map(llm_backend),
-        }),
-        ..Default::default()
-    }
+    sandgraph_runtime::caps::Capabilities::default().with(sandgraph_factors::llm::LlmAccess {
+        grant,
+        backend: server.map(llm_backend),
+    })
 }
 
 /// A completion answering `content` with exactly this usage.
@@ -1157,7 +1150,7 @@ async fn graph_llm_quotas_are_per_run_and_checked_before_the_call() {
         llm_completion("two", 1, 1),
     ])
     .await;
-    let grant = sandgraph_runtime::caps::llm::LlmGrant {
+    let grant = sandgraph_factors::llm::LlmGrant {
         max_calls: Some(1),
         ..llm_grant(&["fast"])
     };
@@ -1170,7 +1163,7 @@ async fn graph_llm_quotas_are_per_run_and_checked_before_the_call() {
     );
     assert_eq!(server.requests().len(), 1);
     // A new run has its own quota.
-    let grant = sandgraph_runtime::caps::llm::LlmGrant {
+    let grant = sandgraph_factors::llm::LlmGrant {
         max_calls: Some(1),
         ..llm_grant(&["fast"])
     };
@@ -1186,7 +1179,7 @@ async fn graph_llm_quotas_are_per_run_and_checked_before_the_call() {
         llm_completion("c", 1, 1),
     ])
     .await;
-    let grant = sandgraph_runtime::caps::llm::LlmGrant {
+    let grant = sandgraph_factors::llm::LlmGrant {
         max_tokens: Some(1000),
         ..llm_grant(&["fast"])
     };

@@ -744,11 +744,10 @@ impl sandgraph_runtime::LogSink for ValidateCalls {
 #[tokio::test]
 async fn validate_runs_once_per_attempt_and_not_again_for_the_run() {
     let calls = Arc::new(ValidateCalls::default());
-    let runtime = sandgraph_runtime::Runtime::with_sink(
-        sandgraph_runtime::RuntimeConfig::default(),
-        calls.clone(),
-    )
-    .unwrap();
+    let runtime = sandgraph_factors::builder(sandgraph_runtime::RuntimeConfig::default())
+        .sink(calls.clone())
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(GRAPH_CONTEXT, dir.path().join("graph_context.wasm")).unwrap();
     let (registry, _) = Registry::open(

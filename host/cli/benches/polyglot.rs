@@ -37,8 +37,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sandgraph_factors::llm::{LlmAccess, LlmBackend, LlmGrant};
 use sandgraph_runtime::caps::Capabilities;
-use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
 use sandgraph_runtime::{Graph, Limits, RunOptions, RunOutcome, Runtime};
 use sandgraph_store::{CompileCache, sha256_hex};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
@@ -467,7 +467,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let runtime = tokio.block_on(async { Runtime::new() }).expect("a runtime");
+    let runtime = tokio
+        .block_on(async { sandgraph_factors::runtime(Default::default()) })
+        .expect("a runtime");
     let figures: Vec<(Lang, Figures)> = langs
         .iter()
         .map(|&lang| (lang, measure(&tokio, &runtime, lang)))
@@ -509,20 +511,17 @@ fn llm_caps(server: &ScriptedLlm) -> Capabilities {
         ..Default::default()
     })
     .expect("the bench's client config is valid");
-    Capabilities {
-        llm: Some(LlmAccess {
-            grant: LlmGrant {
-                models: vec!["fast".into()],
-                ..LlmGrant::default()
-            },
-            backend: Some(LlmBackend {
-                provider: Arc::new(client),
-                models: [("fast".to_owned(), "deepseek-chat".to_owned())].into(),
-                default_model: "default-model".into(),
-            }),
+    Capabilities::default().with(LlmAccess {
+        grant: LlmGrant {
+            models: vec!["fast".into()],
+            ..LlmGrant::default()
+        },
+        backend: Some(LlmBackend {
+            provider: Arc::new(client),
+            models: [("fast".to_owned(), "deepseek-chat".to_owned())].into(),
+            default_model: "default-model".into(),
         }),
-        ..Capabilities::default()
-    }
+    })
 }
 
 fn measure_llm(tokio: &Tokio, runtime: &Runtime, server: &ScriptedLlm, lang: Lang) -> LlmFigures {

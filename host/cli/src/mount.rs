@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sandgraph_core::audit::CapabilityLog;
+use sandgraph_factors::http::{HttpCassette, HttpReplay};
+use sandgraph_factors::llm::LlmBackend;
 use sandgraph_llm::OpenAiClient;
 use sandgraph_llm::cassette::{CassetteWriter, Recording, Replay};
 use sandgraph_registry::{
     MountReport, Registry, RegistryError, RegistryOptions, StoreCapabilityLog,
 };
-use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
-use sandgraph_runtime::caps::llm::LlmBackend;
-use sandgraph_runtime::{ErrorCode, RunError, Runtime, RuntimeConfig};
+use sandgraph_runtime::{ErrorCode, RunError, RuntimeConfig};
 use sandgraph_store::Store;
 
 use crate::config::LoadedConfig;
@@ -173,7 +173,7 @@ pub(crate) async fn open(
     };
     let config = loaded.config.clone();
     config.check().map_err(registry_failure)?;
-    let runtime = Runtime::with_config(RuntimeConfig {
+    let runtime = sandgraph_factors::runtime(RuntimeConfig {
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
     })?;

@@ -46,7 +46,7 @@ pub(crate) async fn run(
         cache,
     } = args;
     let input = input.map(read_input).transpose()?;
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let limits = limit_args.apply(rt.config().default_limits.clone());
     limits.check()?;
     let graph = load(&rt, path, cache).await?;
@@ -95,7 +95,7 @@ pub(crate) fn tool_context(graph: &Graph) -> sandgraph_core::NodeContext {
 }
 
 pub(crate) async fn inspect(path: &Path, mermaid: bool, cache: &CacheArgs) -> Result<(), Failure> {
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let graph = load(&rt, path, cache).await?;
     if mermaid {
         print!("{}", show::lines(&graph.spec().to_mermaid()));

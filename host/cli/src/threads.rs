@@ -268,7 +268,7 @@ async fn update(
 ) -> Result<(), Failure> {
     let values = crate::read_input(values)?;
     let store = open_threads(db)?;
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     // Through the default compile cache, as every command loads.
     let cache = crate::cache::open(None, false);
     let graph = crate::cache::load(&rt, cache.as_ref(), graph).await?;

@@ -122,7 +122,7 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let runtime = Runtime::new().unwrap();
+    let runtime = sandgraph_factors::runtime(Default::default()).unwrap();
     let dir = folder(&rt, &runtime);
     let caches = tempfile::tempdir().unwrap();
 

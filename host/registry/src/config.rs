@@ -41,10 +41,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use sandgraph_factors::http::{HttpGrant, HttpGrantConfig};
+use sandgraph_factors::llm::{DEFAULT_ALIAS, LlmGrant, MAX_ALIAS_BYTES};
+use sandgraph_factors::tools::ToolsGrant;
 use sandgraph_runtime::Limits;
-use sandgraph_runtime::caps::http::HttpGrant;
-use sandgraph_runtime::caps::llm::{DEFAULT_ALIAS, LlmGrant, MAX_ALIAS_BYTES};
-use sandgraph_runtime::caps::tools::ToolsGrant;
 use serde::Deserialize;
 
 use crate::RegistryError;
@@ -166,20 +166,6 @@ pub struct GrantsConfig {
     pub http: Option<HttpGrantConfig>,
 }
 
-/// The `http` grant of a graph (see `sandgraph_runtime::caps::http`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpGrantConfig {
-    /// Origins: `scheme://host[:port]`, `*.domain`, IP literals.
-    pub allow: Vec<String>,
-    /// Methods; empty: `GET` and `HEAD`; `"*"`: any.
-    #[serde(default)]
-    pub methods: Vec<String>,
-    /// Names may resolve to loopback and private ranges.
-    #[serde(default)]
-    pub private: bool,
-}
-
 /// The `llm` grant of a graph.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -215,8 +201,7 @@ impl GrantsConfig {
     /// The runtime's `http` grant, if any (checked at parse time, so a
     /// parsed config always converts).
     pub fn http(&self) -> Option<HttpGrant> {
-        let g = self.http.as_ref()?;
-        HttpGrant::parse(&g.allow, &g.methods, g.private).ok()
+        self.http.as_ref()?.grant()
     }
 
     /// The runtime's `tools` grant, if any.
@@ -250,11 +235,7 @@ impl GrantsConfig {
             }
         }
         if let Some(http) = &self.http {
-            if http.allow.is_empty() {
-                return Err("http.allow must name at least one origin".into());
-            }
-            HttpGrant::parse(&http.allow, &http.methods, http.private)
-                .map_err(|e| format!("http: {e}"))?;
+            http.check().map_err(|e| e.to_string())?;
         }
         if let Some(tools) = &self.tools {
             if tools.allow.is_empty() {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use sandgraph_core::audit::CapabilityLog;
-use sandgraph_runtime::caps::http::HttpCassette;
-use sandgraph_runtime::caps::llm::LlmBackend;
+use sandgraph_factors::http::HttpCassette;
+use sandgraph_factors::llm::LlmBackend;
 
 use crate::subrun::Backends;
 use sandgraph_artifact::TrustedKeys;

@@ -13,9 +13,9 @@ use std::sync::{Arc, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::audit::{CapabilityCall, CapabilityLog, Written};
-use sandgraph_runtime::caps::http::HttpCassette;
-use sandgraph_runtime::caps::llm::LlmBackend;
-use sandgraph_runtime::caps::tools::{SubRun, ToolCallError, ToolDescription, ToolsBackend};
+use sandgraph_factors::http::HttpCassette;
+use sandgraph_factors::llm::LlmBackend;
+use sandgraph_factors::tools::{SubRun, ToolCallError, ToolDescription, ToolsBackend};
 use sandgraph_store::CapabilityJournal;
 use serde_json::Value;
 use std::future::Future;

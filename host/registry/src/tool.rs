@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use sandgraph_core::audit::CapabilityLog;
 use sandgraph_core::{GraphSpec, NodeContext, Reducer, Start, json};
-use sandgraph_runtime::caps::Capabilities;
-use sandgraph_runtime::caps::http::HttpGrant;
-use sandgraph_runtime::caps::llm::LlmAccess;
-use sandgraph_runtime::caps::tools::{SubRun, ToolsAccess};
+use sandgraph_factors::llm::LlmAccess;
+use sandgraph_factors::tools::ToolsAccess;
+use sandgraph_runtime::caps::{Capabilities, SubRun};
 
 use crate::subrun::Backends;
 use sandgraph_runtime::{
@@ -115,12 +114,8 @@ pub struct GraphTool {
     as_tool: bool,
     as_graph_tool: bool,
     limits: Limits,
-    /// The `llm` access of its runs: its grant and the host's backend.
-    llm: Option<LlmAccess>,
-    /// The `tools` access of its runs: its grant and the registry.
-    tools: Option<ToolsAccess>,
-    /// The `http` grant of its runs.
-    http: Option<HttpGrant>,
+    /// The grants of its runs, each with the host's backend (no log).
+    grants: Capabilities,
     /// Where its runs' capability calls are reported.
     log: Option<Arc<dyn CapabilityLog>>,
     /// Whether the name is the operator's choice (see
@@ -154,10 +149,7 @@ pub(crate) struct Built {
 }
 
 /// The capabilities the operator granted a graph, each with its backend.
-fn granted(
-    overrides: Option<&GraphOverrides>,
-    backends: &Backends,
-) -> (Option<LlmAccess>, Option<ToolsAccess>, Option<HttpGrant>) {
+fn granted(overrides: Option<&GraphOverrides>, backends: &Backends) -> Capabilities {
     let llm = overrides
         .and_then(|o| o.grants.llm())
         .map(|grant| LlmAccess {
@@ -176,7 +168,11 @@ fn granted(
             Some(c) => g.with_cassette(c.clone()),
             None => g,
         });
-    (llm, tools, http)
+    let mut grants = Capabilities::default();
+    grants.set(llm);
+    grants.set(tools);
+    grants.set(http);
+    grants
 }
 
 /// The tool's description (the graph's, else one made from its spec) and
@@ -263,7 +259,7 @@ impl GraphTool {
                 spec.name
             )
         });
-        let (llm, tools, http) = granted(overrides, backends);
+        let grants = granted(overrides, backends);
         let mut limits = config.limits_for(&spec.name, &runtime.config().default_limits);
         if let Some(ms) = spec.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
@@ -284,9 +280,7 @@ impl GraphTool {
                 as_tool,
                 as_graph_tool,
                 limits,
-                llm,
-                tools,
-                http,
+                grants,
                 log: backends.log.clone(),
                 bound: true,
                 spec,
@@ -377,9 +371,7 @@ impl GraphTool {
     /// that nothing it was built with outlives the refusal to mount it.
     pub(crate) fn unbind(&mut self) {
         self.bound = false;
-        self.llm = None;
-        self.tools = None;
-        self.http = None;
+        self.grants = Capabilities::default();
     }
 
     /// The sha256 (hex) of the component bytes, when mounted from bytes.
@@ -586,27 +578,19 @@ impl GraphTool {
     /// The brokered capabilities of one run: what `sandgraph.toml` grants
     /// the graph, served by the host's backends. Deny by default.
     pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            llm: self.llm.clone(),
-            tools: self.tools.clone(),
-            http: self.http.clone(),
-            log: None,
-        }
+        self.grants.clone()
     }
 
     /// [`GraphTool::capabilities`] with the log of a call on `thread`:
     /// each row names this tool's component digest and the thread.
     fn capabilities_for(&self, thread: Option<&str>) -> Capabilities {
-        Capabilities {
-            log: self.log.as_ref().map(|log| {
-                Arc::new(crate::subrun::Tagged {
-                    log: log.clone(),
-                    digest: self.digest.clone(),
-                    thread: thread.map(str::to_owned),
-                }) as Arc<dyn CapabilityLog>
-            }),
-            ..self.capabilities()
-        }
+        self.capabilities().with_log(self.log.as_ref().map(|log| {
+            Arc::new(crate::subrun::Tagged {
+                log: log.clone(),
+                digest: self.digest.clone(),
+                thread: thread.map(str::to_owned),
+            }) as Arc<dyn CapabilityLog>
+        }))
     }
 
     fn run_options(&self, opts: CallOptions) -> RunOptions {

@@ -20,6 +20,9 @@ mod v0_1 {
     });
 }
 
+/// Public through [`crate::caps::wit`]: the capabilities' factors use its
+/// `llm` and `tools` types.
+#[allow(missing_docs)]
 mod v0_2 {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -50,8 +53,8 @@ pub(crate) use v0_1::sandgraph::graph::types::{
 pub(crate) use v0_2::sandgraph::graph::host::{
     Host as HostImportsV2, add_to_linker as add_host_v2_to_linker,
 };
-pub(crate) use v0_2::sandgraph::graph::llm;
-pub(crate) use v0_2::sandgraph::graph::tools;
+pub use v0_2::sandgraph::graph::llm;
+pub use v0_2::sandgraph::graph::tools;
 
 /// The versions of the world this host runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 //! never waits: one that spends all it holds while the pool is empty traps
 //! `out_of_fuel`.) A call waiting on a `tools` sub-run (which draws on the
 //! same pool) or on a model first gives back what it holds and takes a new
-//! slice when the wait ends (`sandbox::without_fuel`).
+//! slice when the wait ends (`caps::without_fuel`).
 //!
 //! Architecture Invariant: the fuel handed to calls never exceeds the
 //! budget: every slice comes out of `free`, and only a hold puts any back.

@@ -1,9 +1,12 @@
 //! The sandbox: loads graph components with wasmtime and runs their nodes
 //! under deny-by-default capabilities, fuel, epoch deadlines and memory caps.
 //!
-//! Build one [`Runtime`] per process (it owns the `Engine`, the `Linker`, the
-//! epoch ticker and the host-wide memory budget), [`Runtime::load`] each graph
-//! once (compiles it and builds its typed `*Pre`), then [`Runtime::run`] as
+//! Build one [`Runtime`] per process with [`Runtime::builder`] (it owns the
+//! `Engine`, the `Linker`, the epoch ticker and the host-wide memory
+//! budget), registering each brokered capability as a [`caps::Factor`]
+//! (the capabilities live in their own crate, `sandgraph-factors`, so the
+//! sandbox holds no network client). [`Runtime::load`] each graph once
+//! (compiles it and builds its typed `*Pre`), then [`Runtime::run`] as
 //! often as you like: every run gets fresh instances in fresh stores.
 
 #![deny(missing_docs)]
@@ -24,7 +27,7 @@ mod wasi;
 pub use host_api::{GuestLogLevel, LogSink};
 pub use limits::{Limits, MAX_CAPABILITY_CALLS_PER_RUN, MAX_TIMEOUT, RuntimeConfig};
 pub use loader::{Graph, HOST_WORLD_VERSION};
-pub use runtime::{Compiled, RunOptions, Runtime};
+pub use runtime::{Compiled, RunOptions, Runtime, RuntimeBuilder};
 pub use sandgraph_core::{
     Checkpoint, Checkpointer, ErrorCode, GraphSpec, Interrupt, RunError, RunOutcome, Start,
     StepEvent, ThreadState,

@@ -74,39 +74,6 @@ pub(crate) const MAX_REFUSAL_KINDS: usize = 256;
 /// in its run's host byte budget until written.
 pub(crate) const MAX_QUEUED_JOURNAL_BYTES: usize = 256 * 1024;
 
-/// `http` requests one run may have in flight at once, from the moment
-/// it holds a slot (before its body is read) until its connection is
-/// closed and its response body dropped. The host opens one connection per
-/// request and pools none, so this caps the run's open sockets too.
-/// Default 16: twice the run's default instance slots, so a fan-out whose
-/// every task sends a request never waits, while one run holds at most
-/// 1/16 of the host's connections. Requests past it wait within the run's
-/// deadline.
-pub const MAX_HTTP_REQUESTS_PER_RUN: usize = 16;
-
-/// `http` requests of all runs in flight at once (and so open
-/// connections). 256: a quarter of the common 1024 descriptor soft limit,
-/// leaving the rest to the host's own listeners, clients and stores;
-/// sixteen runs at their own cap fill it. Requests past it wait within
-/// their run's deadline.
-pub const MAX_HTTP_REQUESTS_PER_HOST: usize = 256;
-
-/// `http` requests of one run that may wait for a slot; more are refused
-/// at once (`http-request-denied`). Each waiting request is a task holding
-/// its head (charged to the run's host byte budget); 256 waiting behind 16
-/// in flight is more than a run's deadline serves.
-pub const MAX_HTTP_WAITING_PER_RUN: usize = 256;
-
-/// Name resolutions of all runs at once. Each runs on a blocking thread
-/// (`getaddrinfo`, which cannot be cancelled: an abandoned one keeps its
-/// thread until the resolver gives up), so this keeps the blocking pool
-/// (512 threads) to the journal, the stores and the rest of the host.
-pub const MAX_HTTP_RESOLUTIONS_PER_HOST: usize = 16;
-
-/// Name resolutions of one run at once, so one run's slow names cannot
-/// hold every resolution slot of the host.
-pub const MAX_HTTP_RESOLUTIONS_PER_RUN: usize = 4;
-
 /// Per-run limits. Everything a caller can set on one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {

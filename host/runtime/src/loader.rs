@@ -13,7 +13,7 @@ use wasmtime::component::Component;
 use crate::bindings::{self, GraphComponentPre, WitReducer, WorldVersion};
 use crate::limits::{Limits, MAX_COMPONENT_BYTES};
 use crate::runtime::Shared;
-use crate::sandbox::{RunControl, Sandbox, StoreState};
+use crate::sandbox::{RunControl, Sandbox, StoreData};
 
 /// The version of the `sandgraph:graph` WIT package this host implements.
 /// Components built against 0.1.x (no capabilities) load too.
@@ -25,7 +25,7 @@ pub struct Graph {
     pub(crate) name: Arc<str>,
     pub(crate) spec: GraphSpec,
     pub(crate) compiled: Arc<CompiledGraph>,
-    pub(crate) pre: GraphComponentPre<StoreState>,
+    pub(crate) pre: GraphComponentPre<StoreData>,
     pub(crate) component: Component,
     pub(crate) capabilities: Vec<&'static str>,
 }
@@ -69,8 +69,9 @@ impl Graph {
     }
 
     /// The brokered capabilities the component imports, read from its
-    /// imports at load: `llm`, `tools`, `http` (`wasi:http`), in that
-    /// order. Importing one is asking for it; the operator's grants decide.
+    /// imports at load (`llm`, `tools`, `http` for `wasi:http`), in the
+    /// order the runtime registered their factors. Importing one is asking
+    /// for it; the operator's grants decide.
     pub fn capabilities(&self) -> &[&'static str] {
         &self.capabilities
     }
@@ -123,22 +124,20 @@ fn package_and_version(name: &str) -> (&str, Option<&str>) {
     (path.split_once('/').map_or(path, |(pkg, _)| pkg), ver)
 }
 
-/// The brokered capabilities among `component`'s imports.
-fn imported_capabilities(component: &Component, engine: &wasmtime::Engine) -> Vec<&'static str> {
+/// The brokered capabilities among `component`'s imports, in the order
+/// their factors were registered.
+fn imported_capabilities(shared: &Shared, component: &Component) -> Vec<&'static str> {
     let ty = component.component_type();
     let names: Vec<&str> = ty
-        .imports(engine)
+        .imports(&shared.engine)
         .map(|(n, _)| n.split_once('@').map_or(n, |(p, _)| p))
         .collect();
-    [
-        ("sandgraph:graph/llm", "llm"),
-        ("sandgraph:graph/tools", "tools"),
-        ("wasi:http/outgoing-handler", "http"),
-    ]
-    .into_iter()
-    .filter(|(iface, _)| names.contains(iface))
-    .map(|(_, cap)| cap)
-    .collect()
+    shared
+        .factors
+        .iter()
+        .filter(|f| names.contains(&f.interface()))
+        .map(|f| f.capability())
+        .collect()
 }
 
 /// The interfaces of each version a graph may import.
@@ -327,7 +326,7 @@ pub(crate) fn compile(shared: &Shared, bytes: &[u8]) -> Result<Component, RunErr
 }
 
 /// Links `component` against the host: world checks plus the typed `*Pre`.
-fn link(shared: &Shared, component: &Component) -> Result<GraphComponentPre<StoreState>, RunError> {
+fn link(shared: &Shared, component: &Component) -> Result<GraphComponentPre<StoreData>, RunError> {
     let version = check_world(component, &shared.engine)?;
     let instance_pre = shared
         .linker
@@ -355,7 +354,7 @@ pub(crate) fn from_parts(
         spec,
         compiled: Arc::new(compiled),
         pre,
-        capabilities: imported_capabilities(&component, &shared.engine),
+        capabilities: imported_capabilities(shared, &component),
         component,
     })
 }
@@ -445,7 +444,7 @@ pub(crate) async fn from_component(
         spec,
         compiled: Arc::new(compiled),
         pre,
-        capabilities: imported_capabilities(&component, &shared.engine),
+        capabilities: imported_capabilities(shared, &component),
         component,
     })
 }

@@ -17,29 +17,28 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::{add_host_to_linker, add_host_v2_to_linker};
-use crate::caps::Capabilities;
-use crate::caps::tools::SubRun;
+use crate::caps::factor::AnyFactor;
+use crate::caps::{Capabilities, Factor};
 use crate::host_api::{HostApi, LogSink, TracingSink};
 use crate::limits::{
     Limits, MAX_MEMORIES_PER_STORE, MAX_MEMORY_CAP, MAX_TABLE_ELEMENTS, MAX_TABLES_PER_STORE,
     MAX_WASM_STACK, MemoryBudget, RuntimeConfig,
 };
 use crate::loader::{self, Graph};
-use crate::sandbox::{RunControl, Sandbox, StoreState};
+use crate::sandbox::{RunControl, Sandbox, StoreData, SubRun};
 use crate::turns::Turns;
 
 /// State shared by all runs.
 pub(crate) struct Shared {
     pub(crate) engine: Engine,
-    pub(crate) linker: Linker<StoreState>,
+    pub(crate) linker: Linker<StoreData>,
     pub(crate) budget: Arc<MemoryBudget>,
     pub(crate) slots: Arc<Semaphore>,
     /// Turns on the cores for long calls.
     pub(crate) turns: Arc<Turns>,
     pub(crate) sink: Arc<dyn LogSink>,
-    /// The host-wide caps of the `http` capability (requests in flight,
-    /// resolutions).
-    pub(crate) http: Arc<crate::caps::http::HostHttp>,
+    /// The capabilities, in the order they were registered.
+    pub(crate) factors: Vec<Arc<dyn AnyFactor>>,
     pub(crate) config: RuntimeConfig,
     /// Components compiled by this runtime (not loaded from an artifact).
     pub(crate) compiles: AtomicU64,
@@ -157,19 +156,75 @@ fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>, turns: Ar
     }
 }
 
+/// How a [`Runtime`] is built: its settings, where guest logs go, and its
+/// capabilities, one [`RuntimeBuilder::factor`] each.
+pub struct RuntimeBuilder {
+    config: RuntimeConfig,
+    sink: Arc<dyn LogSink>,
+    factors: Vec<Arc<dyn AnyFactor>>,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("config", &self.config)
+            .field(
+                "factors",
+                &self
+                    .factors
+                    .iter()
+                    .map(|f| f.capability())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeBuilder {
+    /// Guest logs go to `sink` (tests inject a recorder); by default to the
+    /// host's `tracing` log.
+    #[must_use]
+    pub fn sink(mut self, sink: Arc<dyn LogSink>) -> Self {
+        self.sink = sink;
+        self
+    }
+
+    /// Registers a capability: its functions join the linker, and every
+    /// store gets its state.
+    #[must_use]
+    pub fn factor<F: Factor>(mut self, factor: F) -> Self {
+        self.factors.push(Arc::new(factor));
+        self
+    }
+
+    /// The runtime.
+    ///
+    /// # Errors
+    ///
+    /// Limits that do not hold, or an engine or linker that cannot be set
+    /// up (`load`).
+    pub fn build(self) -> Result<Runtime, RunError> {
+        Runtime::build(self)
+    }
+}
+
 impl Runtime {
-    /// A runtime with default settings.
-    pub fn new() -> Result<Self, RunError> {
-        Self::with_config(RuntimeConfig::default())
+    /// A runtime with `config`, without capabilities until they are
+    /// registered ([`RuntimeBuilder::factor`]).
+    pub fn builder(config: RuntimeConfig) -> RuntimeBuilder {
+        RuntimeBuilder {
+            config,
+            sink: Arc::new(TracingSink),
+            factors: Vec::new(),
+        }
     }
 
-    /// A runtime with `config`.
-    pub fn with_config(config: RuntimeConfig) -> Result<Self, RunError> {
-        Self::with_sink(config, Arc::new(TracingSink))
-    }
-
-    /// A runtime whose guest logs go to `sink` (tests inject a recorder).
-    pub fn with_sink(config: RuntimeConfig, sink: Arc<dyn LogSink>) -> Result<Self, RunError> {
+    fn build(builder: RuntimeBuilder) -> Result<Self, RunError> {
+        let RuntimeBuilder {
+            config,
+            sink,
+            factors,
+        } = builder;
         config.default_limits.check()?;
         config.load_limits.check()?;
         let engine = if config.pooling {
@@ -189,20 +244,17 @@ impl Runtime {
             Engine::new(&engine_config(None))
                 .map_err(|e| RunError::new(ErrorCode::Load, e.to_string()))?
         };
-        let mut linker = Linker::<StoreState>::new(&engine);
+        let mut linker = Linker::<StoreData>::new(&engine);
         let host_err = |e: wasmtime::Error| {
             RunError::new(ErrorCode::Load, format!("linker setup failed: {e}"))
         };
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(host_err)?;
-        // wasi:http's outgoing-handler and types only; every request goes
-        // through caps::http's checks.
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(host_err)?;
-        add_host_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
+        add_host_to_linker::<StoreData, HasHost>(&mut linker, |s| &mut s.host).map_err(host_err)?;
+        add_host_v2_to_linker::<StoreData, HasHost>(&mut linker, |s| &mut s.host)
             .map_err(host_err)?;
-        add_host_v2_to_linker::<StoreState, HasHost>(&mut linker, |s| &mut s.host)
-            .map_err(host_err)?;
-        crate::caps::llm::add_to_linker(&mut linker).map_err(host_err)?;
-        crate::caps::tools::add_to_linker(&mut linker).map_err(host_err)?;
+        for factor in &factors {
+            factor.add_to_linker(&mut linker).map_err(host_err)?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let turns = Turns::new(config.long_call_turns);
         spawn_ticker(
@@ -218,7 +270,7 @@ impl Runtime {
             engine,
             linker,
             sink,
-            http: crate::caps::http::HostHttp::new(),
+            factors,
             config,
             compiles: AtomicU64::new(0),
             ticker_stop: stop,
@@ -381,14 +433,21 @@ impl Runtime {
             limits,
             opts.cancel.clone(),
             self.shared.budget.clone(),
-            Arc::new(crate::caps::http::bind_run(
-                &opts.capabilities,
-                &self.shared.http,
-                opts.sub_run_of.as_ref(),
-            )),
+            Arc::new(self.bind(&opts.capabilities, opts.sub_run_of.as_ref())),
             opts.sub_run_of.clone(),
             graph.name.clone(),
         )
+    }
+
+    /// `caps` for one run: each grant bound to the run by its factor (a
+    /// sub-run's to its caller's bound grant).
+    fn bind(&self, caps: &Capabilities, caller: Option<&SubRun>) -> Capabilities {
+        let mut caps = caps.clone();
+        let caller = caller.map(|SubRun(c)| &*c.caps);
+        for factor in &self.shared.factors {
+            factor.bind(&mut caps, caller);
+        }
+        caps
     }
 
     /// Runs `graph` on `input` to completion (or interrupt), streaming one

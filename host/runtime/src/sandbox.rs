@@ -19,9 +19,9 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{self, GraphComponentPre};
-use crate::caps::account::{Account, GraphUsage};
-use crate::caps::tools::SubRun;
-use crate::caps::{Capabilities, CapsCtx};
+use crate::caps::account::{Account, CallCapReached, GraphUsage};
+use crate::caps::factor::FactorStates;
+use crate::caps::{Call, Capabilities, Grant};
 use crate::fuel::{FUEL_SLICE, FuelHold, FuelPool, Take};
 use crate::host_api::HostApi;
 use crate::limits::{CapHit, Limits, MIB, StoreLimiter};
@@ -49,7 +49,9 @@ const WALL_CLOCK_SLACK: Duration = Duration::from_millis(250);
 /// (about half a millisecond of compute) bounds what a top-up can lose.
 const FUEL_INJECT_INTERVAL: u64 = 10_000_000;
 
-/// Deadlines, cancellation and fuel of one run, shared by all its instances.
+/// Deadlines, cancellation and fuel of one run, shared by all its
+/// instances; what a [`Factor`](crate::caps::Factor) reaches of the run
+/// it serves.
 #[derive(Debug)]
 pub struct RunControl {
     limits: Limits,
@@ -190,6 +192,84 @@ impl RunControl {
         })
     }
 
+    /// The run's grant of type `G`, if it has one (bound to the run, see
+    /// [`Factor::bind`](crate::caps::Factor::bind)).
+    pub fn grant<G: Grant>(&self) -> Option<&G> {
+        self.caps.get::<G>()
+    }
+
+    /// The usage meter of type `U` of this run's graph, shared by every run
+    /// of the graph in the chain (a graph's quota is spent once per
+    /// outermost run, however often it is called as a tool).
+    pub fn usage<U: Default + Send + Sync + 'static>(&self) -> Arc<U> {
+        self.usage.get::<U>()
+    }
+
+    /// Counts one capability call against the chain's cap
+    /// ([`MAX_CAPABILITY_CALLS_PER_RUN`](crate::MAX_CAPABILITY_CALLS_PER_RUN)).
+    ///
+    /// # Errors
+    ///
+    /// Past the cap: the call is refused (`quota`).
+    pub fn enter(&self) -> Result<(), CallCapReached> {
+        self.account.enter()
+    }
+
+    /// Reports one call to the run's capability journal, if it has one
+    /// (the graph is the run's own; `reason` is escaped and bounded
+    /// here). A refusal is counted, one row per kind when the outermost
+    /// run ends; any other row is queued, waiting while the journal's
+    /// queue is full, up to the run's hard deadline.
+    pub async fn record(self: &Arc<Self>, call: Call<'_>) {
+        crate::caps::record(self, call).await;
+    }
+
+    /// The graphs of the call chain, from the outermost caller to this
+    /// run.
+    pub fn chain(&self) -> impl Iterator<Item = &str> {
+        self.chain.iter().map(|g| &**g)
+    }
+
+    /// This run's graph.
+    pub fn graph(&self) -> &str {
+        self.chain.last().map_or("", |g| g)
+    }
+
+    /// Whether the caller cancelled the run.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves when the caller cancels the run.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// This run as the caller of a sub-run.
+    pub fn sub_run(self: &Arc<Self>) -> SubRun {
+        SubRun(self.clone())
+    }
+
+    /// A run's control outside any runtime, for the tests of factors
+    /// (feature `internals`): not charged to a host budget, a sub-run of
+    /// `caller` when given.
+    #[cfg(feature = "internals")]
+    pub fn detached(
+        limits: Limits,
+        caps: Capabilities,
+        caller: Option<SubRun>,
+        graph: &str,
+    ) -> Arc<Self> {
+        Self::build(
+            limits,
+            CancellationToken::new(),
+            None,
+            Arc::new(caps),
+            caller,
+            Arc::from(graph),
+        )
+    }
+
     /// True for the outermost run of a chain (not a `tools` sub-run).
     pub(crate) fn is_outermost(&self) -> bool {
         self.chain.len() == 1
@@ -226,7 +306,7 @@ impl RunControl {
 
     /// Resolves at the soft deadline, or at once when the caller cancels:
     /// where a host call waiting on the outside world (a model) gives up.
-    pub(crate) async fn soft_stopped(&self) {
+    pub async fn soft_stopped(&self) {
         let deadline = tokio::time::Instant::from_std(self.soft_deadline);
         tokio::select! {
             () = tokio::time::sleep_until(deadline) => {}
@@ -300,17 +380,39 @@ impl RunControl {
     }
 }
 
-/// Everything a store holds. Lives exactly as long as one instance.
-pub(crate) struct StoreState {
+/// The caller of a sub-run, handed to a `tools` backend with each call
+/// and put in the sub-run's [`RunOptions::sub_run_of`](crate::RunOptions):
+/// the sub-run shares its caller's deadline (the earlier of the two),
+/// cancellation, fuel pool, byte budget and account.
+#[derive(Clone)]
+pub struct SubRun(pub(crate) Arc<RunControl>);
+
+impl std::fmt::Debug for SubRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubRun")
+            .field("chain", &self.0.chain)
+            .finish()
+    }
+}
+
+impl SubRun {
+    /// The graphs of the chain, outermost first, ending with the caller.
+    pub fn chain(&self) -> impl Iterator<Item = &str> {
+        self.0.chain.iter().map(|g| &**g)
+    }
+}
+
+/// Everything a store holds (the `T` of its `Store<T>`): the sandbox's own
+/// state and each registered factor's
+/// [`InstanceState`](crate::caps::Factor::InstanceState). Lives exactly as
+/// long as one instance.
+pub struct StoreData {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     limiter: StoreLimiter,
     pub(crate) host: HostApi,
-    pub(crate) caps: CapsCtx,
-    /// `wasi:http` state (its fields limit) and the hooks that check and
-    /// send every outgoing request (`caps::http`).
-    http: wasmtime_wasi_http::WasiHttpCtx,
-    http_hooks: crate::caps::http::HttpHooks,
+    /// Each registered factor's state in this store.
+    pub(crate) factors: FactorStates,
     stdout: GuestOutput,
     stderr: GuestOutput,
     /// The fuel of the call in progress (its slice plus top-ups).
@@ -323,7 +425,7 @@ pub(crate) struct StoreState {
     run_slot: Option<OwnedSemaphorePermit>,
 }
 
-impl WasiView for StoreState {
+impl WasiView for StoreData {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.wasi,
@@ -332,17 +434,7 @@ impl WasiView for StoreState {
     }
 }
 
-impl wasmtime_wasi_http::WasiHttpView for StoreState {
-    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
-        wasmtime_wasi_http::WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.http_hooks,
-        }
-    }
-}
-
-impl Drop for StoreState {
+impl Drop for StoreData {
     fn drop(&mut self) {
         // Guest output goes to the host log, never to the host's stdout.
         for (stream, out) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
@@ -366,21 +458,19 @@ impl Sandbox {
     /// A fresh store plus instance, charged to the host budget.
     pub(crate) async fn instantiate(
         shared: &Arc<Shared>,
-        pre: &GraphComponentPre<StoreState>,
+        pre: &GraphComponentPre<StoreData>,
         graph_name: Arc<str>,
         control: &Arc<RunControl>,
     ) -> Result<Instance, RunError> {
         let (run_slot, host_slot) = acquire_slot(shared, control).await?;
         let stdout = GuestOutput::default();
         let stderr = GuestOutput::default();
-        let state = StoreState {
+        let state = StoreData {
             wasi: deny_by_default(stdout.clone(), stderr.clone()),
             table: ResourceTable::new(),
             limiter: StoreLimiter::new(control.limits.memory, shared.budget.clone()),
             host: HostApi::new(graph_name, control.clone(), shared.sink.clone()),
-            caps: CapsCtx::new(control.clone()),
-            http: crate::caps::http::new_ctx(),
-            http_hooks: crate::caps::http::HttpHooks::new(control.clone()),
+            factors: FactorStates::new(&shared.factors, control),
             stdout,
             stderr,
             fuel: None,
@@ -440,7 +530,7 @@ impl Sandbox {
 
 /// Hands a call a slice of its run's fuel (waiting while other calls hold
 /// all that is left) and a fresh epoch deadline.
-async fn arm(store: &mut Store<StoreState>, control: &RunControl) -> Result<(), RunError> {
+async fn arm(store: &mut Store<StoreData>, control: &RunControl) -> Result<(), RunError> {
     let hold = control.take_fuel().await?;
     store.set_fuel(hold.given()).map_err(host_bug)?;
     store.data_mut().fuel = Some(hold);
@@ -450,7 +540,7 @@ async fn arm(store: &mut Store<StoreState>, control: &RunControl) -> Result<(), 
 }
 
 /// Gives the fuel a call did not spend back to its run.
-fn disarm(store: &mut Store<StoreState>, control: &RunControl) {
+fn disarm(store: &mut Store<StoreData>, control: &RunControl) {
     let left = store.get_fuel().unwrap_or(0);
     if let Some(hold) = store.data_mut().fuel.take() {
         control.settle_fuel(hold, left);
@@ -465,7 +555,7 @@ fn disarm(store: &mut Store<StoreState>, control: &RunControl) {
 /// On an epoch tick: a call that spent half its slice takes another from
 /// the run's pool (none left: it runs on with what it holds, and traps
 /// `out_of_fuel` if that runs out).
-fn top_up_fuel(cx: &mut wasmtime::StoreContextMut<'_, StoreState>) -> wasmtime::Result<()> {
+fn top_up_fuel(cx: &mut wasmtime::StoreContextMut<'_, StoreData>) -> wasmtime::Result<()> {
     let left = cx.get_fuel()?;
     if left >= FUEL_SLICE / 2 {
         return Ok(());
@@ -477,41 +567,29 @@ fn top_up_fuel(cx: &mut wasmtime::StoreContextMut<'_, StoreState>) -> wasmtime::
     Ok(())
 }
 
-/// Runs `wait`, a host call that waits on something other than the
-/// calling call's own code (a model, a `tools` sub-run), with the call's
-/// fuel given back to its run meanwhile, so the run's other calls (and a
-/// sub-run, which draws on the same pool) can use it; then takes a new
-/// slice as [`arm`] does. Inside a host call the store's fuel counter is
-/// exact: compiled code saves it before every call. Traps `out_of_fuel`
-/// when the budget is spent by then, and is interrupted at the run's
-/// deadline or cancellation.
-pub(crate) async fn without_fuel<R>(
-    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
-    wait: impl AsyncFnOnce(&mut CapsCtx) -> R,
-) -> wasmtime::Result<R> {
-    let control = give_back_fuel(store)?;
-    let out = wait(&mut store.data_mut().caps).await;
-    rearm_fuel(store, &control).await?;
-    Ok(out)
-}
-
-/// Gives the fuel the call in progress holds back to the run's pool (its
-/// counter is exact inside a host call); the run's control.
-fn give_back_fuel(
-    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
+/// Gives the fuel the call in progress holds back to the run's pool, so
+/// the run's other calls (and a sub-run, which draws on the same pool) can
+/// use it while a host call waits on something other than the calling
+/// call's own code (a model, a `tools` sub-run). Inside a host call the
+/// store's fuel counter is exact: compiled code saves it before every
+/// call. The run's control.
+pub(crate) fn give_back_fuel(
+    store: &mut wasmtime::StoreContextMut<'_, StoreData>,
 ) -> wasmtime::Result<Arc<RunControl>> {
     let left = store.get_fuel()?;
     store.set_fuel(0)?;
-    let control = store.data().caps.control.clone();
+    let control = store.data().host.control.clone();
     if let Some(hold) = store.data_mut().fuel.take() {
         control.settle_fuel(hold, left);
     }
     Ok(control)
 }
 
-/// A new slice of fuel for a call coming back from a host wait.
-async fn rearm_fuel(
-    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
+/// A new slice of fuel for a call coming back from a host wait (as
+/// [`arm`] does): traps `out_of_fuel` when the budget is spent by then,
+/// and is interrupted at the run's deadline or cancellation.
+pub(crate) async fn rearm_fuel(
+    store: &mut wasmtime::StoreContextMut<'_, StoreData>,
     control: &RunControl,
 ) -> wasmtime::Result<()> {
     let hold = match control.take_fuel().await {
@@ -537,19 +615,19 @@ async fn acquire_slot(
     Ok((run, host))
 }
 
-/// [`without_fuel`] for a wait on a sub-run (a `tools` call): the calling
+/// [`give_back_fuel`] around a wait on a sub-run (a `tools` call): the calling
 /// instance also lends its slot of the run to the sub-run, whose tasks
 /// draw on the same slots (a chain of runs holds the outermost run's
 /// [`Limits::instances`] running instances, not a fresh allotment per
 /// level), and takes one back before its guest runs again. Interrupted at
 /// the run's deadline or cancellation.
 pub(crate) async fn lending_slot<R>(
-    store: &mut wasmtime::StoreContextMut<'_, StoreState>,
-    wait: impl AsyncFnOnce(&mut CapsCtx) -> R,
+    store: &mut wasmtime::StoreContextMut<'_, StoreData>,
+    wait: impl AsyncFnOnce(&mut StoreData) -> R,
 ) -> wasmtime::Result<R> {
     let control = give_back_fuel(store)?;
     drop(store.data_mut().run_slot.take());
-    let out = wait(&mut store.data_mut().caps).await;
+    let out = wait(store.data_mut()).await;
     let slot = wait_for_slot(&control, control.slots.clone())
         .await
         .map_err(|_| Trap::Interrupt)?;
@@ -609,7 +687,7 @@ impl Backend for Sandbox {
 
 /// One live instance in its own store.
 pub(crate) struct Instance {
-    store: Store<StoreState>,
+    store: Store<StoreData>,
     bindings: bindings::GraphComponent,
     control: Arc<RunControl>,
     /// The host pool's slot, held while the instance lives (the run's
@@ -641,7 +719,7 @@ fn host_bug(e: wasmtime::Error) -> RunError {
 /// Maps a wasmtime failure to a stable error code and a short message.
 fn classify(
     err: wasmtime::Error,
-    store: &Store<StoreState>,
+    store: &Store<StoreData>,
     control: &RunControl,
     what: &str,
 ) -> RunError {
@@ -785,13 +863,18 @@ fn guest_error(what: &str, e: bindings::GraphError) -> RunError {
 }
 
 /// Transient bytes charged to a run's byte budget, given back on drop.
-pub(crate) struct Charged<'a> {
+pub struct Charged<'a> {
     budget: &'a ByteBudget,
     bytes: usize,
 }
 
 impl<'a> Charged<'a> {
-    pub(crate) fn new(
+    /// Charges `bytes` to `budget` for `what`.
+    ///
+    /// # Errors
+    ///
+    /// `memory_limit`, naming `what`, when the budget cannot take them.
+    pub fn new(
         budget: &'a ByteBudget,
         bytes: usize,
         what: &dyn Fn() -> String,
@@ -885,7 +968,7 @@ impl Instance {
     async fn call<R>(
         &mut self,
         what: &str,
-        f: impl AsyncFnOnce(&bindings::GraphComponent, &mut Store<StoreState>) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&bindings::GraphComponent, &mut Store<StoreData>) -> wasmtime::Result<R>,
     ) -> Result<R, RunError> {
         let control = self.control.clone();
         arm(&mut self.store, &control).await?;

@@ -90,15 +90,7 @@ fn imported(tool: &GraphTool) -> Option<Value> {
 /// A graph as the list shows it; `imported` is `null` when unknown.
 fn summary(tool: &GraphTool, imported: Option<Value>) -> Value {
     let caps = tool.capabilities();
-    let granted: Vec<&str> = [
-        ("llm", caps.llm.is_some()),
-        ("tools", caps.tools.is_some()),
-        ("http", caps.http.is_some()),
-    ]
-    .into_iter()
-    .filter(|(_, on)| *on)
-    .map(|(name, _)| name)
-    .collect();
+    let granted: Vec<&str> = caps.names().collect();
     json!({
         "name": bound::name(tool.name()),
         "description": bound::description(tool.description()),

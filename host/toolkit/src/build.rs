@@ -436,7 +436,7 @@ pub async fn build(options: &BuildOptions<'_>) -> Result<Built, Error> {
         Source::Python => crate::build_py::build(dir, debug)?,
         Source::Js => crate::build_js::build(dir, debug)?,
     };
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     // Loading checks the world, links, and validates the described spec.
     let graph = sandgraph_registry::load_cached(&rt, options.cache, bytes.clone()).await?;
     let out = match options.out {

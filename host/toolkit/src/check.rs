@@ -63,7 +63,7 @@ struct Loaded {
 /// file, in order. A file that fails to load is reported, not an error.
 pub async fn check(path: &Path, cache: &CacheChoice) -> Result<Vec<Report>, Error> {
     let files = files(path)?;
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let store = cache.open();
     let mut reports = Vec::with_capacity(files.len());
     for path in files {

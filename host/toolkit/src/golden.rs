@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use sandgraph_core::NodeContext;
 use sandgraph_registry::{CallOptions, GraphTool, OperatorConfig, Registry, RegistryOptions};
-use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
-use sandgraph_runtime::caps::llm::LlmBackend;
+use sandgraph_factors::http::{HttpCassette, HttpReplay};
+use sandgraph_factors::llm::LlmBackend;
 use sandgraph_runtime::{Graph, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig, Start};
 use sandgraph_store::{CompileCache, Durability, Store};
 use serde_json::{Map, Value};
@@ -134,7 +134,7 @@ pub struct TestReport {
 pub async fn prepare(options: TestOptions) -> Result<Prepared, Error> {
     let started = Instant::now();
     let config = options.config.clone();
-    let runtime = Runtime::with_config(RuntimeConfig {
+    let runtime = sandgraph_factors::runtime(RuntimeConfig {
         load_limits: config.load_limits(),
         ..RuntimeConfig::default()
     })?;

@@ -82,7 +82,7 @@ pub async fn push(options: PushOptions) -> Result<String, Error> {
     // Only a sandgraph graph is pushed: it must load and describe itself
     // as `run` would load it (through the same compile cache), these very
     // bytes.
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let store = options.cache.open();
     let loaded = sandgraph_registry::load_cached(&rt, store.as_ref(), component.clone()).await;
     drop(store);

@@ -45,7 +45,7 @@ impl Locker {
     /// A locker under `config` (checked first), loading through `cache`.
     pub fn new(config: OperatorConfig, cache: &CacheChoice) -> Result<Locker, Error> {
         config.check()?;
-        let runtime = Runtime::with_config(RuntimeConfig {
+        let runtime = sandgraph_factors::runtime(RuntimeConfig {
             load_limits: config.load_limits(),
             ..RuntimeConfig::default()
         })?;
@@ -192,7 +192,7 @@ pub struct Signed {
 /// loaded as `run` loads it (through the compile cache).
 async fn named(path: &Path, cache: &CacheChoice) -> Result<(Vec<u8>, String), Error> {
     let bytes = crate::cache::read_component(path)?;
-    let rt = Runtime::new()?;
+    let rt = sandgraph_factors::runtime(Default::default())?;
     let store = cache.open();
     let graph = sandgraph_registry::load_cached(&rt, store.as_ref(), bytes.clone())
         .await

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use sandgraph_runtime::caps::Capabilities;
-use sandgraph_runtime::caps::tools::{
+use sandgraph_factors::tools::{
     SubRun, ToolCallError, ToolDescription, ToolsAccess, ToolsBackend, ToolsGrant,
 };
+use sandgraph_runtime::caps::Capabilities;
 use sandgraph_runtime::{ErrorCode, Graph, Limits, RunOptions, RunOutcome};
 use serde_json::{Value, json};
 
@@ -84,16 +84,13 @@ async fn fake(names: &[(&str, &str)], limits: Limits) -> Arc<FakeTools> {
 }
 
 fn granting(backend: &Arc<FakeTools>, allow: &[&str], max_calls: Option<u32>) -> Capabilities {
-    Capabilities {
-        tools: Some(ToolsAccess {
-            grant: ToolsGrant {
-                allow: allow.iter().map(|s| (*s).to_owned()).collect(),
-                max_calls,
-            },
-            backend: backend.clone(),
-        }),
-        ..Capabilities::default()
-    }
+    Capabilities::default().with(ToolsAccess {
+        grant: ToolsGrant {
+            allow: allow.iter().map(|s| (*s).to_owned()).collect(),
+            max_calls,
+        },
+        backend: backend.clone(),
+    })
 }
 
 async fn call_tool(caps: Capabilities, tool: &str, args: Value, limits: Limits) -> Value {
@@ -326,10 +323,7 @@ async fn tool_calls_are_journaled_allowed_or_refused() {
         Limits::default(),
     )
     .await;
-    let no_grant = Capabilities {
-        log: Some(log.clone()),
-        ..Capabilities::default()
-    };
+    let no_grant = Capabilities::default().with_log(Some(log.clone()));
     call_tool(no_grant, "echo_graph", args, Limits::default()).await;
     let calls = log.0.lock().unwrap().clone();
     let rows: Vec<(&str, &str, &str)> = calls
@@ -358,22 +352,19 @@ async fn tool_calls_are_journaled_allowed_or_refused() {
 
 /// A grant of the alias `fast`, served by `provider` as `model`.
 fn granting_fast(provider: Arc<dyn sandgraph_llm::Provider>, model: &str) -> Capabilities {
-    use sandgraph_runtime::caps::llm::{LlmAccess, LlmBackend, LlmGrant};
-    Capabilities {
-        llm: Some(LlmAccess {
-            grant: LlmGrant {
-                models: vec!["fast".into()],
-                max_calls: None,
-                max_tokens: None,
-            },
-            backend: Some(LlmBackend {
-                provider,
-                models: [("fast".to_owned(), model.to_owned())].into(),
-                default_model: "m0".into(),
-            }),
+    use sandgraph_factors::llm::{LlmAccess, LlmBackend, LlmGrant};
+    Capabilities::default().with(LlmAccess {
+        grant: LlmGrant {
+            models: vec!["fast".into()],
+            max_calls: None,
+            max_tokens: None,
+        },
+        backend: Some(LlmBackend {
+            provider,
+            models: [("fast".to_owned(), model.to_owned())].into(),
+            default_model: "m0".into(),
         }),
-        ..Capabilities::default()
-    }
+    })
 }
 
 /// A model that always answers "ok" with 3 + 2 tokens.
@@ -400,10 +391,7 @@ impl sandgraph_llm::Provider for Ok3 {
 #[tokio::test]
 async fn llm_calls_are_journaled_allowed_or_refused() {
     let log = Arc::new(Recorder::default());
-    let caps = Capabilities {
-        log: Some(log.clone()),
-        ..granting_fast(Arc::new(Ok3), "m1")
-    };
+    let caps = granting_fast(Arc::new(Ok3), "m1").with_log(Some(log.clone()));
     let graph = load(sandgraph_tests::GRAPH_LLM).await;
     for model in ["fast", "slow"] {
         let opts = RunOptions {
@@ -554,10 +542,7 @@ pub async fn hostile_refusal_loop() {
     let graph = load(sandgraph_tests::HOSTILE_REFUSAL_LOOP).await;
     let log = Arc::new(Recorder::default());
     let opts = RunOptions {
-        capabilities: Capabilities {
-            log: Some(log.clone()),
-            ..Capabilities::default()
-        },
+        capabilities: Capabilities::default().with_log(Some(log.clone())),
         ..RunOptions::default()
     };
     let times = CAP + 5_000;
@@ -603,10 +588,7 @@ pub async fn hostile_refusal_loop() {
     // The next run is served, with a fresh account of its own.
     let log = Arc::new(Recorder::default());
     let opts = RunOptions {
-        capabilities: Capabilities {
-            log: Some(log.clone()),
-            ..Capabilities::default()
-        },
+        capabilities: Capabilities::default().with_log(Some(log.clone())),
         ..RunOptions::default()
     };
     let out = completed(runtime().run(&graph, json!({"times": 3}), opts).await);

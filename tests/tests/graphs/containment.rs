@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandgraph_runtime::{
-    CancellationToken, ErrorCode, GuestLogLevel, Limits, LogSink, RunOptions, Runtime,
-    RuntimeConfig,
+    CancellationToken, ErrorCode, GuestLogLevel, Limits, LogSink, RunOptions, RuntimeConfig,
 };
 use serde_json::json;
 
@@ -73,7 +72,7 @@ async fn run_bytes_count_against_the_host_wide_budget() {
         max_instances: 8,
         ..RuntimeConfig::default()
     };
-    let rt = Runtime::with_config(config).unwrap();
+    let rt = sandgraph_factors::runtime(config).unwrap();
     let graph = rt
         .load_file(std::path::Path::new(sandgraph_tests::HOSTILE_FANOUT_BLOAT))
         .await
@@ -163,7 +162,7 @@ pub async fn hostile_fanout_spin() {
         max_instances: 16,
         ..RuntimeConfig::default()
     };
-    let rt = Arc::new(Runtime::with_config(config).unwrap());
+    let rt = Arc::new(sandgraph_factors::runtime(config).unwrap());
     let spin = rt
         .load_file(std::path::Path::new(sandgraph_tests::HOSTILE_FANOUT_SPIN))
         .await
@@ -322,7 +321,10 @@ impl LogSink for Recorder {
 #[tokio::test]
 pub async fn hostile_log_forge() {
     let sink = Arc::new(Recorder::default());
-    let rt = Runtime::with_sink(RuntimeConfig::default(), sink.clone()).unwrap();
+    let rt = sandgraph_factors::builder(RuntimeConfig::default())
+        .sink(sink.clone())
+        .build()
+        .unwrap();
     let graph = rt
         .load_file(std::path::Path::new(sandgraph_tests::HOSTILE_LOG_FORGE))
         .await

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
+use sandgraph_factors::llm::LlmBackend;
 use sandgraph_registry::{CallOptions, OperatorConfig, Registry, RegistryOptions};
-use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -288,7 +288,7 @@ async fn article_server() -> String {
                         ("200 OK", body)
                     }
                     "/big" => {
-                        let size = sandgraph_runtime::caps::http::MAX_RESPONSE_BODY_BYTES;
+                        let size = sandgraph_factors::http::MAX_RESPONSE_BODY_BYTES;
                         ("200 OK", "x".repeat(size as usize + 1))
                     }
                     _ => ("404 Not Found", String::new()),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use sandgraph_factors::http::{HttpGrant, MAX_RESPONSE_BODY_BYTES};
 use sandgraph_runtime::caps::Capabilities;
-use sandgraph_runtime::caps::http::{HttpGrant, MAX_RESPONSE_BODY_BYTES};
 use sandgraph_runtime::{Limits, RunOptions, RunOutcome};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -106,10 +106,7 @@ impl Server {
 fn grant(allow: &[&str], methods: &[&str], private: bool) -> Capabilities {
     let allow: Vec<String> = allow.iter().map(|s| (*s).to_owned()).collect();
     let methods: Vec<String> = methods.iter().map(|s| (*s).to_owned()).collect();
-    Capabilities {
-        http: Some(HttpGrant::parse(&allow, &methods, private).unwrap()),
-        ..Capabilities::default()
-    }
+    Capabilities::default().with(HttpGrant::parse(&allow, &methods, private).unwrap())
 }
 
 async fn fetch_with(caps: Capabilities, input: Value, limits: Limits) -> Value {
@@ -289,21 +286,18 @@ async fn http_requests_are_journaled_allowed_or_refused() {
 
 #[tokio::test]
 async fn http_exchanges_record_once_and_replay_offline() {
-    use sandgraph_runtime::caps::http::{HttpCassette, HttpReplay};
+    use sandgraph_factors::http::{HttpCassette, HttpReplay};
     let server = Server::start().await;
     let origin = format!("http://127.0.0.1:{}", server.port);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.jsonl");
     let with = |cassette: HttpCassette| {
         let allow = vec![origin.clone()];
-        Capabilities {
-            http: Some(
-                HttpGrant::parse(&allow, &[], false)
-                    .unwrap()
-                    .with_cassette(cassette),
-            ),
-            ..Capabilities::default()
-        }
+        Capabilities::default().with(
+            HttpGrant::parse(&allow, &[], false)
+                .unwrap()
+                .with_cassette(cassette),
+        )
     };
     let writer = sandgraph_llm::cassette::CassetteWriter::create(&path).unwrap();
     let live = fetch(
@@ -433,7 +427,7 @@ pub async fn hostile_http_flood() {
 /// own; a no-op in a test run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_flood_in_this_process() {
-    use sandgraph_runtime::caps::http::{MAX_HTTP_REQUESTS_PER_RUN, MAX_HTTP_WAITING_PER_RUN};
+    use sandgraph_factors::http::{MAX_HTTP_REQUESTS_PER_RUN, MAX_HTTP_WAITING_PER_RUN};
     if std::env::var_os(FLOOD_CHILD).is_none() {
         return;
     }
@@ -533,7 +527,7 @@ async fn http_flood_in_this_process() {
 
 #[tokio::test]
 async fn http_requests_are_charged_to_the_run_byte_budget() {
-    use sandgraph_runtime::caps::http::MAX_HTTP_REQUESTS_PER_RUN;
+    use sandgraph_factors::http::MAX_HTTP_REQUESTS_PER_RUN;
     // 64 requests with 16 KiB bodies at a server that holds them open,
     // under the smallest host byte budget (1 MiB): each request in flight
     // costs its head, its body and its connection's buffers (about 150

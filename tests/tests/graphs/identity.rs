@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
+use sandgraph_factors::llm::LlmBackend;
 use sandgraph_registry::{CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryOptions};
-use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_test_llm::{Reply, ScriptedLlm};
 use serde_json::json;
 

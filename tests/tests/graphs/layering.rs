@@ -14,6 +14,7 @@ const LOWER: &[&str] = &[
     "sandgraph-schema",
     "sandgraph-store",
     "sandgraph-runtime",
+    "sandgraph-factors",
     "sandgraph-llm",
     "sandgraph-artifact",
     "sandgraph-distribution",
@@ -68,11 +69,24 @@ const UNREACHABLE: &[(&str, &[&str], &str)] = &[
         &["wasmtime"],
         "the agent-graph rules are synchronous code over the store",
     ),
+    (
+        "sandgraph-runtime",
+        &[
+            "reqwest",
+            "rustls",
+            "tokio-rustls",
+            "hyper-rustls",
+            "rustls-platform-verifier",
+            "wasmtime-wasi-http",
+        ],
+        "the sandbox has no HTTP client stack: capabilities that reach the network are \
+         factors (sandgraph-factors)",
+    ),
 ];
 
 /// The only workspace crates with wasmtime among their normal
-/// dependencies: the engine stays behind the runtime's API.
-const ENGINE_OWNERS: &[&str] = &["sandgraph-runtime"];
+/// dependencies: the runtime, and the capabilities it links as factors.
+const ENGINE_OWNERS: &[&str] = &["sandgraph-runtime", "sandgraph-factors"];
 const ENGINE: &[&str] = &["wasmtime", "wasmtime-wasi", "wasmtime-wasi-http"];
 
 struct Graph {

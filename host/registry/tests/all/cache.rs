@@ -422,7 +422,7 @@ async fn more_generous_load_limits_retry_a_remembered_failure() {
     assert_eq!(store.load_failure_count().unwrap(), 1);
 
     // The same limits, or tighter: skipped.
-    let tighter = Runtime::with_config(RuntimeConfig {
+    let tighter = sandgraph_factors::runtime(RuntimeConfig {
         max_instances: 4,
         load_limits: Limits {
             timeout: Duration::from_millis(200),
@@ -440,7 +440,7 @@ async fn more_generous_load_limits_retry_a_remembered_failure() {
     assert_eq!(tighter.compile_count(), 0);
 
     // A longer load deadline: tried again (and it fails again, described).
-    let generous = Runtime::with_config(RuntimeConfig {
+    let generous = sandgraph_factors::runtime(RuntimeConfig {
         max_instances: 4,
         load_limits: Limits {
             timeout: Duration::from_secs(2),
@@ -453,7 +453,7 @@ async fn more_generous_load_limits_retry_a_remembered_failure() {
     let reason = &report.warnings[0].reason;
     assert!(reason.starts_with("describe failed: "), "{reason}");
     // Now recorded under the generous limits: skipped by them too.
-    let again = Runtime::with_config(generous.config().clone()).unwrap();
+    let again = sandgraph_factors::runtime(generous.config().clone()).unwrap();
     let (_, report) = open_reporting(&again, dir.path(), &store).await;
     assert!(report.warnings[0].reason.starts_with(SKIPPED));
     assert_eq!(again.compile_count(), 0);
@@ -463,7 +463,7 @@ async fn more_generous_load_limits_retry_a_remembered_failure() {
 async fn a_load_that_finds_the_host_busy_is_not_remembered() {
     // One instance slot, held by a run sleeping in a host call while the
     // folder mounts.
-    let rt = Runtime::with_config(RuntimeConfig {
+    let rt = sandgraph_factors::runtime(RuntimeConfig {
         max_instances: 1,
         ..RuntimeConfig::default()
     })

@@ -395,7 +395,7 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
     let path = dir.path().join("sandgraph.toml");
     std::fs::write(&path, toml).unwrap();
     let config = sandgraph_registry::OperatorConfig::load(&path).unwrap();
-    let backend = sandgraph_runtime::caps::llm::LlmBackend {
+    let backend = sandgraph_factors::llm::LlmBackend {
         provider: std::sync::Arc::new(EchoModel),
         models: config.llm_models.clone(),
         default_model: "default-model".into(),
@@ -410,7 +410,12 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
     };
     let (registry, _) = open(Some(backend)).await.unwrap();
     let llm = registry.get("graph_llm").unwrap();
-    let grant = llm.capabilities().llm.unwrap().grant;
+    let grant = llm
+        .capabilities()
+        .get::<sandgraph_factors::llm::LlmAccess>()
+        .unwrap()
+        .grant
+        .clone();
     assert_eq!(
         (grant.models, grant.max_calls),
         (vec!["fast".into()], Some(1))
@@ -420,7 +425,7 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
             .get("echo_graph")
             .unwrap()
             .capabilities()
-            .llm
+            .get::<sandgraph_factors::llm::LlmAccess>()
             .is_none()
     );
     // The grant and the alias reach the run; max_calls counts per run.
@@ -486,7 +491,7 @@ async fn a_tools_grant_runs_another_graph_tool_and_every_call_is_journaled() {
     let (registry, _) = Registry::open(common::runtime(), options).await.unwrap();
     let tools = registry.get("graph_tools").unwrap();
     let caps = tools.capabilities();
-    assert!(caps.http.is_some() && caps.tools.is_some() && caps.llm.is_none());
+    assert_eq!(caps.names().collect::<Vec<_>>(), ["tools", "http"]);
     let call = |args: serde_json::Value| {
         let tools = tools.clone();
         async move {
@@ -608,7 +613,7 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
     let model = std::sync::Arc::new(CountingModel::default());
     let store = sandgraph_store::Store::open(&dir.path().join("data.redb")).unwrap();
     let options = sandgraph_registry::RegistryOptions {
-        llm: Some(sandgraph_runtime::caps::llm::LlmBackend {
+        llm: Some(sandgraph_factors::llm::LlmBackend {
             provider: model.clone(),
             models: config.llm_models.clone(),
             default_model: "default-model".into(),

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::common::{self, at, cached_options, folder, next_event};
+use sandgraph_factors::llm::LlmBackend;
 use sandgraph_registry::{
     CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryError, RegistryEvent,
     RegistryOptions,
 };
-use sandgraph_runtime::caps::llm::LlmBackend;
 use sandgraph_tests::{ECHO, GRAPH_LLM, GRAPH_TOOLS, HOSTILE_NAME_SQUAT};
 use serde_json::{Value, json};
 

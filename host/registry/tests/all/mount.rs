@@ -523,7 +523,7 @@ async fn create_builds_a_one_off_tool_of_a_loaded_graph_and_registers_nothing() 
         .unwrap();
     assert_eq!(out.value, json!({"topic": "x", "log": ["seen:x"]}));
     // A graph loaded by another runtime (engine) is refused.
-    let foreign = sandgraph_runtime::Runtime::new()
+    let foreign = sandgraph_factors::runtime(Default::default())
         .unwrap()
         .load_file(Path::new(ECHO))
         .await

@@ -15,24 +15,54 @@
 //!   ([`MAX_QUEUED_JOURNAL_BYTES`]) and in their run's host byte budget
 //!   until the journal has written them.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use sandgraph_core::audit::{CapabilityCall, CapabilityLog};
 
-use crate::caps::llm::LlmUsage;
-use crate::caps::tools::ToolsUsage;
 use crate::limits::{MAX_CAPABILITY_CALLS_PER_RUN, MAX_QUEUED_JOURNAL_BYTES, MAX_REFUSAL_KINDS};
 
-/// What one graph used of its grants in a chain of runs.
-#[derive(Debug, Default)]
-pub(crate) struct GraphUsage {
-    /// Its `llm` calls and tokens.
-    pub(crate) llm: LlmUsage,
-    /// Its `tools` calls.
-    pub(crate) tools: ToolsUsage,
+/// What one graph used of its grants in a chain of runs: one meter per
+/// capability, by the meter's type ([`RunControl::usage`]).
+///
+/// [`RunControl::usage`]: crate::caps::RunControl::usage
+#[derive(Default)]
+pub(crate) struct GraphUsage(Mutex<Vec<(TypeId, Arc<dyn Any + Send + Sync>)>>);
+
+impl std::fmt::Debug for GraphUsage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphUsage").finish_non_exhaustive()
+    }
 }
+
+impl GraphUsage {
+    /// The graph's meter of type `U`, made at first use.
+    pub(crate) fn get<U: Default + Send + Sync + 'static>(&self) -> Arc<U> {
+        let mut meters = lock(&self.0);
+        let found = meters
+            .iter()
+            .find(|(id, _)| *id == TypeId::of::<U>())
+            .map(|(_, m)| m.clone());
+        let meter = found.unwrap_or_else(|| {
+            let m: Arc<dyn Any + Send + Sync> = Arc::new(U::default());
+            meters.push((TypeId::of::<U>(), m.clone()));
+            m
+        });
+        match meter.downcast::<U>() {
+            Ok(m) => m,
+            // Keyed by its own type id: always a `U`.
+            Err(_) => unreachable!("a usage meter is stored under its own type"),
+        }
+    }
+}
+
+/// A capability call past the run's cap ([`MAX_CAPABILITY_CALLS_PER_RUN`]):
+/// refused at once (`quota`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the run made all of its {MAX_CAPABILITY_CALLS_PER_RUN} capability calls")]
+pub struct CallCapReached;
 
 /// Refusals of one kind: the first one's row, with the count so far.
 struct Tally {
@@ -93,15 +123,13 @@ impl Account {
     }
 
     /// Counts one capability call; past [`MAX_CAPABILITY_CALLS_PER_RUN`]
-    /// the refusal's text.
-    pub(crate) fn enter(&self) -> Result<(), String> {
+    /// the refusal.
+    pub(crate) fn enter(&self) -> Result<(), CallCapReached> {
         let n = self.calls.fetch_add(1, Ordering::AcqRel);
         if n < MAX_CAPABILITY_CALLS_PER_RUN {
             Ok(())
         } else {
-            Err(format!(
-                "the run made all of its {MAX_CAPABILITY_CALLS_PER_RUN} capability calls"
-            ))
+            Err(CallCapReached)
         }
     }
 
@@ -225,7 +253,7 @@ mod tests {
             .calls
             .store(MAX_CAPABILITY_CALLS_PER_RUN - 1, Ordering::Release);
         assert_eq!(account.enter(), Ok(()));
-        let e = account.enter().unwrap_err();
+        let e = account.enter().unwrap_err().to_string();
         assert_eq!(
             e,
             format!("the run made all of its {MAX_CAPABILITY_CALLS_PER_RUN} capability calls")

@@ -1,82 +1,124 @@
-//! The brokered capabilities a graph may import (`sandgraph:graph@0.2.0`):
-//! `llm` (models, through the host's provider and key) and `tools` (other
-//! mounted graph tools, as sub-runs of the current run).
+//! The brokered capabilities a graph may import, as [`Factor`]s: each
+//! capability (`llm`, `tools`, `http`, ...) is a unit outside the runtime
+//! that owns its linking, grant, per-store state, usage meter, journal rows
+//! and backend trait. The runtime keeps what they share: the run's
+//! [`Capabilities`] (its grants, by type), the chain's account (the call
+//! cap, the usage meters, the counted refusals) and the journal queue
+//! ([`RunControl::record`]).
 //!
 //! Deny by default: a run gets what its [`Capabilities`] grant and nothing
 //! else. An ungranted call is the capability's typed `denied` error, which
-//! the graph's node may handle; nothing leaves the host. Each capability is
-//! one module with its grant, its per-store context (the generated `Host`
-//! trait's implementation) and its backend trait, so tests inject a fake.
+//! the graph's node may handle; nothing leaves the host.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use sandgraph_core::audit::{CapabilityCall, CapabilityLog};
 use sandgraph_core::text::guest_text;
 
-use crate::sandbox::RunControl;
+pub use crate::sandbox::{Charged, RunControl};
+pub use crate::sandbox::{StoreData, SubRun};
+pub use account::CallCapReached;
+pub use factor::{Factor, lending_slot, without_fuel};
 
 pub(crate) mod account;
-pub mod http;
-pub mod llm;
-pub mod tools;
+pub(crate) mod factor;
 
-/// What one run may use, and where granted calls go. The default grants
-/// nothing.
+/// The types `bindgen!` generates for the capability interfaces of the
+/// `sandgraph:graph@0.2` world, for the factors that implement them.
+pub mod wit {
+    pub use crate::bindings::{llm, tools};
+}
+
+/// A capability's grant: what one run may do with it (and where its calls
+/// go), as [`Capabilities`] carries it.
+pub trait Grant: Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// The capability's name (`llm`, `tools`, `http`): what
+    /// [`Capabilities::names`] and [`Graph::capabilities`] say.
+    ///
+    /// [`Graph::capabilities`]: crate::Graph::capabilities
+    const CAPABILITY: &'static str;
+}
+
+/// A grant, its type erased.
+trait AnyGrant: Any + Send + Sync + std::fmt::Debug {
+    fn capability(&self) -> &'static str;
+}
+
+impl<G: Grant> AnyGrant for G {
+    fn capability(&self) -> &'static str {
+        G::CAPABILITY
+    }
+}
+
+/// What one run may use, and where granted calls go: one grant per
+/// capability, by its type. The default grants nothing.
 #[derive(Clone, Default)]
 pub struct Capabilities {
-    /// The `llm` grant and the backend that serves it.
-    pub llm: Option<llm::LlmAccess>,
-    /// The `tools` grant and the backend that serves it.
-    pub tools: Option<tools::ToolsAccess>,
-    /// The `http` grant (outgoing `wasi:http` requests).
-    pub http: Option<http::HttpGrant>,
+    /// The grants, in the order they were set.
+    grants: Vec<Arc<dyn AnyGrant>>,
     /// Where every capability call of the run, allowed or refused, is
     /// reported (the capability journal); `None`: not journaled.
     pub log: Option<Arc<dyn CapabilityLog>>,
 }
 
-impl std::fmt::Debug for Capabilities {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Capabilities")
-            .field("llm", &self.llm.as_ref().map(|a| &a.grant))
-            .field("tools", &self.tools.as_ref().map(|a| &a.grant))
-            .field("http", &self.http)
-            .field("log", &self.log.is_some())
-            .finish()
+impl Capabilities {
+    /// These capabilities with `grant` (replacing a grant of its type).
+    #[must_use]
+    pub fn with<G: Grant>(mut self, grant: G) -> Self {
+        self.set(Some(grant));
+        self
     }
-}
 
-/// The capabilities of one store: the run's grants and control (deadline,
-/// cancellation, fuel, byte budget), shared by the run's instances.
-pub(crate) struct CapsCtx {
-    pub(crate) caps: Arc<Capabilities>,
-    pub(crate) control: Arc<RunControl>,
-}
+    /// These capabilities with calls reported to `log` (`None`: not
+    /// journaled).
+    #[must_use]
+    pub fn with_log(mut self, log: Option<Arc<dyn CapabilityLog>>) -> Self {
+        self.log = log;
+        self
+    }
 
-impl CapsCtx {
-    pub(crate) fn new(control: Arc<RunControl>) -> Self {
-        CapsCtx {
-            caps: control.caps.clone(),
-            control,
+    /// Sets the grant of type `G` (`None`: removes it).
+    pub fn set<G: Grant>(&mut self, grant: Option<G>) {
+        let at = self.grants.iter().position(|g| is::<G>(&**g));
+        match (at, grant) {
+            (Some(i), Some(g)) => self.grants[i] = Arc::new(g),
+            (Some(i), None) => {
+                self.grants.remove(i);
+            }
+            (None, Some(g)) => self.grants.push(Arc::new(g)),
+            (None, None) => {}
         }
     }
 
-    /// Reports one call to the run's capability log, if it has one. The
-    /// graph is the run's own; `reason` is escaped and bounded here, since
-    /// it may quote the graph.
-    pub(crate) async fn record(&self, call: Call<'_>) {
-        record(&self.control, call).await;
+    /// The grant of type `G`, if any.
+    pub fn get<G: Grant>(&self) -> Option<&G> {
+        self.grants
+            .iter()
+            .find_map(|g| (&**g as &dyn Any).downcast_ref::<G>())
     }
 
-    /// Counts a capability call against the run's cap
-    /// ([`MAX_CAPABILITY_CALLS_PER_RUN`](crate::limits::MAX_CAPABILITY_CALLS_PER_RUN));
-    /// past it, the `quota` refusal's text.
-    pub(crate) fn enter(&self) -> Result<(), String> {
-        self.control.account.enter()
+    /// The names of the granted capabilities, in the order they were set.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.grants.iter().map(|g| g.capability())
     }
 }
 
-/// [`CapsCtx::record`] for a run's control. A refusal is counted in the
+fn is<G: Grant>(g: &dyn AnyGrant) -> bool {
+    (g as &dyn Any).is::<G>()
+}
+
+impl std::fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Capabilities");
+        for g in &self.grants {
+            d.field(g.capability(), g);
+        }
+        d.field("log", &self.log.is_some()).finish()
+    }
+}
+
+/// [`RunControl::record`]: a refusal is counted in the
 /// run's account (one row per kind when the outermost run ends); any other
 /// row is queued for the log at once, its bytes charged to the run's byte
 /// budget until it is written. While the log's queue is full the call
@@ -197,16 +239,28 @@ const MAX_RECORDED_TARGET_BYTES: usize = 512;
 /// Longest refusal or failure text kept in a journal row.
 const MAX_RECORDED_REASON_BYTES: usize = 1024;
 
-/// What a capability reports about one call ([`CapsCtx::record`]).
-pub(crate) struct Call<'a> {
-    pub(crate) capability: &'static str,
-    pub(crate) target: &'a str,
-    pub(crate) decision: &'static str,
-    pub(crate) reason: Option<&'a str>,
-    pub(crate) request_bytes: u64,
-    pub(crate) response_bytes: u64,
-    pub(crate) tokens: Option<u64>,
-    pub(crate) started: std::time::Instant,
+/// What a capability reports about one call ([`RunControl::record`]): one
+/// journal row, or a count of refusals of its kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The capability (`llm`, `tools`, `http`).
+    pub capability: &'static str,
+    /// What was called: a model alias, a tool, `METHOD scheme://host:port`.
+    pub target: &'a str,
+    /// `allowed`, or how the call was refused or failed: `denied`,
+    /// `quota`, `recursion` and `invalid` are refusals (counted per kind),
+    /// anything else (`timeout`, `failed`) is a row of its own.
+    pub decision: &'static str,
+    /// Why it was refused or failed, as the guest was told.
+    pub reason: Option<&'a str>,
+    /// Bytes the guest sent.
+    pub request_bytes: u64,
+    /// Bytes the guest got back.
+    pub response_bytes: u64,
+    /// Model tokens spent, for `llm`.
+    pub tokens: Option<u64>,
+    /// When the call started.
+    pub started: std::time::Instant,
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub fn runtime() -> Runtime {
 /// A runtime of its own, for tests that count compilations. A small pool:
 /// several of these live at once in one test binary.
 pub fn fresh_runtime() -> Runtime {
-    Runtime::with_config(RuntimeConfig {
+    sandgraph_factors::runtime(RuntimeConfig {
         max_instances: 16,
         ..RuntimeConfig::default()
     })

@@ -1,7 +1,9 @@
 //! The `llm` capability: `chat` through the host's model provider.
 //!
-//! Context: [`LlmCtx`] (per store). Backend: [`sandgraph_llm::Provider`]
-//! with the operator's model aliases ([`LlmBackend`]). Grant: [`LlmGrant`].
+//! Factor: [`LlmFactor`]. Context: [`LlmCtx`] (per store). Backend:
+//! [`sandgraph_llm::Provider`] with the operator's model aliases
+//! ([`LlmBackend`]). Grant: [`LlmAccess`] ([`LlmGrant`] and the backend).
+//! Usage meter: each graph's calls and tokens in the chain of runs.
 //!
 //! A call goes through, in order: the grant (none, or no backend on the
 //! host: `denied`), the bounds on what the guest sent (`malformed`), the
@@ -22,9 +24,8 @@ use sandgraph_core::json;
 use sandgraph_core::text::guest_name;
 use sandgraph_llm::{self as provider, Provider};
 
-use crate::bindings::llm::{self as wit, ChatRequest, ChatResponse, LlmError, Role};
-use crate::caps::{Call, CapsCtx};
-use crate::sandbox::{Charged, RunControl, StoreState, without_fuel};
+use sandgraph_runtime::caps::wit::llm::{self as wit, ChatRequest, ChatResponse, LlmError, Role};
+use sandgraph_runtime::caps::{Call, Charged, Factor, Grant, RunControl, StoreData, without_fuel};
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
@@ -110,11 +111,20 @@ pub struct LlmAccess {
     pub backend: Option<LlmBackend>,
 }
 
+impl std::fmt::Debug for LlmAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.grant.fmt(f)
+    }
+}
+
+impl Grant for LlmAccess {
+    const CAPABILITY: &'static str = "llm";
+}
+
 /// What a graph used of its `llm` grant in a chain of runs, counted
-/// across all their instances
-/// ([`GraphUsage`](crate::caps::account::GraphUsage)).
+/// across all their instances ([`RunControl::usage`]).
 #[derive(Debug, Default)]
-pub(crate) struct LlmUsage {
+struct LlmUsage {
     calls: AtomicU32,
     tokens: AtomicU64,
 }
@@ -212,26 +222,45 @@ impl Drop for Reserved<'_> {
     }
 }
 
-/// Adds `sandgraph:graph/llm` to `linker`. Defined here rather than by
-/// bindgen because `chat` needs the calling store: the calling call gives
-/// back the fuel it holds while it waits for the model, so the run's other
-/// calls can use it, and takes a new slice when the answer is in.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    linker
-        .instance("sandgraph:graph/llm@0.2.0")?
-        .func_wrap_async(
-            "chat",
-            |mut store: StoreContextMut<'_, StoreState>, (request,): (ChatRequest,)| {
-                Box::new(async move {
-                    let chat = async |caps: &mut CapsCtx| wit::Host::chat(caps, request).await;
-                    Ok((without_fuel(&mut store, chat).await?,))
-                })
-            },
-        )
+/// The `llm` capability, registered with the runtime.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LlmFactor;
+
+impl Factor for LlmFactor {
+    const INTERFACE: &'static str = "sandgraph:graph/llm";
+    type Grant = LlmAccess;
+    type InstanceState = LlmCtx;
+
+    /// Adds `sandgraph:graph/llm`. Defined here rather than by bindgen
+    /// because `chat` needs the calling store: the calling call gives back
+    /// the fuel it holds while it waits for the model, so the run's other
+    /// calls can use it, and takes a new slice when the answer is in.
+    fn add_to_linker(&self, linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+        linker
+            .instance("sandgraph:graph/llm@0.2.0")?
+            .func_wrap_async(
+                "chat",
+                |mut store: StoreContextMut<'_, StoreData>, (request,): (ChatRequest,)| {
+                    Box::new(async move {
+                        let chat = async |ctx: &mut LlmCtx| wit::Host::chat(ctx, request).await;
+                        Ok((without_fuel::<LlmFactor, _>(&mut store, chat).await?,))
+                    })
+                },
+            )
+    }
+
+    fn instance_state(&self, run: &Arc<RunControl>) -> LlmCtx {
+        LlmCtx {
+            control: run.clone(),
+        }
+    }
 }
 
-/// The per-store context of `llm`.
-pub(crate) type LlmCtx = CapsCtx;
+/// The per-store context of `llm`: the run it serves.
+#[derive(Debug)]
+pub struct LlmCtx {
+    control: Arc<RunControl>,
+}
 
 impl wit::Host for LlmCtx {
     async fn chat(&mut self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
@@ -242,9 +271,9 @@ impl wit::Host for LlmCtx {
             .clone()
             .unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
         let request_bytes = request_size(&request).map_or(0, |n| n as u64);
-        let result = match self.enter() {
-            Ok(()) => chat(self, &control, request).await,
-            Err(why) => Err(LlmError::Quota(why)),
+        let result = match control.enter() {
+            Ok(()) => chat(&control, request).await,
+            Err(why) => Err(LlmError::Quota(why.to_string())),
         };
         if let Err(e) = &result {
             tracing::debug!(target: "sandgraph::llm", error = %error_text(e), "llm call refused or failed");
@@ -253,36 +282,32 @@ impl wit::Host for LlmCtx {
             Ok(_) => ("allowed", None),
             Err(e) => (journal_decision(e), Some(error_text(e))),
         };
-        self.record(Call {
-            capability: "llm",
-            target: &target,
-            decision,
-            reason: reason.as_deref(),
-            request_bytes,
-            response_bytes: result.as_ref().map_or(0, |r| {
-                (r.content.len()
-                    + r.tool_calls
-                        .iter()
-                        .map(|c| c.arguments.len())
-                        .sum::<usize>()) as u64
-            }),
-            tokens: result
-                .as_ref()
-                .ok()
-                .map(|r| u64::from(r.usage.prompt_tokens) + u64::from(r.usage.completion_tokens)),
-            started,
-        })
-        .await;
+        control
+            .record(Call {
+                capability: "llm",
+                target: &target,
+                decision,
+                reason: reason.as_deref(),
+                request_bytes,
+                response_bytes: result.as_ref().map_or(0, |r| {
+                    (r.content.len()
+                        + r.tool_calls
+                            .iter()
+                            .map(|c| c.arguments.len())
+                            .sum::<usize>()) as u64
+                }),
+                tokens: result.as_ref().ok().map(|r| {
+                    u64::from(r.usage.prompt_tokens) + u64::from(r.usage.completion_tokens)
+                }),
+                started,
+            })
+            .await;
         result
     }
 }
 
-async fn chat(
-    ctx: &CapsCtx,
-    control: &RunControl,
-    request: ChatRequest,
-) -> Result<ChatResponse, LlmError> {
-    let Some(access) = ctx.caps.llm.as_ref() else {
+async fn chat(control: &RunControl, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+    let Some(access) = control.grant::<LlmAccess>() else {
         return Err(LlmError::Denied(
             "this graph has no llm grant: the operator grants it in sandgraph.toml \
              ([graphs.<name>.grants] llm = { models = [...] })"
@@ -319,9 +344,8 @@ async fn chat(
     let mut converted = convert(request, model)?;
     // A prompt has at most a token per byte of its text; `size` counts
     // every item's overhead on top.
-    let reserved = control
-        .usage
-        .llm
+    let usage = control.usage::<LlmUsage>();
+    let reserved = usage
         .admit(&access.grant, size as u64, converted.max_tokens)
         .map_err(LlmError::Quota)?;
     converted.max_tokens = reserved.max_tokens;
@@ -364,7 +388,7 @@ fn journal_decision(e: &LlmError) -> &'static str {
 
 /// The `timeout` of a call the run's soft stop ended (or refused).
 fn stopped(control: &RunControl) -> LlmError {
-    LlmError::Timeout(if control.cancel.is_cancelled() {
+    LlmError::Timeout(if control.is_cancelled() {
         "the run was cancelled".to_owned()
     } else {
         format!(
@@ -569,7 +593,7 @@ fn error_text(e: &LlmError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::llm::{Message, ToolCall, ToolDefinition};
+    use sandgraph_runtime::caps::wit::llm::{Message, ToolCall, ToolDefinition};
 
     fn message(role: Role, content: &str) -> Message {
         Message {

@@ -1,8 +1,10 @@
 //! The `tools` capability: other mounted graph tools, run as sub-runs of
 //! the current run.
 //!
-//! Context: the store's [`CapsCtx`]. Backend: [`ToolsBackend`] (the
-//! registry in production, a fake in tests). Grant: [`ToolsGrant`].
+//! Factor: [`ToolsFactor`]. Context: [`ToolsCtx`] (per store). Backend:
+//! [`ToolsBackend`] (the registry in production, a fake in tests). Grant:
+//! [`ToolsAccess`] ([`ToolsGrant`] and the backend). Usage meter: each
+//! graph's calls in the chain of runs.
 //!
 //! A sub-run shares its caller's deadline (the earlier of the two),
 //! cancellation, fuel pool and byte budget ([`SubRun`]), so calling a
@@ -20,9 +22,9 @@ use sandgraph_core::text::{guest_message, guest_name};
 use sandgraph_core::{RunError, json};
 use serde_json::Value;
 
-use crate::bindings::tools::{self as wit, ToolError, ToolInfo};
-use crate::caps::{Call, CapsCtx};
-use crate::sandbox::{RunControl, StoreState, lending_slot};
+pub use sandgraph_runtime::caps::SubRun;
+use sandgraph_runtime::caps::wit::tools::{self as wit, ToolError, ToolInfo};
+use sandgraph_runtime::caps::{Call, Factor, Grant, RunControl, StoreData, lending_slot};
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
@@ -72,26 +74,6 @@ pub enum ToolCallError {
     Interrupted,
 }
 
-/// The caller of a sub-run, handed to the backend with each call and put
-/// in the sub-run's [`RunOptions::sub_run_of`](crate::RunOptions).
-#[derive(Clone)]
-pub struct SubRun(pub(crate) Arc<RunControl>);
-
-impl std::fmt::Debug for SubRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SubRun")
-            .field("chain", &self.0.chain)
-            .finish()
-    }
-}
-
-impl SubRun {
-    /// The graphs of the chain, outermost first, ending with the caller.
-    pub fn chain(&self) -> impl Iterator<Item = &str> {
-        self.0.chain.iter().map(|g| &**g)
-    }
-}
-
 /// Where granted tool calls go (the registry).
 pub trait ToolsBackend: Send + Sync + 'static {
     /// The tool `name`, if mounted.
@@ -124,10 +106,14 @@ impl std::fmt::Debug for ToolsAccess {
     }
 }
 
+impl Grant for ToolsAccess {
+    const CAPABILITY: &'static str = "tools";
+}
+
 /// Counters of a graph's `tools` calls in a chain of runs
-/// ([`GraphUsage`](crate::caps::account::GraphUsage)).
+/// ([`RunControl::usage`]).
 #[derive(Debug, Default)]
-pub(crate) struct ToolsUsage {
+struct ToolsUsage {
     calls: AtomicU32,
 }
 
@@ -139,11 +125,17 @@ fn not_granted() -> ToolError {
     )
 }
 
-impl CapsCtx {
+/// The per-store context of `tools`: the run it serves.
+#[derive(Debug)]
+pub struct ToolsCtx {
+    control: Arc<RunControl>,
+}
+
+impl ToolsCtx {
     /// The checks before a call: grant, name, chain, quota; the access and
     /// the parsed arguments.
     fn admit_tool(&self, name: &str, args: &str) -> Result<(ToolsAccess, Value), ToolError> {
-        let Some(access) = self.caps.tools.clone() else {
+        let Some(access) = self.control.grant::<ToolsAccess>().cloned() else {
             return Err(not_granted());
         };
         if name.len() > MAX_TOOL_NAME_BYTES || !access.grant.allow.iter().any(|a| a == name) {
@@ -157,18 +149,19 @@ impl CapsCtx {
                 }
             )));
         }
-        let chain = &self.control.chain;
-        if chain.iter().any(|g| &**g == name) {
-            let path: Vec<&str> = chain.iter().map(|g| &**g).collect();
+        let control = &self.control;
+        if control.chain().any(|g| g == name) {
+            let path: Vec<&str> = control.chain().collect();
             return Err(ToolError::Recursion(format!(
                 "tool {name} is already running in this chain ({} -> {name})",
                 path.join(" -> ")
             )));
         }
-        if chain.len() >= MAX_TOOL_DEPTH {
+        let depth = control.chain().count();
+        if depth >= MAX_TOOL_DEPTH {
             return Err(ToolError::Recursion(format!(
                 "calling {name} would nest {} runs deep; at most {MAX_TOOL_DEPTH} may nest",
-                chain.len() + 1
+                depth + 1
             )));
         }
         if args.len() > MAX_TOOL_ARGS_BYTES {
@@ -189,7 +182,7 @@ impl CapsCtx {
             ));
         }
         if let Some(max) = access.grant.max_calls {
-            let usage = &self.control.usage.tools;
+            let usage = self.control.usage::<ToolsUsage>();
             let taken = usage
                 .calls
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -219,9 +212,9 @@ fn tool_error(name: &str, e: ToolCallError) -> ToolError {
     }
 }
 
-impl wit::Host for CapsCtx {
+impl wit::Host for ToolsCtx {
     fn list(&mut self) -> Vec<ToolInfo> {
-        let Some(access) = &self.caps.tools else {
+        let Some(access) = self.control.grant::<ToolsAccess>() else {
             return Vec::new();
         };
         access
@@ -239,52 +232,71 @@ impl wit::Host for CapsCtx {
 
     async fn call(&mut self, name: String, args: String) -> Result<String, ToolError> {
         let started = Instant::now();
-        let result = match self.enter() {
+        let result = match self.control.enter() {
             Ok(()) => self.call_tool(&name, &args).await,
-            Err(why) => Err(ToolError::Quota(why)),
+            Err(why) => Err(ToolError::Quota(why.to_string())),
         };
         let (decision, reason) = match &result {
             Ok(_) => ("allowed", None),
             Err(e) => journal_decision(e),
         };
-        self.record(Call {
-            capability: "tools",
-            target: &name,
-            decision,
-            reason,
-            request_bytes: args.len() as u64,
-            response_bytes: result.as_ref().map_or(0, |v| v.len() as u64),
-            tokens: None,
-            started,
-        })
-        .await;
+        self.control
+            .record(Call {
+                capability: "tools",
+                target: &name,
+                decision,
+                reason,
+                request_bytes: args.len() as u64,
+                response_bytes: result.as_ref().map_or(0, |v| v.len() as u64),
+                tokens: None,
+                started,
+            })
+            .await;
         result
     }
 }
 
-/// Adds `sandgraph:graph/tools` to `linker`. Defined here rather than by
-/// bindgen because `call` needs the calling store: the calling call gives
-/// back the fuel it holds and lends its instance slot while the sub-run
-/// runs (the sub-run draws on the same pool and slots, and would otherwise
-/// find them taken) and takes both back when the sub-run ends.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    let mut tools = linker.instance("sandgraph:graph/tools@0.2.0")?;
-    tools.func_wrap(
-        "list",
-        |mut store: StoreContextMut<'_, StoreState>, (): ()| {
-            Ok((wit::Host::list(&mut store.data_mut().caps),))
-        },
-    )?;
-    tools.func_wrap_async(
-        "call",
-        |mut store: StoreContextMut<'_, StoreState>, (name, args): (String, String)| {
-            Box::new(async move {
-                let call = async |caps: &mut CapsCtx| wit::Host::call(caps, name, args).await;
-                Ok((lending_slot(&mut store, call).await?,))
-            })
-        },
-    )?;
-    Ok(())
+/// The `tools` capability, registered with the runtime.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolsFactor;
+
+impl Factor for ToolsFactor {
+    const INTERFACE: &'static str = "sandgraph:graph/tools";
+    type Grant = ToolsAccess;
+    type InstanceState = ToolsCtx;
+
+    /// Adds `sandgraph:graph/tools`. Defined here rather than by bindgen
+    /// because `call` needs the calling store: the calling call gives back
+    /// the fuel it holds and lends its instance slot while the sub-run runs
+    /// (the sub-run draws on the same pool and slots, and would otherwise
+    /// find them taken) and takes both back when the sub-run ends.
+    fn add_to_linker(&self, linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+        let mut tools = linker.instance("sandgraph:graph/tools@0.2.0")?;
+        tools.func_wrap(
+            "list",
+            |mut store: StoreContextMut<'_, StoreData>, (): ()| {
+                Ok((wit::Host::list(
+                    store.data_mut().factor_mut::<ToolsFactor>(),
+                ),))
+            },
+        )?;
+        tools.func_wrap_async(
+            "call",
+            |mut store: StoreContextMut<'_, StoreData>, (name, args): (String, String)| {
+                Box::new(async move {
+                    let call = async |ctx: &mut ToolsCtx| wit::Host::call(ctx, name, args).await;
+                    Ok((lending_slot::<ToolsFactor, _>(&mut store, call).await?,))
+                })
+            },
+        )?;
+        Ok(())
+    }
+
+    fn instance_state(&self, run: &Arc<RunControl>) -> ToolsCtx {
+        ToolsCtx {
+            control: run.clone(),
+        }
+    }
 }
 
 /// How a refused or failed call is journaled.
@@ -298,15 +310,15 @@ fn journal_decision(e: &ToolError) -> (&'static str, Option<&str>) {
     }
 }
 
-impl CapsCtx {
+impl ToolsCtx {
     async fn call_tool(&self, name: &str, args: &str) -> Result<String, ToolError> {
         let (name, args) = (name.to_owned(), args);
         let (access, args) = self.admit_tool(&name, args)?;
         let control = self.control.clone();
-        let run = access.backend.call(&name, args, SubRun(control.clone()));
+        let run = access.backend.call(&name, args, control.sub_run());
         let value = tokio::select! {
             r = run => r.map_err(|e| tool_error(&name, e))?,
-            () = control.cancel.cancelled() => {
+            () = control.cancelled() => {
                 return Err(ToolError::Failed(format!(
                     "tool {name} was stopped: the calling run was cancelled"
                 )));
@@ -319,8 +331,8 @@ impl CapsCtx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Limits;
-    use crate::caps::Capabilities;
+    use sandgraph_runtime::Limits;
+    use sandgraph_runtime::caps::Capabilities;
 
     struct Nothing;
 
@@ -340,29 +352,24 @@ mod tests {
     }
 
     /// The context of a run `depth` levels deep (`g0` the outermost).
-    fn nested(depth: usize) -> CapsCtx {
-        let caps = Arc::new(Capabilities {
-            tools: Some(ToolsAccess {
-                grant: ToolsGrant {
-                    allow: vec!["next".into(), "g0".into()],
-                    max_calls: None,
-                },
-                backend: Arc::new(Nothing),
-            }),
-            ..Capabilities::default()
+    fn nested(depth: usize) -> ToolsCtx {
+        let caps = Capabilities::default().with(ToolsAccess {
+            grant: ToolsGrant {
+                allow: vec!["next".into(), "g0".into()],
+                max_calls: None,
+            },
+            backend: Arc::new(Nothing),
         });
         let mut control: Option<Arc<RunControl>> = None;
         for level in 0..depth {
-            control = Some(RunControl::build(
+            control = Some(RunControl::detached(
                 Limits::default(),
-                Default::default(),
-                None,
                 caps.clone(),
-                control.map(SubRun),
-                Arc::from(format!("g{level}")),
+                control.map(|c| c.sub_run()),
+                &format!("g{level}"),
             ));
         }
-        CapsCtx::new(control.expect("depth >= 1"))
+        ToolsFactor.instance_state(&control.expect("depth >= 1"))
     }
 
     #[test]

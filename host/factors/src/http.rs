@@ -1,10 +1,13 @@
 //! The `http` capability: outgoing requests through `wasi:http`'s
 //! `outgoing-handler`, checked before anything leaves the host.
 //!
-//! Context: [`HttpHooks`] (per store, the `wasi:http` hooks of
-//! [`StoreState`](crate::sandbox)). Grant: [`HttpGrant`]. There is no
-//! backend trait: the sender is this module's own, so that every check
-//! below happens before a connection exists.
+//! Factor: [`HttpFactor`] (it links `wasi:http` and holds the host-wide
+//! caps). Context: [`HttpCtx`] (per store: `wasi:http`'s state and the
+//! [`HttpHooks`] that send every request). Grant: [`HttpGrant`], parsed
+//! from `sandgraph.toml` as [`HttpGrantConfig`]. There is no backend
+//! trait: the sender is this module's own, so that every check below
+//! happens before a connection exists (tests serve on loopback, or answer
+//! from a cassette, [`HttpCassette`]).
 //!
 //! A request goes through, in order: the grant (none: denied), the URI
 //! (scheme `http`/`https`, no user info, at most [`MAX_URI_BYTES`]), the
@@ -53,26 +56,58 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use wasmtime::component::Linker;
 use wasmtime_wasi_http::io::TokioIo;
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks};
+use wasmtime_wasi_http::p2::bindings::http as wasi_http;
+use wasmtime_wasi_http::{
+    Error, RequestOptions, WasiBody, WasiHttp, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
+};
 
-use std::collections::{HashMap, VecDeque};
+use sandgraph_llm::cassette::CassetteWriter;
+use sandgraph_runtime::caps::{Call, Factor, Grant, RunControl, StoreData};
 
-use sandgraph_llm::cassette::{CassetteError, CassetteWriter, read_kind};
-
-use crate::caps::Call;
-use crate::caps::Capabilities;
-use crate::caps::tools::SubRun;
-use crate::sandbox::RunControl;
-
+mod cassette;
+mod config;
 mod inflight;
 
-pub use crate::limits::{
-    MAX_HTTP_REQUESTS_PER_HOST, MAX_HTTP_REQUESTS_PER_RUN, MAX_HTTP_RESOLUTIONS_PER_HOST,
-    MAX_HTTP_RESOLUTIONS_PER_RUN, MAX_HTTP_WAITING_PER_RUN,
-};
-pub(crate) use inflight::HostHttp;
+use cassette::cassette_line;
+pub use cassette::{HttpCassette, HttpReplay};
+pub use config::{HttpGrantConfig, InvalidHttpGrant};
+use inflight::HostHttp;
 use inflight::{Accounts, Charge, Slot};
+
+/// `http` requests one run may have in flight at once, from the moment
+/// it holds a slot (before its body is read) until its connection is
+/// closed and its response body dropped. The host opens one connection per
+/// request and pools none, so this caps the run's open sockets too.
+/// Default 16: twice the run's default instance slots, so a fan-out whose
+/// every task sends a request never waits, while one run holds at most
+/// 1/16 of the host's connections. Requests past it wait within the run's
+/// deadline.
+pub const MAX_HTTP_REQUESTS_PER_RUN: usize = 16;
+
+/// `http` requests of all runs in flight at once (and so open
+/// connections). 256: a quarter of the common 1024 descriptor soft limit,
+/// leaving the rest to the host's own listeners, clients and stores;
+/// sixteen runs at their own cap fill it. Requests past it wait within
+/// their run's deadline.
+pub const MAX_HTTP_REQUESTS_PER_HOST: usize = 256;
+
+/// `http` requests of one run that may wait for a slot; more are refused
+/// at once (`http-request-denied`). Each waiting request is a task holding
+/// its head (charged to the run's host byte budget); 256 waiting behind 16
+/// in flight is more than a run's deadline serves.
+pub const MAX_HTTP_WAITING_PER_RUN: usize = 256;
+
+/// Name resolutions of all runs at once. Each runs on a blocking thread
+/// (`getaddrinfo`, which cannot be cancelled: an abandoned one keeps its
+/// thread until the resolver gives up), so this keeps the blocking pool
+/// (512 threads) to the journal, the stores and the rest of the host.
+pub const MAX_HTTP_RESOLUTIONS_PER_HOST: usize = 16;
+
+/// Name resolutions of one run at once, so one run's slow names cannot
+/// hold every resolution slot of the host.
+pub const MAX_HTTP_RESOLUTIONS_PER_RUN: usize = 4;
 
 /// Largest request body a guest may send, in bytes: API calls send small
 /// JSON documents; the body is held by the host before it is sent (so an
@@ -135,184 +170,88 @@ pub struct HttpGrant {
     accounts: Option<Accounts>,
 }
 
-/// `caps` for one run: its `http` grant bound to the host's in-flight
-/// accounts and the run's own. A sub-run (a `tools` call) draws on its
-/// caller's run accounts when the caller has an `http` grant, so a chain
-/// of calls does not open fresh slots.
-pub(crate) fn bind_run(
-    caps: &Capabilities,
-    host: &Arc<HostHttp>,
-    caller: Option<&SubRun>,
-) -> Capabilities {
-    let mut caps = caps.clone();
-    let callers = caller.and_then(|SubRun(c)| {
-        let accounts = c.caps.http.as_ref()?.accounts.as_ref()?;
-        Some(accounts.run().clone())
-    });
-    if let Some(grant) = &mut caps.http {
-        grant.accounts = Some(Accounts::new(host.clone(), callers));
-    }
-    caps
+impl Grant for HttpGrant {
+    const CAPABILITY: &'static str = "http";
 }
 
-/// Where a run's http exchanges are recorded, or answered from: the same
-/// cassette file as the `llm` exchanges (`{"kind": "http", ...}` lines).
-/// Requests keep only their method and URL, so no credential header is
-/// ever written; replay answers by method and URL, in recorded order, and
-/// still checks the grant first (a replayed graph is refused what a live
-/// one would be).
-#[derive(Clone)]
-pub enum HttpCassette {
-    /// Each answered exchange is appended (its body read whole, under the
-    /// response cap).
-    Record(Arc<CassetteWriter>),
-    /// Nothing is sent: a request without a recorded answer is refused.
-    Replay(Arc<HttpReplay>),
+/// The `http` capability, registered with the runtime: `wasi:http`'s
+/// `outgoing-handler` and `types`, every request through [`HttpHooks`].
+/// Holds the host-wide caps (requests in flight, resolutions).
+pub struct HttpFactor {
+    host: Arc<HostHttp>,
 }
 
-impl std::fmt::Debug for HttpCassette {
+impl std::fmt::Debug for HttpFactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            HttpCassette::Record(_) => "Record",
-            HttpCassette::Replay(_) => "Replay",
-        })
+        f.debug_struct("HttpFactor").finish_non_exhaustive()
     }
 }
 
-impl PartialEq for HttpCassette {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (HttpCassette::Record(a), HttpCassette::Record(b)) => Arc::ptr_eq(a, b),
-            (HttpCassette::Replay(a), HttpCassette::Replay(b)) => Arc::ptr_eq(a, b),
-            _ => false,
+impl HttpFactor {
+    /// The factor with the host's default caps.
+    pub fn new() -> Self {
+        HttpFactor {
+            host: HostHttp::new(),
         }
     }
 }
 
-impl Eq for HttpCassette {}
-
-/// The recorded http answers of a cassette.
-pub struct HttpReplay {
-    path: std::path::PathBuf,
-    answers: std::sync::Mutex<HashMap<String, VecDeque<Recorded>>>,
+impl Default for HttpFactor {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
-struct Recorded {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Bytes,
+/// The `http` state of one store: `wasi:http`'s (its fields limit) and the
+/// hooks that check and send every outgoing request.
+pub struct HttpCtx {
+    ctx: WasiHttpCtx,
+    hooks: HttpHooks,
 }
 
-impl HttpReplay {
-    /// Reads the `http` exchanges of the cassette at `path`.
-    ///
-    /// # Errors
-    ///
-    /// The file cannot be read, or an `http` line is not an exchange.
-    pub fn open(path: &std::path::Path) -> Result<Arc<HttpReplay>, CassetteError> {
-        let mut answers: HashMap<String, VecDeque<Recorded>> = HashMap::new();
-        for (line, v) in read_kind(path, KIND)? {
-            let invalid = |message: &str| CassetteError::Invalid {
-                path: path.to_path_buf(),
-                line,
-                message: message.to_owned(),
-            };
-            let key = format!(
-                "{} {}",
-                v["request"]["method"]
-                    .as_str()
-                    .ok_or_else(|| invalid("request.method: expected a string"))?,
-                v["request"]["url"]
-                    .as_str()
-                    .ok_or_else(|| invalid("request.url: expected a string"))?
-            );
-            let r = &v["response"];
-            let status = r["status"]
-                .as_u64()
-                .and_then(|s| u16::try_from(s).ok())
-                .ok_or_else(|| invalid("response.status: expected a status code"))?;
-            let headers = r["headers"]
-                .as_array()
-                .map(|hs| {
-                    hs.iter()
-                        .filter_map(|h| {
-                            Some((h[0].as_str()?.to_owned(), h[1].as_str()?.to_owned()))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let body = match (r["body"].as_str(), r["body_hex"].as_str()) {
-                (Some(text), _) => Bytes::from(text.to_owned()),
-                (None, Some(h)) => {
-                    Bytes::from(hex_decode(h).ok_or_else(|| invalid("response.body_hex: not hex"))?)
-                }
-                (None, None) => Bytes::new(),
-            };
-            answers.entry(key).or_default().push_back(Recorded {
-                status,
-                headers,
-                body,
-            });
+/// The `wasi:http` view of a store, its table shared with WASI's.
+fn view(data: &mut StoreData) -> WasiHttpCtxView<'_> {
+    let (http, table) = data.factor_and_table::<HttpFactor>();
+    WasiHttpCtxView {
+        ctx: &mut http.ctx,
+        table,
+        hooks: &mut http.hooks,
+    }
+}
+
+impl Factor for HttpFactor {
+    const INTERFACE: &'static str = "wasi:http/outgoing-handler";
+    type Grant = HttpGrant;
+    type InstanceState = HttpCtx;
+
+    /// Adds `wasi:http`'s `outgoing-handler` and `types` only (the rest of
+    /// WASI is the sandbox's).
+    fn add_to_linker(&self, linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+        let options = wasmtime_wasi_http::p2::bindings::LinkOptions::default();
+        wasi_http::outgoing_handler::add_to_linker::<_, WasiHttp>(linker, view)?;
+        wasi_http::types::add_to_linker::<_, WasiHttp>(linker, &options.into(), view)?;
+        Ok(())
+    }
+
+    /// The grant bound to the host's in-flight accounts and the run's own.
+    /// A sub-run (a `tools` call) draws on its caller's run accounts when
+    /// the caller has an `http` grant, so a chain of calls does not open
+    /// fresh slots.
+    fn bind(&self, grant: &HttpGrant, caller: Option<&HttpGrant>) -> Option<HttpGrant> {
+        let callers = caller
+            .and_then(|c| c.accounts.as_ref())
+            .map(|a| a.run().clone());
+        let mut grant = grant.clone();
+        grant.accounts = Some(Accounts::new(self.host.clone(), callers));
+        Some(grant)
+    }
+
+    fn instance_state(&self, run: &Arc<RunControl>) -> HttpCtx {
+        HttpCtx {
+            ctx: new_ctx(),
+            hooks: HttpHooks::new(run.clone()),
         }
-        Ok(Arc::new(HttpReplay {
-            path: path.to_path_buf(),
-            answers: std::sync::Mutex::new(answers),
-        }))
     }
-
-    fn take(&self, key: &str) -> Option<Recorded> {
-        self.answers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(key)
-            .and_then(VecDeque::pop_front)
-    }
-}
-
-/// The `kind` of http exchanges in a cassette.
-const KIND: &str = "http";
-
-fn hex_decode(h: &str) -> Option<Vec<u8>> {
-    if !h.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-fn hex_encode(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Headers a cassette never keeps.
-fn secret_header(name: &str) -> bool {
-    matches!(
-        name.to_ascii_lowercase().as_str(),
-        "set-cookie" | "cookie" | "authorization" | "proxy-authorization" | "www-authenticate"
-    )
-}
-
-/// One answered exchange as a cassette line.
-fn cassette_line(
-    method: &str,
-    url: &str,
-    parts: &http::response::Parts,
-    body: &[u8],
-) -> serde_json::Value {
-    let headers: Vec<serde_json::Value> = parts
-        .headers
-        .iter()
-        .filter(|(k, _)| !secret_header(k.as_str()))
-        .filter_map(|(k, v)| Some(serde_json::json!([k.as_str(), v.to_str().ok()?])))
-        .collect();
-    let mut response = serde_json::json!({"status": parts.status.as_u16(), "headers": headers});
-    match std::str::from_utf8(body) {
-        Ok(text) => response["body"] = text.into(),
-        Err(_) => response["body_hex"] = hex_encode(body).into(),
-    }
-    serde_json::json!({"kind": KIND, "request": {"method": method, "url": url}, "response": response})
 }
 
 /// One parsed allow entry.
@@ -366,7 +305,16 @@ impl HttpGrant {
     /// # Errors
     ///
     /// Which entry (its position and text) and why it is not an origin.
-    pub fn parse(entries: &[String], methods: &[String], private: bool) -> Result<Self, String> {
+    pub fn parse(
+        entries: &[String],
+        methods: &[String],
+        private: bool,
+    ) -> Result<Self, InvalidHttpGrant> {
+        Self::parse_text(entries, methods, private).map_err(InvalidHttpGrant)
+    }
+
+    /// [`HttpGrant::parse`], its error as text.
+    fn parse_text(entries: &[String], methods: &[String], private: bool) -> Result<Self, String> {
         if entries.len() > MAX_ALLOW_ENTRIES {
             return Err(format!(
                 "http grant has {} allow entries; at most {MAX_ALLOW_ENTRIES} are accepted",
@@ -639,7 +587,7 @@ fn restricted_v6(ip: Ipv6Addr) -> Option<&'static str> {
 }
 
 /// The per-store `wasi:http` state: the fields limit made explicit.
-pub(crate) fn new_ctx() -> WasiHttpCtx {
+fn new_ctx() -> WasiHttpCtx {
     let mut ctx = WasiHttpCtx::new();
     ctx.set_field_size_limit(MAX_HEADER_BYTES);
     ctx
@@ -647,12 +595,12 @@ pub(crate) fn new_ctx() -> WasiHttpCtx {
 
 /// The `wasi:http` hooks of one store: every outgoing request goes through
 /// [`HttpHooks::send_request`], checked against the run's grant.
-pub(crate) struct HttpHooks {
+pub struct HttpHooks {
     control: Arc<RunControl>,
 }
 
 impl HttpHooks {
-    pub(crate) fn new(control: Arc<RunControl>) -> Self {
+    fn new(control: Arc<RunControl>) -> Self {
         HttpHooks { control }
     }
 }
@@ -682,7 +630,7 @@ impl WasiHttpHooks for HttpHooks {
         Box::new(async move {
             let stop = control.clone();
             let refused = Refusal::default();
-            let over_cap = control.account.enter().err();
+            let over_cap = control.enter().err().map(|e| e.to_string());
             let out = match &over_cap {
                 // Past the run's cap on capability calls: refused at once.
                 Some(_) => Err(Error::HttpRequestDenied),
@@ -709,9 +657,8 @@ impl WasiHttpHooks for HttpHooks {
                 let response_bytes = out.as_ref().ok().map_or(0, |(r, _)| {
                     wasmtime_wasi_http_content_length(r.headers()).unwrap_or(0)
                 });
-                crate::caps::record(
-                    &control,
-                    Call {
+                control
+                    .record(Call {
                         capability: "http",
                         target: &target,
                         decision,
@@ -720,9 +667,8 @@ impl WasiHttpHooks for HttpHooks {
                         response_bytes,
                         tokens: None,
                         started,
-                    },
-                )
-                .await;
+                    })
+                    .await;
             }
             out
         })
@@ -732,7 +678,7 @@ impl WasiHttpHooks for HttpHooks {
 /// Logs why a request was refused (the guest only sees the error code)
 /// and returns `error`.
 fn refuse(control: &RunControl, refused: &Refusal, error: Error, why: String) -> Error {
-    let graph = control.chain.last().map_or("", |g| &**g);
+    let graph = control.graph();
     tracing::info!(target: "sandgraph::http", graph, "http request refused: {why}");
     *refused
         .lock()
@@ -866,7 +812,7 @@ fn check(
 ) -> Result<(Checked, WasiBody), Error> {
     let control = control.clone();
     let denied = |why: String| refuse(&control, refused, Error::HttpRequestDenied, why);
-    let Some(grant) = control.caps.http.clone() else {
+    let Some(grant) = control.grant::<HttpGrant>().cloned() else {
         return Err(denied(
             "this graph has no http grant ([graphs.<name>.grants] http = { allow = [...] })"
                 .to_owned(),
@@ -1548,14 +1494,16 @@ mod tests {
             ("https://", "empty"),
             ("https://x y.com", "not a host name"),
         ] {
-            let e = parse(entry).unwrap_err();
+            let e = parse(entry).unwrap_err().to_string();
             assert!(
                 e.starts_with(&format!("http allow entry 2 ({entry:?}): ")),
                 "{e}"
             );
             assert!(e.contains(why), "{entry}: {e}");
         }
-        let e = HttpGrant::parse(&[], &["GE T".to_owned()], false).unwrap_err();
+        let e = HttpGrant::parse(&[], &["GE T".to_owned()], false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"GE T\" is not a method name"), "{e}");
         let g = HttpGrant::parse(&[], &["post".to_owned()], false).unwrap();
         assert!(g.allows_method("POST") && !g.allows_method("GET"));

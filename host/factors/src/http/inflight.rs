@@ -18,11 +18,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use sandgraph_core::RunError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::limits::{
+use sandgraph_runtime::caps::RunControl;
+
+use super::{
     MAX_HTTP_REQUESTS_PER_HOST, MAX_HTTP_REQUESTS_PER_RUN, MAX_HTTP_RESOLUTIONS_PER_HOST,
     MAX_HTTP_RESOLUTIONS_PER_RUN, MAX_HTTP_WAITING_PER_RUN,
 };
-use crate::sandbox::RunControl;
 
 /// The host-wide accounts, held by the runtime and shared by every run.
 pub(crate) struct HostHttp {

@@ -7,7 +7,6 @@ use std::process::{Command, Stdio};
 
 use sha2::Digest;
 
-use sandgraph_runtime::Runtime;
 use sandgraph_store::CompileCache;
 
 use crate::Error;

@@ -10,7 +10,6 @@ use sandgraph_artifact::{MAX_SIGNATURE_FILE, signature_path};
 use sandgraph_distribution::{
     Artifact, ComponentInfo, ConnectOptions, MAX_COMPONENT_BYTES, MAX_SIGNATURE_BYTES, Remote,
 };
-use sandgraph_runtime::Runtime;
 
 use crate::Error;
 use crate::cache::CacheChoice;

@@ -2,7 +2,7 @@
 //! /api/threads/{graph}/{thread}/resume` and `POST
 //! /api/runs/{run_id}/cancel`. A run streams one JSON line per event
 //! (`started`, one `step` per superstep, one final line) as
-//! `application/x-ndjson`; it holds a run permit of the MCP server, so
+//! `application/x-ndjson`; it holds a run permit of the server's admission, so
 //! studio runs and MCP calls share the run limits; closing the connection
 //! cancels it. Lines wait for the client in a bounded [`Outbox`]: a client
 //! that falls too far behind is cut off, and the run is never held back.
@@ -19,8 +19,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sandgraph_core::{ErrorCode, RunError, StepEvent};
-use sandgraph_mcp::{BUSY, Principal, RunPermit};
 use sandgraph_registry::{CallOptions, GraphTool, ToolOutput};
+use sandgraph_server::{BUSY, Principal, RunPermit};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -204,7 +204,8 @@ fn stream(studio: &Arc<Studio>, principal: &Principal, run: Run) -> Response {
     let permit = match studio.server.admit_run(principal) {
         Ok(p) => p,
         Err(why) => {
-            let line = json!({"type": "error", "code": BUSY, "message": bound::error(&why)});
+            let message = bound::error(&why.to_string());
+            let line = json!({"type": "error", "code": BUSY, "message": message});
             return ndjson(Body::from(format!("{line}\n")));
         }
     };

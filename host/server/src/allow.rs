@@ -1,113 +1,54 @@
-//! Extra routes the HTTP server mounts next to `/mcp` (the studio web app
-//! of `sandgraph-studio`): public routes for a static shell that carries
-//! no data, and `/api` routes that are authenticated exactly like `/mcp`.
-//!
-//! Both pass the same Host and Origin allow-lists as `/mcp` (the checks
-//! rmcp applies to its own endpoint, repeated here because these routes
-//! are not rmcp's), the connection limits of the listener, and the body
-//! limit. The API routes also get the caller's [`Principal`] as a request
-//! extension and are counted as running requests for the graceful
-//! shutdown. None of the MCP session bookkeeping applies to them.
+//! The Host and Origin allow-lists of a server (DNS rebinding,
+//! cross-site requests): the loopback names on the bound port, the bound
+//! address, and what the operator adds. rmcp checks `/mcp` against them
+//! itself; other route sets check with [`Allowed::check`].
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use std::net::SocketAddr;
+
 use axum::http::uri::Authority;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use axum::http::{HeaderMap, header};
 
-use crate::http::{Guard, principal_of};
-use crate::principal::Principal;
-
-/// Routes served beside `/mcp` when [`HttpOptions::ui`](crate::HttpOptions)
-/// is set. Paths are absolute (`/`, `/assets/app.js`, `/api/graphs`); the
-/// two routers must not overlap each other or `/mcp`.
-#[derive(Debug, Clone, Default)]
-pub struct UiRoutes {
-    /// Served to anyone who passes the Host/Origin checks: no token is
-    /// asked for (a browser navigation cannot send one), so these routes
-    /// must serve no data.
-    pub public: Router,
-    /// Served only to authenticated callers when the server has tokens
-    /// (401 otherwise, with a JSON error); handlers find the caller's
-    /// [`Principal`] in the request extensions.
-    pub api: Router,
-}
-
-/// The `Host` and `Origin` values accepted: the same lists as `/mcp`'s.
+/// The `Host` and `Origin` values a server accepts.
 #[derive(Debug, Clone)]
-pub(crate) struct Allowed {
-    pub(crate) hosts: Vec<String>,
-    pub(crate) origins: Vec<String>,
+pub struct Allowed {
+    /// `Host` values: `name` for any port, `name:port` for one.
+    pub hosts: Vec<String>,
+    /// `Origin` values: `scheme://host:port`, or `:*` for any port.
+    pub origins: Vec<String>,
 }
 
-/// `ui`'s routers behind the Host/Origin check, the API routes also behind
-/// the bearer authentication of `guard` and the body limit.
-pub(crate) fn mount(ui: UiRoutes, allowed: Allowed, guard: Guard, max_body: usize) -> Router {
-    let api = ui
-        .api
-        .layer(DefaultBodyLimit::max(max_body))
-        .layer(middleware::from_fn_with_state(guard, authenticate));
-    ui.public.merge(api).layer(middleware::from_fn_with_state(
-        std::sync::Arc::new(allowed),
-        check_origin,
-    ))
-}
-
-/// A JSON error in the studio API's shape:
-/// `{"error": {"code": "...", "message": "..."}}`.
-pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = serde_json::json!({"error": {"code": code, "message": message}});
-    let mut resp = (status, body.to_string()).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp
-}
-
-/// Refuses a request whose `Host` is not allowed or whose `Origin`, when
-/// present, is not (DNS rebinding, cross-site requests).
-async fn check_origin(
-    State(allowed): State<std::sync::Arc<Allowed>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if let Err(why) = allowed.check(req.headers(), req.uri()) {
-        return json_error(StatusCode::FORBIDDEN, "forbidden", why);
-    }
-    next.run(req).await
-}
-
-/// Authenticates an API request as `/mcp` does, puts its [`Principal`] in
-/// its extensions, and counts it until its response body is sent.
-async fn authenticate(State(g): State<Guard>, mut req: Request, next: Next) -> Response {
-    let principal: Principal = match principal_of(&g, &req) {
-        Ok(p) => p,
-        Err(why) => {
-            let mut resp = json_error(StatusCode::UNAUTHORIZED, "unauthorized", why);
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"sandgraph\""),
-            );
-            return resp;
-        }
-    };
-    req.extensions_mut().insert(principal);
-    let counted = g.requests.enter();
-    let (parts, body) = next.run(req).await.into_parts();
-    let body = body.into_data_stream().map(move |chunk| {
-        let _ = &counted;
-        chunk
-    });
-    Response::from_parts(parts, Body::from_stream(body))
-}
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 impl Allowed {
-    /// Why `headers` are refused, if they are.
-    fn check(&self, headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), &'static str> {
+    /// The lists of a server bound to `addr`: the loopback names on its
+    /// port (and `addr` itself when it is neither loopback nor
+    /// unspecified), then `hosts` and `origins`.
+    pub(crate) fn on(addr: SocketAddr, hosts: &[String], origins: &[String]) -> Allowed {
+        let port = addr.port();
+        let mut allowed_hosts: Vec<String> =
+            LOOPBACK.iter().map(|h| format!("{h}:{port}")).collect();
+        if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+            allowed_hosts.push(SocketAddr::new(addr.ip(), port).to_string());
+        }
+        allowed_hosts.extend(hosts.iter().cloned());
+        let mut allowed_origins: Vec<String> = LOOPBACK
+            .iter()
+            .map(|h| format!("http://{h}:{port}"))
+            .collect();
+        allowed_origins.extend(origins.iter().cloned());
+        Allowed {
+            hosts: allowed_hosts,
+            origins: allowed_origins,
+        }
+    }
+
+    /// Why `headers` are refused, if they are: a `Host` not allowed or
+    /// malformed, or an `Origin`, when present, not allowed or malformed.
+    ///
+    /// # Errors
+    ///
+    /// The refusal's reason, a fixed text.
+    pub fn check(&self, headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), &'static str> {
         let host = match headers.get(header::HOST) {
             Some(h) => h
                 .to_str()
@@ -201,6 +142,8 @@ fn origin_matches(allowed: &str, origin: &Origin) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::HeaderValue;
+
     use super::*;
 
     fn allowed() -> Allowed {

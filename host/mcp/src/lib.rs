@@ -4,7 +4,7 @@
 //! It is a thin adapter: [`McpServer`] lists the registry's model-visible
 //! tools (`tools/list`: name, description, `inputSchema` = the compiled
 //! parameter schema, `outputSchema`), and runs each `tools/call` through
-//! [`sandgraph_registry::GraphTool::call_streaming`], which validates the
+//! [`sandgraph_registry::GraphTool::run`], which validates the
 //! arguments, runs the graph's `validate` and then the graph. Success is the
 //! final state as `structuredContent` plus its pretty JSON as one text block;
 //! every failure is a tool result with `isError: true` and a text starting

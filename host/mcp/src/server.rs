@@ -1,6 +1,6 @@
 //! The MCP handler: tools, resources and change notifications over a
-//! [`Registry`]. Every call runs through [`GraphTool::call_streaming`]; this
-//! module only translates.
+//! [`Registry`]. Every call runs through [`GraphTool::run`]; this module
+//! only translates.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +24,7 @@ use sandgraph_controller::{
     ToolCode, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL, VIEW_TOOL, YIELD_TOOL,
 };
 use sandgraph_core::text::{guest_name, guest_text};
-use sandgraph_core::{ErrorCode, RunError, StepEvent};
+use sandgraph_core::{ErrorCode, RunError, Start, StepEvent};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
 use sandgraph_server::{
     Admission, AdmissionOptions, BUSY, Context, DEFAULT_MAX_CONCURRENT_RUNS,
@@ -473,7 +473,7 @@ impl McpServer {
         let started = Instant::now();
         let start = match meta.resume {
             Some(answer) => Start::Resume(answer),
-            None => Start::Call(Value::Object(params.arguments.unwrap_or_default())),
+            None => Start::Input(Value::Object(params.arguments.unwrap_or_default())),
         };
         let opts = CallOptions {
             cancel: admitted.cancel_token().clone(),
@@ -638,16 +638,9 @@ async fn run_answering(
     (outcome, by_client)
 }
 
-/// How a graph tool call starts: with its arguments, or by answering its
-/// thread's pending interrupt(s).
-enum Start {
-    Call(Value),
-    Resume(Value),
-}
-
-/// Runs a graph tool call: its own supersteps become progress
-/// notifications to the client, and the client's cancellation cancels the
-/// run. Returns the outcome and whether the client cancelled.
+/// Runs a graph tool call ([`GraphTool::run`]): its own supersteps become
+/// progress notifications to the client, and the client's cancellation
+/// cancels the run. Returns the outcome and whether the client cancelled.
 async fn run_tool(
     tool: Arc<GraphTool>,
     start: Start,
@@ -671,12 +664,7 @@ async fn run_tool(
         // Boxed: the run's future nests the executor's, deep enough that
         // a session future holding it inline overflows rustc's layout
         // query depth (the MCP tests' `serve` task).
-        match start {
-            Start::Call(args) => Box::pin(tool.call_streaming(args, opts, &mut on_step)).await,
-            Start::Resume(answer) => {
-                Box::pin(tool.resume_streaming(answer, opts, &mut on_step)).await
-            }
-        }
+        Box::pin(tool.run(start, opts, &mut on_step)).await
     };
     let client_cancel = ctx.ct.clone();
     let run = async move {

@@ -16,7 +16,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use sandgraph_server::{Door, HttpError, HttpOptions, HttpServer, RouteSet, hold_until_sent};
+use sandgraph_server::{
+    AuthError, Door, HttpError, HttpOptions, HttpServer, RouteSet, hold_until_sent,
+};
 
 use crate::server::McpServer;
 
@@ -128,8 +130,8 @@ impl SessionOwners {
     }
 }
 
-fn unauthorized(message: &'static str) -> Response {
-    let mut resp = (StatusCode::UNAUTHORIZED, message).into_response();
+fn unauthorized(why: AuthError) -> Response {
+    let mut resp = (StatusCode::UNAUTHORIZED, why.to_string()).into_response();
     resp.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static("Bearer realm=\"sandgraph\""),

@@ -8,6 +8,26 @@ use std::net::SocketAddr;
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, header};
 
+/// Why [`Allowed::check`] refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The `Host` header is not an authority.
+    #[error("the Host header is malformed")]
+    MalformedHost,
+    /// Neither a `Host` header nor an authority in the URI.
+    #[error("the request has no Host header")]
+    NoHost,
+    /// The `Host` is not on the list.
+    #[error("the Host header is not allowed")]
+    Host,
+    /// The `Origin` header is not an origin.
+    #[error("the Origin header is malformed")]
+    MalformedOrigin,
+    /// The `Origin` is not on the list.
+    #[error("the Origin header is not allowed")]
+    Origin,
+}
+
 /// The `Host` and `Origin` values a server accepts.
 #[derive(Debug, Clone)]
 pub struct Allowed {
@@ -47,22 +67,19 @@ impl Allowed {
     ///
     /// # Errors
     ///
-    /// The refusal's reason, a fixed text.
-    pub fn check(&self, headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), &'static str> {
+    /// The refusal's reason.
+    pub fn check(&self, headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), Refused> {
         let host = match headers.get(header::HOST) {
             Some(h) => h
                 .to_str()
                 .ok()
                 .and_then(|h| Authority::try_from(h).ok())
-                .ok_or("the Host header is malformed")?,
-            None => uri
-                .authority()
-                .cloned()
-                .ok_or("the request has no Host header")?,
+                .ok_or(Refused::MalformedHost)?,
+            None => uri.authority().cloned().ok_or(Refused::NoHost)?,
         };
         let host = (normalize_host(host.host()), host.port_u16());
         if !self.hosts.iter().any(|a| host_matches(a, &host)) {
-            return Err("the Host header is not allowed");
+            return Err(Refused::Host);
         }
         let Some(origin) = headers.get(header::ORIGIN) else {
             return Ok(());
@@ -71,9 +88,9 @@ impl Allowed {
             .to_str()
             .ok()
             .and_then(parse_origin)
-            .ok_or("the Origin header is malformed")?;
+            .ok_or(Refused::MalformedOrigin)?;
         if !self.origins.iter().any(|a| origin_matches(a, &origin)) {
-            return Err("the Origin header is not allowed");
+            return Err(Refused::Origin);
         }
         Ok(())
     }
@@ -161,7 +178,7 @@ mod tests {
         }
     }
 
-    fn check(host: &str, origin: Option<&str>) -> Result<(), &'static str> {
+    fn check(host: &str, origin: Option<&str>) -> Result<(), Refused> {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
         if let Some(o) = origin {

@@ -130,6 +130,17 @@ pub enum HttpError {
     Serve(std::io::Error),
 }
 
+/// Why a request was not authenticated ([`Door::principal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The server has tokens and the request carries none.
+    #[error("missing bearer token")]
+    MissingToken,
+    /// The request's bearer token is none of the server's.
+    #[error("wrong bearer token")]
+    WrongToken,
+}
+
 /// A set of routes the server mounts beside the others (paths must not
 /// overlap): MCP's `/mcp`, the studio's `/` and `/api`. Each set puts its
 /// own checks in front of its routes, from the [`Door`] it is given.
@@ -173,12 +184,12 @@ impl Door {
     ///
     /// # Errors
     ///
-    /// The bearer token is missing or wrong (the reason, a fixed text).
-    pub fn principal(&self, req: &Request) -> Result<Principal, &'static str> {
+    /// The bearer token is missing or wrong.
+    pub fn principal(&self, req: &Request) -> Result<Principal, AuthError> {
         match &self.tokens {
             Some(tokens) => match bearer(req) {
-                None => Err("missing bearer token"),
-                Some(t) => tokens.principal(t).ok_or("wrong bearer token"),
+                None => Err(AuthError::MissingToken),
+                Some(t) => tokens.principal(t).ok_or(AuthError::WrongToken),
             },
             None => Ok(req.extensions().get::<ConnInfo>().map_or_else(
                 || Principal::Peer(Arc::from("unknown")),

@@ -44,13 +44,13 @@ pub use admission::{
     DEFAULT_MAX_RUNS_PER_PRINCIPAL, RunPermit, Stats,
 };
 pub use agent_graphs::{AgentGraphOwners, OwnedAgentGraph};
-pub use allow::Allowed;
+pub use allow::{Allowed, Refused};
 pub use conn::{
     ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
 pub use context::Context;
 pub use http::{
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+    AuthError, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
     DEFAULT_SESSION_IDLE, DEFAULT_SHUTDOWN_GRACE, Door, HttpError, HttpOptions, HttpServer,
     RequestGuard, RouteSet, hold_until_sent,
 };

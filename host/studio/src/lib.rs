@@ -84,7 +84,7 @@ impl RouteSet for StudioRoutes {
 /// present, is not (DNS rebinding, cross-site requests).
 async fn check_origin(State(door): State<Door>, req: Request, next: Next) -> Response {
     if let Err(why) = door.allowed().check(req.headers(), req.uri()) {
-        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why.to_string()).into_response();
     }
     next.run(req).await
 }
@@ -95,8 +95,8 @@ async fn authenticate(State(door): State<Door>, mut req: Request, next: Next) ->
     let principal = match door.principal(&req) {
         Ok(p) => p,
         Err(why) => {
-            let mut resp =
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).into_response();
+            let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why.to_string())
+                .into_response();
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"sandgraph\""),

@@ -6,7 +6,7 @@
 //! tools (`view_agent_graph`, `update_agent_graph`, `yield_agent_graph`)
 //! over the data database (`--db`, same default as `sandgraph threads`);
 //! the caller that creates a graph owns it (over HTTP its principal, see
-//! `sandgraph_mcp::Principal`). Without it they are not offered: `serve`
+//! `sandgraph_server::Principal`). Without it they are not offered: `serve`
 //! is a pure graph-tool server.
 //!
 //! With a controller and a usable model, requested work runs in waves
@@ -35,11 +35,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sandgraph_controller::OpenAgentGraphs;
-use sandgraph_mcp::{
-    Checkpoints, ConnLimits, ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions,
-    Tokens,
-};
+use sandgraph_mcp::{Checkpoints, ControllerOptions, MCP_PATH, McpServer, ServerOptions};
 use sandgraph_runtime::{ErrorCode, RunError};
+use sandgraph_server::{ConnLimits, HttpOptions, HttpServer, RouteSet, Tokens};
 use sandgraph_store::Store;
 use sandgraph_studio::StudioOptions;
 
@@ -80,38 +78,38 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "http")]
     tokens: Option<PathBuf>,
     /// Open HTTP connections at once; past it the longest-idle one is closed, or the new one gets 503 when all are busy
-    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_CONNECTIONS as u32,
+    #[arg(long, value_name = "N", default_value_t = sandgraph_server::DEFAULT_MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..), requires = "http")]
     max_connections: u32,
     /// How long a request's headers may take to arrive (also how long a kept-alive connection waits for its next request)
-    #[arg(long, value_name = "MS", default_value_t = sandgraph_mcp::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
+    #[arg(long, value_name = "MS", default_value_t = sandgraph_server::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000), requires = "http")]
     header_timeout_ms: u64,
     /// A connection on which no byte moved for this long is closed
-    #[arg(long, value_name = "MS", default_value_t = sandgraph_mcp::DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
+    #[arg(long, value_name = "MS", default_value_t = sandgraph_server::DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000), requires = "http")]
     idle_timeout_ms: u64,
     /// MCP sessions open at once; a request that would open one more gets 503 with Retry-After
-    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_SESSIONS as u32,
+    #[arg(long, value_name = "N", default_value_t = sandgraph_server::DEFAULT_MAX_SESSIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..), requires = "http")]
     max_sessions: u32,
     /// MCP sessions one principal may hold open at once
-    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_SESSIONS_PER_PRINCIPAL as u32,
+    #[arg(long, value_name = "N", default_value_t = sandgraph_server::DEFAULT_MAX_SESSIONS_PER_PRINCIPAL as u32,
           value_parser = clap::value_parser!(u32).range(1..), requires = "http")]
     max_sessions_per_principal: u32,
     /// A session with no request for this long is closed
-    #[arg(long, value_name = "MS", default_value_t = sandgraph_mcp::DEFAULT_SESSION_IDLE.as_millis() as u64,
+    #[arg(long, value_name = "MS", default_value_t = sandgraph_server::DEFAULT_SESSION_IDLE.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000), requires = "http")]
     session_idle_ms: u64,
     /// Largest HTTP request body in bytes; larger ones get 413
-    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_BODY_BYTES, requires = "http")]
+    #[arg(long, value_name = "N", default_value_t = sandgraph_server::DEFAULT_MAX_BODY_BYTES, requires = "http")]
     max_body_bytes: usize,
     /// Runs in flight at once over all clients, agent-graph calls and the work their updates start included; a call past it gets `[busy]` at once
-    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_CONCURRENT_RUNS as u32,
+    #[arg(long, value_name = "N", default_value_t = sandgraph_server::DEFAULT_MAX_CONCURRENT_RUNS as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_concurrent_runs: u32,
     /// Runs in flight at once for one HTTP principal (a token's name, or an unauthenticated peer)
-    #[arg(long, value_name = "N", default_value_t = sandgraph_mcp::DEFAULT_MAX_RUNS_PER_PRINCIPAL as u32,
+    #[arg(long, value_name = "N", default_value_t = sandgraph_server::DEFAULT_MAX_RUNS_PER_PRINCIPAL as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_runs_per_principal: u32,
     /// On SIGINT/SIGTERM, how long running calls get to finish before they are cancelled
@@ -381,13 +379,14 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     } else {
         None
     };
-    let Some(mut options) = http else {
+    let Some(options) = http else {
         let served =
-            sandgraph_mcp::serve_stdio(server, sandgraph_mcp::shutdown_signal(), grace).await;
+            sandgraph_mcp::serve_stdio(server, sandgraph_server::shutdown_signal(), grace).await;
         drop(poller);
         served.map_err(|e| Failure::internal(e.to_string()))?;
         return Ok(ExitCode::SUCCESS);
     };
+    let mut routes: Vec<Box<dyn RouteSet>> = vec![Box::new(server.routes())];
     if !args.no_ui {
         // The journal's rows have no owner: a server that names several
         // principals (a tokens file) shows it to none of them.
@@ -396,20 +395,24 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
             None => store.as_ref().map(Store::journal),
         };
         let studio = StudioOptions { journal, operators };
-        options.ui = Some(sandgraph_studio::ui_routes(server.clone(), studio));
+        let context = server.context().clone();
+        routes.push(Box::new(sandgraph_studio::routes(context, studio)));
     }
-    serve_http(server, options, poller).await
+    serve_http(server, routes, options, poller).await
 }
 
-/// Serves `server` over HTTP until SIGINT/SIGTERM, then stops the work
-/// poller and shuts down gracefully.
+/// Serves `server`'s `routes` (`/mcp`, and the studio's unless `--no-ui`)
+/// over HTTP until SIGINT/SIGTERM, then stops the work poller and shuts
+/// down gracefully.
 async fn serve_http(
     server: McpServer,
+    routes: Vec<Box<dyn RouteSet>>,
     options: HttpOptions,
     poller: Poller,
 ) -> Result<ExitCode, Failure> {
-    let studio = options.ui.is_some();
-    let http = HttpServer::bind(server, options)
+    let studio = routes.len() > 1;
+    let admission = server.context().admission().clone();
+    let http = HttpServer::bind(admission, routes, options)
         .await
         .map_err(|e| invalid(e.to_string()))?;
     if studio {
@@ -417,8 +420,8 @@ async fn serve_http(
     }
     // The one line a supervisor (or a test) waits for, on stderr: last, so
     // whoever sees it has seen the others.
-    eprintln!("sandgraph: serving MCP at {}", http.url());
-    sandgraph_mcp::shutdown_signal().await;
+    eprintln!("sandgraph: serving MCP at {}", http.url(MCP_PATH));
+    sandgraph_server::shutdown_signal().await;
     eprintln!("sandgraph: shutting down");
     drop(poller);
     http.shutdown();

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use sandgraph_core::json;
+use sandgraph_core::{Start, json};
 use sandgraph_registry::{CallOptions, Registry, RegistryEvent};
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
@@ -235,10 +235,11 @@ pub async fn call(args: CallArgs) -> Result<ExitCode, Failure> {
         configurable,
         ..CallOptions::default()
     };
-    let out = match resume {
-        Some(value) => tool.resume(value, opts).await?,
-        None => tool.call(input, opts).await?,
+    let start = match resume {
+        Some(value) => Start::Resume(value),
+        None => Start::Input(input),
     };
+    let out = tool.run(start, opts, &mut |_| {}).await?;
     outln!("{}", show::json(&out.text));
     Ok(if out.interrupted {
         ExitCode::from(exit::INTERRUPTED)

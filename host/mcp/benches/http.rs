@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
-use sandgraph_mcp::{HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_mcp::{MCP_PATH, McpServer, ServerOptions, bind_http};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryOptions};
+use sandgraph_server::{HttpOptions, HttpServer};
 use serde_json::json;
 
 const CONCURRENCY: [usize; 3] = [1, 8, 64];
@@ -136,7 +137,7 @@ async fn bench(measure: Duration) {
             ..ServerOptions::default()
         },
     );
-    let http = HttpServer::bind(
+    let http = bind_http(
         server,
         HttpOptions::new("127.0.0.1:0".parse().expect("an address")),
     )
@@ -147,7 +148,7 @@ async fn bench(measure: Duration) {
         for _ in 0..clients {
             let transport = StreamableHttpClientTransport::with_client(
                 reqwest::Client::new(),
-                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(http.url()),
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(http.url(MCP_PATH)),
             );
             sessions.push(Arc::new(().serve(transport).await.expect("a session")));
         }
@@ -319,7 +320,7 @@ async fn serve_echo_twice(token: &str) -> (HttpServer, HttpServer, tempfile::Tem
         );
         let mut options = HttpOptions::new("127.0.0.1:0".parse().expect("an address"));
         options.token = token.map(str::to_owned);
-        HttpServer::bind(server, options)
+        bind_http(server, options)
     };
     let open = serve(None).await.expect("the server binds");
     let tokened = serve(Some(token)).await.expect("the server binds");
@@ -357,11 +358,11 @@ fn sockets(idle: usize) {
     let (mut without, mut with) = (Vec::new(), Vec::new());
     client_rt.block_on(async {
         // Warm both servers (pools, compiled component, caches).
-        socket_round(&open.url(), None).await;
-        socket_round(&tokened.url(), Some(TOKEN)).await;
+        socket_round(&open.url(MCP_PATH), None).await;
+        socket_round(&tokened.url(MCP_PATH), Some(TOKEN)).await;
         for _ in 0..2 {
-            without.push(socket_round(&open.url(), None).await);
-            with.push(socket_round(&tokened.url(), Some(TOKEN)).await);
+            without.push(socket_round(&open.url(MCP_PATH), None).await);
+            with.push(socket_round(&tokened.url(MCP_PATH), Some(TOKEN)).await);
         }
     });
     let a = report("without tokens", &without);

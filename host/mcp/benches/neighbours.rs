@@ -38,8 +38,9 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use sandgraph_mcp::{HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_mcp::{MCP_PATH, McpServer, ServerOptions, bind_http};
 use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
+use sandgraph_server::{HttpOptions, HttpServer};
 use serde_json::json;
 
 type Client = Arc<RunningService<RoleClient, ()>>;
@@ -205,7 +206,7 @@ async fn start_server(hold_port: u16) -> (HttpServer, McpServer, tempfile::TempD
             ..ServerOptions::default()
         },
     );
-    let http = HttpServer::bind(
+    let http = bind_http(
         server.clone(),
         HttpOptions::new("127.0.0.1:0".parse().expect("an address")),
     )
@@ -381,7 +382,7 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         server_rt.metrics().num_workers()
     );
-    client_rt.block_on(measure(http.url(), server, calls.max(1), hold_port));
+    client_rt.block_on(measure(http.url(MCP_PATH), server, calls.max(1), hold_port));
     server_rt.block_on(async {
         http.shutdown();
         let _ = http.wait().await;

@@ -57,12 +57,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rmcp::model::{ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam};
 use rmcp::{Peer, RoleServer};
 use sandgraph_controller::{
-    AgentGraphStore, AgentGraphTools, CallIdentity, Projection, SupervisorWake, ToolDef,
-    ToolFailure, ToolResult, UPDATE_TOOL, VIEW_TOOL, YIELD_TOOL, tool_defs,
+    AgentGraphStore, AgentGraphTools, CallIdentity, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL,
+    VIEW_TOOL, YIELD_TOOL, tool_defs,
 };
+use sandgraph_server::AgentGraphOwners;
 use sandgraph_store::SupervisorRuns;
-
-use crate::principal::Principal;
 use serde_json::Value;
 
 /// Called with the graph id after every committed (not replayed) update.
@@ -214,6 +213,8 @@ struct Sessions {
 /// The controller of a running server.
 pub(crate) struct AgentGraph {
     options: ControllerOptions,
+    /// The graphs' roots, when there is a store.
+    owners: Option<AgentGraphOwners>,
     local_session: String,
     defs: Vec<ToolDef>,
     sessions: Mutex<Sessions>,
@@ -223,8 +224,13 @@ pub(crate) struct AgentGraph {
 
 impl AgentGraph {
     pub(crate) fn new(options: ControllerOptions) -> Self {
+        let owners = options
+            .store
+            .clone()
+            .map(|store| AgentGraphOwners::new(store, options.supervisor_runs.clone()));
         AgentGraph {
             options,
+            owners,
             local_session: new_local_session_id(),
             defs: tool_defs(),
             sessions: Mutex::default(),
@@ -239,6 +245,11 @@ impl AgentGraph {
 
     pub(crate) fn local_session(&self) -> &str {
         &self.local_session
+    }
+
+    /// Who owns which graph, when there is a store.
+    pub(crate) fn owners(&self) -> Option<AgentGraphOwners> {
+        self.owners.clone()
     }
 
     fn sessions(&self) -> MutexGuard<'_, Sessions> {
@@ -315,7 +326,7 @@ impl AgentGraph {
             return Ok((Vec::new(), Vec::new()));
         };
         // No caller: a graph with no update has no wake either.
-        let root = self.root_of(store, graph_id, "")?;
+        let root = self.root_of(graph_id, "")?;
         let tools = {
             let mut sessions = self.sessions();
             self.entry(&mut sessions, store, &root).tools.clone()
@@ -382,7 +393,7 @@ impl AgentGraph {
         let tools = match &self.options.store {
             None => AgentGraphTools::unavailable(),
             Some(store) => {
-                let root = self.root_of(store, graph_id, session)?;
+                let root = self.root_of(graph_id, session)?;
                 let mut sessions = self.sessions();
                 self.entry(&mut sessions, store, &root).tools.clone()
             }
@@ -398,23 +409,13 @@ impl AgentGraph {
         })
     }
 
-    /// The root session of `graph_id`: its supervised run's, else that of
-    /// its first update, else `caller`.
-    fn root_of(
-        &self,
-        store: &AgentGraphStore,
-        graph_id: &str,
-        caller: &str,
-    ) -> Result<String, ToolFailure> {
-        if let Some(runs) = &self.options.supervisor_runs
-            && let Some(run) = runs
-                .get(graph_id)
-                .map_err(|e| ToolFailure::plain(e.to_string()))?
-        {
-            return Ok(run.root_session_id);
+    /// The root session of `graph_id` ([`AgentGraphOwners::root_of`]);
+    /// `caller` without a store.
+    fn root_of(&self, graph_id: &str, caller: &str) -> Result<String, ToolFailure> {
+        match &self.owners {
+            Some(owners) => owners.root_of(graph_id, caller),
+            None => Ok(caller.to_owned()),
         }
-        let first = store.list_schedule_updates(graph_id)?.into_iter().next();
-        Ok(first.map_or_else(|| caller.to_owned(), |u| u.request.source.session_id))
     }
 
     /// One call of `session` (empty: no caller). Blocks on the store.
@@ -446,7 +447,7 @@ impl AgentGraph {
         let _serial = (tool == UPDATE_TOOL)
             .then(|| self.updates.lock().unwrap_or_else(PoisonError::into_inner));
         let root = match args.get("graphId").and_then(Value::as_str) {
-            Some(g) => self.root_of(store, g, session)?,
+            Some(g) => self.root_of(g, session)?,
             None => session.to_owned(),
         };
         let tools = {
@@ -464,66 +465,6 @@ impl AgentGraph {
             }
             _ => Ok(result),
         }
-    }
-}
-
-/// An agent graph as its owner reads it outside MCP (the studio):
-/// [`McpServer::owned_agent_graph`](crate::McpServer::owned_agent_graph).
-#[derive(Debug, Clone)]
-pub struct OwnedAgentGraph {
-    /// Its live projection ([`Projection::view_page`] gives the view its
-    /// root sees).
-    pub projection: Projection,
-    /// Its supervisor wakes, by `createdAt` then wake id.
-    pub wakes: Vec<SupervisorWake>,
-}
-
-/// Read-only access for the owner of agent graphs, without a root-session
-/// check of the controller tools: ownership is decided here, by the same
-/// root lookup the tools use.
-impl AgentGraph {
-    /// The ids of the graphs `principal` owns, by id, at most `max`.
-    /// Blocks on the store.
-    pub(crate) fn owned(
-        &self,
-        principal: &Principal,
-        max: usize,
-    ) -> Result<Vec<String>, ToolFailure> {
-        let store = self.store()?;
-        let mut owned = Vec::new();
-        for graph in store.list_graphs()? {
-            if owned.len() >= max {
-                break;
-            }
-            if principal.owns(&self.root_of(store, &graph, "")?) {
-                owned.push(graph);
-            }
-        }
-        Ok(owned)
-    }
-
-    /// `graph_id` when `principal` owns it, else `None`. Blocks on the
-    /// store.
-    pub(crate) fn read_owned(
-        &self,
-        principal: &Principal,
-        graph_id: &str,
-    ) -> Result<Option<OwnedAgentGraph>, ToolFailure> {
-        let store = self.store()?;
-        if !principal.owns(&self.root_of(store, graph_id, "")?) {
-            return Ok(None);
-        }
-        Ok(Some(OwnedAgentGraph {
-            projection: Projection::load(store, graph_id)?,
-            wakes: store.list_supervisor_wakes(graph_id)?,
-        }))
-    }
-
-    fn store(&self) -> Result<&AgentGraphStore, ToolFailure> {
-        self.options
-            .store
-            .as_ref()
-            .ok_or_else(|| ToolFailure::plain("the agent graph store is unavailable"))
     }
 }
 
@@ -558,6 +499,7 @@ fn with_wakes(mut result: ToolResult, wakes: Vec<ToolResult>) -> Result<ToolResu
 mod tests {
     use super::*;
     use sandgraph_controller::OpenAgentGraphs;
+    use sandgraph_server::Principal;
     use sandgraph_store::Store;
     use serde_json::json;
 
@@ -647,6 +589,7 @@ mod tests {
     fn owners_read_their_own_graphs_only() {
         let (_dir, store) = store();
         let ag = AgentGraph::new(ControllerOptions::new(store.agent_graphs()));
+        let owners = ag.owners().unwrap();
         let alice = Principal::Named(Arc::from("alice"));
         let peer = Principal::Peer(Arc::from("uid 7"));
         ag.call(UPDATE_TOOL, add("a1"), &alice.owner("s"), "1".into())
@@ -657,16 +600,16 @@ mod tests {
             .unwrap();
         ag.call(UPDATE_TOOL, add("x"), "uid 70/s1", "1".into())
             .unwrap();
-        assert_eq!(ag.owned(&alice, 10).unwrap(), ["a1", "a2"]);
-        assert_eq!(ag.owned(&alice, 1).unwrap(), ["a1"]);
-        assert_eq!(ag.owned(&peer, 10).unwrap(), ["p1"]);
-        let read = ag.read_owned(&alice, "a2").unwrap().unwrap();
+        assert_eq!(owners.owned(&alice, 10).unwrap(), ["a1", "a2"]);
+        assert_eq!(owners.owned(&alice, 1).unwrap(), ["a1"]);
+        assert_eq!(owners.owned(&peer, 10).unwrap(), ["p1"]);
+        let read = owners.read_owned(&alice, "a2").unwrap().unwrap();
         assert_eq!(read.projection.revision(), 1);
         assert_eq!(read.projection.work().len(), 1);
         assert!(read.wakes.is_empty());
-        assert!(ag.read_owned(&alice, "p1").unwrap().is_none());
-        assert!(ag.read_owned(&peer, "x").unwrap().is_none());
-        assert!(ag.read_owned(&alice, "nothing").unwrap().is_none());
+        assert!(owners.read_owned(&alice, "p1").unwrap().is_none());
+        assert!(owners.read_owned(&peer, "x").unwrap().is_none());
+        assert!(owners.read_owned(&alice, "nothing").unwrap().is_none());
     }
 
     #[test]

@@ -4,11 +4,12 @@
 //! It is a thin adapter: [`McpServer`] lists the registry's model-visible
 //! tools (`tools/list`: name, description, `inputSchema` = the compiled
 //! parameter schema, `outputSchema`), and runs each `tools/call` through
-//! [`sandgraph_registry::GraphTool::call_streaming`], which validates the
+//! [`sandgraph_registry::GraphTool::run`], which validates the
 //! arguments, runs the graph's `validate` and then the graph. Success is the
 //! final state as `structuredContent` plus its pretty JSON as one text block;
 //! every failure is a tool result with `isError: true` and a text starting
-//! with `[<code>]` (the run's error code, or [`BUSY`] / [`UNKNOWN_TOOL`]).
+//! with `[<code>]` (the run's error code, or [`sandgraph_server::BUSY`] /
+//! [`UNKNOWN_TOOL`]).
 //!
 //! * Progress: a call with a progress token gets one
 //!   `notifications/progress` per completed superstep (`progress` = steps
@@ -22,14 +23,17 @@
 //!   for every mounted graph.
 //! * Concurrency: calls run in parallel, several per graph; a
 //!   server-wide limit ([`ServerOptions::max_concurrent_runs`]) answers
-//!   `[busy]` past it instead of queueing.
+//!   `[busy]` past it instead of queueing. The limits are the host's
+//!   [`sandgraph_server::Admission`] ([`McpServer::context`]), which the
+//!   studio's runs share.
 //!
 //! * Agent graphs: with a controller ([`ServerOptions::controller`],
 //!   [`ControllerOptions`]), `view_agent_graph`, `update_agent_graph` and
 //!   `yield_agent_graph` of [`sandgraph_controller`] are listed after the
 //!   graph tools (hiding a graph tool of the same name, with a warning).
 //!   The caller is the supervisor session: over Streamable HTTP its
-//!   [`Principal`] (without tokens, its MCP session on its peer), else the
+//!   [`sandgraph_server::Principal`] (without tokens, its MCP session on
+//!   its peer), else the
 //!   server's local session. The caller that creates a graph is its root,
 //!   and every other caller gets `[not_root_session] …`. Success is the tool's text plus its value as
 //!   `structuredContent`; a failure is an `isError` result whose text is the
@@ -42,64 +46,28 @@
 //!   the root's sessions as `notifications/resources/updated` for it and
 //!   delivered on the root's next view or yield.
 //!
-//! [`serve_stdio`] and [`HttpServer`] are the two transports.
-//! Over HTTP the server can also serve extra routes beside `/mcp`
-//! ([`UiRoutes`], the studio web app), behind the same Host/Origin checks
-//! and limits, their API behind the same authentication.
+//! [`serve_stdio`] and Streamable HTTP are the two transports: over HTTP
+//! the server is one route set ([`McpServer::routes`], `/mcp`) of the
+//! host's [`sandgraph_server::HttpServer`], beside the studio's;
+//! [`bind_http`] serves it alone. The listener, authentication, the
+//! Host/Origin checks and the limits are the server crate's; this crate
+//! keeps MCP's own session bookkeeping (each `Mcp-Session-Id` bound to the
+//! principal that opened it, and the session caps).
 
 #![deny(missing_docs)]
 // Every declared dependency is used: CI's build makes this an error.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod agent_graph;
-mod conn;
 mod http;
 mod interrupts;
-mod principal;
 mod prompts;
 mod resources;
 mod server;
 mod stdio;
-mod ui;
 
-pub use agent_graph::{ControllerOptions, OwnedAgentGraph};
-pub use conn::{
-    ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
-};
-pub use http::{
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
-    DEFAULT_SESSION_IDLE, DEFAULT_SHUTDOWN_GRACE, HttpError, HttpOptions, HttpServer, MCP_PATH,
-};
+pub use agent_graph::ControllerOptions;
+pub use http::{MCP_PATH, McpRoutes, bind_http};
 pub use interrupts::{CONFIGURABLE_META_KEY, MAX_ELICITATION_ROUNDS, RESUME_META_KEY};
-pub use principal::{Principal, SHARED_TOKEN_PRINCIPAL, Tokens, TokensError};
-pub use server::{
-    BUSY, Checkpoints, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL,
-    MAX_THREAD_NAME_BYTES, McpServer, RunPermit, ServerOptions, Stats, THREAD_META_KEY,
-    UNKNOWN_TOOL, thread_key, thread_owner,
-};
+pub use server::{Checkpoints, McpServer, ServerOptions, THREAD_META_KEY, UNKNOWN_TOOL};
 pub use stdio::{StdioError, serve_stdio};
-pub use ui::UiRoutes;
-
-/// Resolves at the first SIGINT or SIGTERM (Ctrl-C elsewhere).
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}

@@ -1,12 +1,11 @@
 //! The MCP handler: tools, resources and change notifications over a
-//! [`Registry`]. Every call runs through [`GraphTool::call_streaming`]; this
-//! module only translates.
+//! [`Registry`]. Every call runs through [`GraphTool::run`]; this module
+//! only translates.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Extensions,
@@ -21,29 +20,23 @@ use rmcp::service::{
     SubscriptionSink,
 };
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use sandgraph_controller::{ToolCode, ToolDef, ToolFailure, ToolResult};
+use sandgraph_controller::{
+    ToolCode, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL, VIEW_TOOL, YIELD_TOOL,
+};
 use sandgraph_core::text::{guest_name, guest_text};
-use sandgraph_core::{ErrorCode, RunError, StepEvent};
+use sandgraph_core::{ErrorCode, RunError, Start, StepEvent};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryEvent, ToolOutput};
+use sandgraph_server::{
+    Admission, AdmissionOptions, BUSY, Context, DEFAULT_MAX_CONCURRENT_RUNS,
+    DEFAULT_MAX_RUNS_PER_PRINCIPAL, MAX_THREAD_NAME_BYTES, Principal, RunPermit, Stats, thread_key,
+};
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, broadcast, mpsc, watch};
+use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::agent_graph::{self, AgentGraph, ControllerOptions};
 use crate::interrupts;
-use crate::principal::Principal;
 use crate::{prompts, resources};
-
-/// Default of [`ServerOptions::max_concurrent_runs`].
-pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 64;
-
-/// Default of [`ServerOptions::max_runs_per_principal`]: a quarter of the
-/// server's, so one client cannot take every slot.
-pub const DEFAULT_MAX_RUNS_PER_PRINCIPAL: usize = 16;
-
-/// Error code of a call refused because the server is at its run limit or
-/// shutting down: `[busy] ...`.
-pub const BUSY: &str = "busy";
 
 /// Error code of a call to a name that is not a listed tool:
 /// `[unknown_tool] ...`.
@@ -86,10 +79,6 @@ pub struct ServerOptions {
 /// never read or continue each other's threads.
 pub const THREAD_META_KEY: &str = "sandgraph/thread";
 
-/// Longest thread name a client may give: with the principal key and the
-/// tool name it must fit the store's 256-byte thread ids.
-pub const MAX_THREAD_NAME_BYTES: usize = 100;
-
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
@@ -99,19 +88,6 @@ impl Default for ServerOptions {
             threads: None,
         }
     }
-}
-
-/// Counters of the server since it started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Tool calls running now (their runs and instances are alive).
-    pub in_flight: usize,
-    /// Tool calls admitted (past the name check and the run limit).
-    pub calls: u64,
-    /// Admitted calls that the client cancelled before they ended.
-    pub cancelled: u64,
-    /// Calls refused with `[busy]`.
-    pub busy: u64,
 }
 
 /// Where change notifications go: a session that initialized (legacy
@@ -262,25 +238,13 @@ fn warn_shadowed(name: &str) {
 }
 
 struct Shared {
-    registry: Registry,
+    /// The graphs, threads and run admission, shared with the server's
+    /// other front doors.
+    context: Context,
     /// The agent-graph tools, when the server has a controller.
     agent_graph: Option<Arc<AgentGraph>>,
     /// Their MCP definitions.
     agent_graph_defs: Vec<Tool>,
-    /// Durable threads of graph tool calls, if the server keeps them.
-    threads: Option<sandgraph_store::ThreadStore>,
-    runs: Arc<Semaphore>,
-    max_runs: usize,
-    /// Runs in flight per principal key (entries at zero are removed).
-    principal_runs: Arc<Mutex<HashMap<String, usize>>>,
-    max_principal_runs: usize,
-    closing: AtomicBool,
-    /// Cancels every run (the hard end of a shutdown).
-    stop: CancellationToken,
-    in_flight: watch::Sender<usize>,
-    calls: AtomicU64,
-    cancelled: AtomicU64,
-    busy: AtomicU64,
     notifier: Arc<Notifier>,
     _forwarder: DropGuard,
 }
@@ -288,8 +252,9 @@ struct Shared {
 /// The MCP server of a registry: every `as_tool` graph as a tool, every
 /// mounted graph's spec and Mermaid diagram as resources.
 ///
-/// Cheap to clone; clones share the run limit, the counters and the
-/// connected clients (the HTTP transport makes one clone per session).
+/// Cheap to clone; clones share the [`Context`] (the run limit and
+/// counters among it) and the connected clients (the HTTP transport makes
+/// one clone per session).
 #[derive(Clone)]
 pub struct McpServer {
     shared: Arc<Shared>,
@@ -298,8 +263,7 @@ pub struct McpServer {
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
-            .field("max_runs", &self.shared.max_runs)
-            .field("stats", &self.stats())
+            .field("admission", self.shared.context.admission())
             .finish_non_exhaustive()
     }
 }
@@ -333,15 +297,6 @@ impl Checkpoints {
     }
 }
 
-/// Decrements the in-flight gauge when a call ends, however it ends.
-struct InFlight<'a>(&'a watch::Sender<usize>);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
 impl McpServer {
     /// A server over `registry`. Registry changes (e.g. from
     /// [`Registry::watch`]) are announced to connected clients as
@@ -350,7 +305,6 @@ impl McpServer {
     ///
     /// Must be called within a tokio runtime.
     pub fn new(registry: Registry, options: ServerOptions) -> McpServer {
-        let max_runs = options.max_concurrent_runs.max(1);
         let notifier = Arc::new(Notifier::default());
         let forwarder = CancellationToken::new();
         let agent_graph = options.controller.map(|c| Arc::new(AgentGraph::new(c)));
@@ -372,105 +326,56 @@ impl McpServer {
             agent_graph.is_some(),
             forwarder.clone(),
         ));
-        let (in_flight, _) = watch::channel(0);
+        let admission = Admission::new(AdmissionOptions {
+            max_concurrent_runs: options.max_concurrent_runs,
+            max_runs_per_principal: options.max_runs_per_principal,
+        });
+        let mut context = Context::new(registry, admission).with_threads(options.threads);
+        if let Some(agent) = &agent_graph {
+            context =
+                context.with_controller(&[VIEW_TOOL, UPDATE_TOOL, YIELD_TOOL], agent.owners());
+        }
         McpServer {
             shared: Arc::new(Shared {
-                registry,
+                context,
                 agent_graph,
                 agent_graph_defs,
-                threads: options.threads,
-                runs: Arc::new(Semaphore::new(max_runs)),
-                max_runs,
-                principal_runs: Arc::default(),
-                max_principal_runs: options.max_runs_per_principal.max(1),
-                closing: AtomicBool::new(false),
-                stop: CancellationToken::new(),
-                in_flight,
-                calls: AtomicU64::new(0),
-                cancelled: AtomicU64::new(0),
-                busy: AtomicU64::new(0),
                 notifier,
                 _forwarder: forwarder.drop_guard(),
             }),
         }
     }
 
+    /// What the server shares with the other front doors of its host (the
+    /// studio): the graphs callers may see, the threads, the run
+    /// admission, the agent graphs' owners.
+    pub fn context(&self) -> &Context {
+        &self.shared.context
+    }
+
     /// The registry served.
     pub fn registry(&self) -> &Registry {
-        &self.shared.registry
+        self.shared.context.registry()
     }
 
     /// The counters so far.
     pub fn stats(&self) -> Stats {
-        let s = &self.shared;
-        Stats {
-            in_flight: *s.in_flight.borrow(),
-            calls: s.calls.load(Ordering::Relaxed),
-            cancelled: s.cancelled.load(Ordering::Relaxed),
-            busy: s.busy.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Starts a shutdown: calls from now on are refused with `[busy]`;
-    /// running calls go on.
-    pub(crate) fn begin_shutdown(&self) {
-        self.shared.closing.store(true, Ordering::Release);
+        self.shared.context.stats()
     }
 
     /// Cancels every running call (cooperative first, then the hard stop
     /// after each run's grace period).
     pub fn cancel_all(&self) {
-        self.shared.stop.cancel();
+        self.admission().cancel_all();
     }
 
-    /// Waits until no call is running, at most `timeout`; `true` when none is.
-    pub(crate) async fn wait_idle(&self, timeout: Duration) -> bool {
-        let mut rx = self.shared.in_flight.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0))
-            .await
-            .is_ok_and(|r| r.is_ok())
+    fn admission(&self) -> &Admission {
+        self.shared.context.admission()
     }
 
     /// The durable threads of graph tool calls ([`ServerOptions::threads`]).
     pub fn threads(&self) -> Option<&sandgraph_store::ThreadStore> {
-        self.shared.threads.as_ref()
-    }
-
-    /// The ids of the agent graphs `principal` owns (created them, see
-    /// [`ControllerOptions`]), by id, at most `max`: read-only, for hosts
-    /// that show a principal its graphs outside MCP. Blocks on the store.
-    ///
-    /// # Errors
-    ///
-    /// No controller, or a store error.
-    pub fn owned_agent_graphs(
-        &self,
-        principal: &Principal,
-        max: usize,
-    ) -> Result<Vec<String>, ToolFailure> {
-        self.controller()?.owned(principal, max)
-    }
-
-    /// The agent graph `graph_id` when `principal` owns it, else `None`:
-    /// read-only, as [`McpServer::owned_agent_graphs`]. Blocks on the
-    /// store.
-    ///
-    /// # Errors
-    ///
-    /// No controller, or a store or projection error.
-    pub fn owned_agent_graph(
-        &self,
-        principal: &Principal,
-        graph_id: &str,
-    ) -> Result<Option<agent_graph::OwnedAgentGraph>, ToolFailure> {
-        self.controller()?.read_owned(principal, graph_id)
-    }
-
-    fn controller(&self) -> Result<&AgentGraph, ToolFailure> {
-        self.shared
-            .agent_graph
-            .as_deref()
-            .ok_or_else(|| ToolFailure::plain("this server has no controller"))
+        self.shared.context.threads()
     }
 
     /// Whether the agent-graph tools are offered
@@ -510,120 +415,25 @@ impl McpServer {
         Checkpoints(self.shared.agent_graph.as_ref().map(Arc::downgrade))
     }
 
-    /// The graph tool `name` as `tools/list` lists it and `tools/call`
-    /// calls it: mounted, `as_tool`, and not hidden by an agent-graph tool
-    /// of its name; `None` otherwise. Other front doors of the server (the
-    /// studio) serve their callers the same graphs.
-    pub fn visible_tool(&self, name: &str) -> Option<Arc<GraphTool>> {
-        self.tool(name)
-    }
-
-    /// A model-visible graph tool by name (an agent-graph tool hides a
-    /// graph tool of its name).
-    fn tool(&self, name: &str) -> Option<Arc<GraphTool>> {
-        if self.shared.agent_graph.is_some() && agent_graph::is_tool(name) {
-            return None;
-        }
-        self.shared.registry.get(name).filter(|t| t.as_tool())
-    }
-
-    /// The model-visible tools: the graph tools, then the agent-graph
-    /// tools.
+    /// The model-visible tools: the graph tools ([`Context::visible_tool`]
+    /// says which), then the agent-graph tools.
     fn definitions(&self) -> Vec<Tool> {
         let s = &self.shared;
-        let shadowing = s.agent_graph.is_some();
-        s.registry
+        s.context
+            .registry()
             .tools()
             .iter()
-            .filter(|t| !(shadowing && agent_graph::is_tool(t.name())))
+            .filter(|t| !s.context.is_reserved(t.name()))
             .map(|t| tool_definition(t))
             .chain(s.agent_graph_defs.iter().cloned())
             .collect()
-    }
-
-    /// Why a call cannot start because the server is closing (the message
-    /// of a `[busy]` error).
-    fn refuse_if_closing(&self) -> Result<(), String> {
-        let s = &self.shared;
-        if s.closing.load(Ordering::Acquire) {
-            s.busy.fetch_add(1, Ordering::Relaxed);
-            return Err("the server is shutting down".to_owned());
-        }
-        Ok(())
     }
 
     /// The server's run slots: work started on behalf of a call (the
     /// waves an agent-graph update starts) takes one per run here, so it
     /// counts under [`ServerOptions::max_concurrent_runs`].
     pub fn run_slots(&self) -> Arc<Semaphore> {
-        self.shared.runs.clone()
-    }
-
-    /// Admits a run started outside MCP (the studio) for `principal`,
-    /// under the same limits as a `tools/call`: the server's
-    /// [`ServerOptions::max_concurrent_runs`] and the principal's
-    /// [`ServerOptions::max_runs_per_principal`]. The run is counted as a
-    /// call in flight ([`McpServer::stats`], the shutdown's wait) until the
-    /// permit drops. Or why not: the message of a [`BUSY`] error (at a
-    /// limit, or the server is shutting down).
-    ///
-    /// # Errors
-    ///
-    /// At a limit, or shutting down.
-    pub fn admit_run(&self, principal: &Principal) -> Result<RunPermit, String> {
-        let slot = self.admit(Some(principal))?;
-        let s = &self.shared;
-        s.calls.fetch_add(1, Ordering::Relaxed);
-        s.in_flight.send_modify(|n| *n += 1);
-        Ok(RunPermit {
-            shared: self.shared.clone(),
-            cancel: s.stop.child_token(),
-            _slot: slot,
-        })
-    }
-
-    /// A run slot of the server and of the caller's principal, or why
-    /// there is none (the message of a `[busy]` error).
-    fn admit(&self, principal: Option<&Principal>) -> Result<RunSlot, String> {
-        let s = &self.shared;
-        self.refuse_if_closing()?;
-        let busy = |why: String| {
-            s.busy.fetch_add(1, Ordering::Relaxed);
-            why
-        };
-        let principal = match principal {
-            Some(p) => {
-                let key = p.key();
-                let mut runs = s
-                    .principal_runs
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                let n = runs.entry(key.clone()).or_insert(0);
-                if *n >= s.max_principal_runs {
-                    return Err(busy(format!(
-                        "{} runs of {p} are already in flight (the limit per client); retry \
-                         later",
-                        s.max_principal_runs
-                    )));
-                }
-                *n += 1;
-                Some(PrincipalRun {
-                    runs: s.principal_runs.clone(),
-                    key,
-                })
-            }
-            None => None,
-        };
-        match s.runs.clone().try_acquire_owned() {
-            Ok(permit) => Ok(RunSlot {
-                _permit: permit,
-                _principal: principal,
-            }),
-            Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => Err(busy(format!(
-                "{} runs are already in flight (the server's limit); retry later",
-                s.max_runs
-            ))),
-        }
+        self.admission().run_slots()
     }
 
     /// One `tools/call`: always a tool result, never a protocol error.
@@ -639,7 +449,7 @@ impl McpServer {
             let agent = agent.clone();
             return self.call_agent_graph(&agent, params, &ctx).await;
         }
-        let Some(tool) = self.tool(name) else {
+        let Some(tool) = self.shared.context.visible_tool(name) else {
             return self.unknown_tool(name);
         };
         let principal = principal_of(&ctx);
@@ -651,11 +461,10 @@ impl McpServer {
             Ok(m) => m,
             Err(why) => return error_result(ErrorCode::InvalidInput.as_str(), &why),
         };
-        let _admitted = match self.enter(principal.as_ref()) {
+        let admitted = match self.admission().admit(principal.as_ref()) {
             Ok(a) => a,
-            Err(why) => return error_result(BUSY, &why),
+            Err(why) => return error_result(BUSY, &why.to_string()),
         };
-        let s = &self.shared;
         tracing::info!(
             tool = name,
             thread = thread_id.as_deref(),
@@ -664,11 +473,11 @@ impl McpServer {
         let started = Instant::now();
         let start = match meta.resume {
             Some(answer) => Start::Resume(answer),
-            None => Start::Call(Value::Object(params.arguments.unwrap_or_default())),
+            None => Start::Input(Value::Object(params.arguments.unwrap_or_default())),
         };
         let opts = CallOptions {
-            cancel: s.stop.child_token(),
-            threads: thread_id.as_ref().and(s.threads.clone()),
+            cancel: admitted.cancel_token().clone(),
+            threads: thread_id.as_ref().and(self.threads().cloned()),
             thread_id,
             configurable: meta.configurable,
             ..CallOptions::default()
@@ -676,7 +485,7 @@ impl McpServer {
         let (outcome, by_client) = run_answering(tool, start, opts, &ctx).await;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if by_client {
-            s.cancelled.fetch_add(1, Ordering::Relaxed);
+            self.admission().count_cancelled();
         }
         let code = match &outcome {
             Ok(out) if out.interrupted => "interrupted",
@@ -723,26 +532,13 @@ impl McpServer {
         tool: &str,
     ) -> Result<Option<String>, String> {
         let thread_id = call_thread(params, ctx, principal, tool)?;
-        if thread_id.is_some() && self.shared.threads.is_none() {
+        if thread_id.is_some() && self.threads().is_none() {
             return Err(format!(
                 "_meta {THREAD_META_KEY:?}: this server keeps no durable threads \
                  (start it with --store)"
             ));
         }
         Ok(thread_id)
-    }
-
-    /// Admits a call ([`McpServer::admit`]) and counts it as started and in
-    /// flight until the returned guard drops.
-    fn enter(&self, principal: Option<&Principal>) -> Result<Admitted<'_>, String> {
-        let slot = self.admit(principal)?;
-        let s = &self.shared;
-        s.calls.fetch_add(1, Ordering::Relaxed);
-        s.in_flight.send_modify(|n| *n += 1);
-        Ok(Admitted {
-            _in_flight: InFlight(&s.in_flight),
-            _slot: slot,
-        })
     }
 
     /// One `tools/call` of an agent-graph tool: a store call on a blocking
@@ -756,9 +552,9 @@ impl McpServer {
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let name = params.name.to_string();
-        let _admitted = match self.enter(principal_of(ctx).as_ref()) {
+        let _admitted: RunPermit = match self.admission().admit(principal_of(ctx).as_ref()) {
             Ok(a) => a,
-            Err(why) => return error_result(BUSY, &why),
+            Err(why) => return error_result(BUSY, &why.to_string()),
         };
         tracing::info!(tool = name, "tool call started");
         let started = Instant::now();
@@ -812,55 +608,6 @@ impl McpServer {
     }
 }
 
-/// A run admitted by [`McpServer::admit_run`]: it holds a run slot of the
-/// server and of its principal, and counts as a call in flight, until it
-/// drops.
-pub struct RunPermit {
-    shared: Arc<Shared>,
-    cancel: CancellationToken,
-    _slot: RunSlot,
-}
-
-impl std::fmt::Debug for RunPermit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunPermit").finish_non_exhaustive()
-    }
-}
-
-impl RunPermit {
-    /// The run's cancellation: cancelled when the server cancels every
-    /// run ([`McpServer::cancel_all`], the end of a shutdown's grace);
-    /// the holder cancels it to stop the run.
-    pub fn cancel_token(&self) -> &CancellationToken {
-        &self.cancel
-    }
-}
-
-impl Drop for RunPermit {
-    fn drop(&mut self) {
-        self.shared
-            .in_flight
-            .send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-/// An admitted call: in flight and holding a run slot until it drops (the
-/// gauge first, then the slot).
-struct Admitted<'a> {
-    _in_flight: InFlight<'a>,
-    _slot: RunSlot,
-}
-
-/// Runs a graph tool call: its own supersteps become progress
-/// notifications to the client, and the client's cancellation cancels the
-/// run. Returns the outcome and whether the client cancelled.
-/// How a graph tool call starts: with its arguments, or by answering its
-/// thread's pending interrupt(s).
-enum Start {
-    Call(Value),
-    Resume(Value),
-}
-
 /// [`run_tool`], then, while the run stops at an interrupt on a durable
 /// thread and the client answers elicitations, the answers resume it (at
 /// most [`interrupts::MAX_ELICITATION_ROUNDS`] times).
@@ -891,6 +638,9 @@ async fn run_answering(
     (outcome, by_client)
 }
 
+/// Runs a graph tool call ([`GraphTool::run`]): its own supersteps become
+/// progress notifications to the client, and the client's cancellation
+/// cancels the run. Returns the outcome and whether the client cancelled.
 async fn run_tool(
     tool: Arc<GraphTool>,
     start: Start,
@@ -914,12 +664,7 @@ async fn run_tool(
         // Boxed: the run's future nests the executor's, deep enough that
         // a session future holding it inline overflows rustc's layout
         // query depth (the MCP tests' `serve` task).
-        match start {
-            Start::Call(args) => Box::pin(tool.call_streaming(args, opts, &mut on_step)).await,
-            Start::Resume(answer) => {
-                Box::pin(tool.resume_streaming(answer, opts, &mut on_step)).await
-            }
-        }
+        Box::pin(tool.run(start, opts, &mut on_step)).await
     };
     let client_cancel = ctx.ct.clone();
     let run = async move {
@@ -937,30 +682,6 @@ async fn run_tool(
     };
     let ((outcome, by_client), ()) = tokio::join!(run, forward);
     (outcome, by_client)
-}
-
-/// A run slot: released when the call ends, however it ends.
-struct RunSlot {
-    _permit: OwnedSemaphorePermit,
-    _principal: Option<PrincipalRun>,
-}
-
-/// One run counted under a principal.
-struct PrincipalRun {
-    runs: Arc<Mutex<HashMap<String, usize>>>,
-    key: String,
-}
-
-impl Drop for PrincipalRun {
-    fn drop(&mut self) {
-        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = runs.get_mut(&self.key) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                runs.remove(&self.key);
-            }
-        }
-    }
 }
 
 /// The stored thread a graph tool call runs on: `_meta`'s
@@ -983,39 +704,13 @@ fn call_thread(
     let Some(name) = value.as_str() else {
         return Err(format!("_meta {THREAD_META_KEY:?} must be a string"));
     };
-    if thread_key(principal, name, tool).is_err() {
-        return Err(format!(
+    match thread_key(principal, name, tool) {
+        Ok(key) => Ok(Some(key)),
+        Err(_) => Err(format!(
             "_meta {THREAD_META_KEY:?} must be 1 to {MAX_THREAD_NAME_BYTES} bytes \
              without control characters"
-        ));
+        )),
     }
-    thread_key(principal, name, tool).map(Some)
-}
-
-/// The prefix of every stored thread of `principal` (`None`: the stdio
-/// caller): its key, or `stdio`, then `/`.
-pub fn thread_owner(principal: Option<&Principal>) -> String {
-    let owner = principal.map_or_else(|| "stdio".to_owned(), Principal::key);
-    format!("{owner}/")
-}
-
-/// The stored thread id of the thread `name` of `tool` for `principal`
-/// (`None`: the stdio caller): `<principal key>/<name>/<tool>`, the id a
-/// graph tool call whose `_meta` names [`THREAD_META_KEY`] runs on, so every
-/// host surface of one principal sees the same threads. Or why `name` is
-/// refused: it must be 1 to [`MAX_THREAD_NAME_BYTES`] bytes without control
-/// characters.
-///
-/// # Errors
-///
-/// An empty, too long or control-character name.
-pub fn thread_key(principal: Option<&Principal>, name: &str, tool: &str) -> Result<String, String> {
-    if name.is_empty() || name.len() > MAX_THREAD_NAME_BYTES || name.chars().any(char::is_control) {
-        return Err(format!(
-            "a thread name must be 1 to {MAX_THREAD_NAME_BYTES} bytes without control characters"
-        ));
-    }
-    Ok(format!("{}{name}/{tool}", thread_owner(principal)))
 }
 
 /// The principal of a Streamable HTTP request (set by the HTTP guard);
@@ -1195,7 +890,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let list = self.shared.registry.list();
+        let list = self.registry().list();
         Ok(ListResourcesResult::with_all_items(resources::list(&list)))
     }
 
@@ -1252,7 +947,7 @@ impl ServerHandler for McpServer {
                 None,
             )
         })?;
-        let tool = self.shared.registry.get(name).ok_or_else(|| {
+        let tool = self.registry().get(name).ok_or_else(|| {
             ErrorData::resource_not_found(format!("no graph named \"{name}\""), None)
         })?;
         let contents: ResourceContents =
@@ -1322,54 +1017,6 @@ mod tests {
         ));
         assert!(t.text.ends_with("more bytes]"));
         assert!(!t.text.chars().any(char::is_control));
-    }
-
-    #[test]
-    fn thread_keys_put_the_principal_first() {
-        let alice = Principal::Named(Arc::from("alice"));
-        assert_eq!(
-            thread_key(Some(&alice), "t/1", "greet").unwrap(),
-            "principal:alice/t/1/greet"
-        );
-        assert_eq!(thread_key(None, "t", "greet").unwrap(), "stdio/t/greet");
-        assert_eq!(thread_owner(Some(&alice)), "principal:alice/");
-        for bad in ["", "a\nb", &"x".repeat(MAX_THREAD_NAME_BYTES + 1)] {
-            assert!(thread_key(Some(&alice), bad, "greet").is_err(), "{bad:?}");
-        }
-    }
-
-    #[tokio::test]
-    async fn admitted_runs_count_under_the_limits_until_dropped() {
-        let registry = Registry::empty(
-            sandgraph_tests::runtime().clone(),
-            sandgraph_registry::OperatorConfig::default(),
-            None,
-        );
-        let server = McpServer::new(
-            registry,
-            ServerOptions {
-                max_concurrent_runs: 3,
-                max_runs_per_principal: 2,
-                ..ServerOptions::default()
-            },
-        );
-        let alice = Principal::Named(Arc::from("alice"));
-        let bob = Principal::Named(Arc::from("bob"));
-        let a1 = server.admit_run(&alice).unwrap();
-        let _a2 = server.admit_run(&alice).unwrap();
-        let busy = server.admit_run(&alice).unwrap_err();
-        assert!(busy.contains("the limit per client"), "{busy}");
-        let _b1 = server.admit_run(&bob).unwrap();
-        let busy = server.admit_run(&bob).unwrap_err();
-        assert!(busy.contains("the server's limit"), "{busy}");
-        assert_eq!(server.stats().in_flight, 3);
-        assert_eq!(server.stats().busy, 2);
-        let cancel = a1.cancel_token().clone();
-        server.cancel_all();
-        assert!(cancel.is_cancelled());
-        drop(a1);
-        assert_eq!(server.stats().in_flight, 2);
-        let _a3 = server.admit_run(&alice).unwrap();
     }
 
     #[test]

@@ -37,8 +37,8 @@ pub async fn serve_stdio(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> Result<(), StdioError> {
+    let admission = server.context().admission().clone();
     let running = server
-        .clone()
         .serve(stdio_pipes())
         .await
         .map_err(|e| StdioError::Handshake(e.to_string()))?;
@@ -48,18 +48,18 @@ pub async fn serve_stdio(
         r = &mut waiting => {
             r.map_err(|e| StdioError::Service(e.to_string()))?;
             tracing::debug!("the client closed stdin");
-            server.begin_shutdown();
-            server.cancel_all();
-            server.wait_idle(HANG_UP_WAIT).await;
+            admission.begin_shutdown();
+            admission.cancel_all();
+            admission.wait_idle(HANG_UP_WAIT).await;
             return Ok(());
         }
         () = shutdown => {}
     }
-    server.begin_shutdown();
-    if !server.wait_idle(grace).await {
+    admission.begin_shutdown();
+    if !admission.wait_idle(grace).await {
         tracing::warn!("grace period over: cancelling the running calls");
-        server.cancel_all();
-        server.wait_idle(HANG_UP_WAIT).await;
+        admission.cancel_all();
+        admission.wait_idle(HANG_UP_WAIT).await;
     }
     token.cancel();
     let _ = tokio::time::timeout(HANG_UP_WAIT, waiting).await;

@@ -515,17 +515,37 @@ impl GraphTool {
         opts: CallOptions,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<ToolOutput, RunError> {
+        self.run(Start::Resume(value), opts, on_step).await
+    }
+
+    /// The one way every front door (MCP, the studio, the CLI) starts a
+    /// run of this tool, streaming one event per superstep to `on_step`:
+    ///
+    /// * [`Start::Input`]: a call with these *arguments*
+    ///   ([`GraphTool::call`]: checked against the parameters, the graph's
+    ///   `validate`, then the run);
+    /// * [`Start::Resume`]: the answer to the pending interrupt(s) of the
+    ///   call's durable thread ([`GraphTool::resume`]);
+    /// * [`Start::Continue`]: the pending superstep of the call's durable
+    ///   thread, continued (after a crash or a failure).
+    ///
+    /// # Errors
+    ///
+    /// As [`GraphTool::call`] and [`GraphTool::resume`].
+    pub async fn run(
+        &self,
+        start: Start,
+        opts: CallOptions,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<ToolOutput, RunError> {
+        if let Start::Input(args) = start {
+            return self.call_streaming(args, opts, on_step).await;
+        }
         let graph = self.graph().await?;
         let threads = opts.threads.clone();
         let run_opts = self.run_options(opts);
-        self.run_graph(
-            &graph,
-            Start::Resume(value),
-            run_opts,
-            threads.as_ref(),
-            on_step,
-        )
-        .await
+        self.run_graph(&graph, start, run_opts, threads.as_ref(), on_step)
+            .await
     }
 
     /// The checks of [`GraphTool::call`] without the run: the arguments

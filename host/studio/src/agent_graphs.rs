@@ -1,5 +1,5 @@
 //! `GET /api/agent-graphs` and `GET /api/agent-graphs/{id}`: the caller's
-//! own agent graphs, read-only, through the MCP server's controller (the
+//! own agent graphs, read-only, through the server's controller (the
 //! graphs whose root session is the caller, as MCP decides it).
 
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use sandgraph_controller::{SupervisorWake, ToolFailure};
-use sandgraph_mcp::Principal;
+use sandgraph_server::Principal;
 use serde_json::{Value, json};
 
 use crate::api::{ApiError, Studio, blocking, json_body, query_param};

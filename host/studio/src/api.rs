@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Extension, Router};
 use sandgraph_core::RunError;
-use sandgraph_mcp::{McpServer, Principal};
+use sandgraph_server::{Context, Principal};
 use sandgraph_store::{Journal, StoreError};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -27,7 +27,7 @@ pub(crate) const STUDIO_HEADER: &str = "x-sandgraph-studio";
 
 /// What every handler shares.
 pub(crate) struct Studio {
-    pub(crate) server: McpServer,
+    pub(crate) server: Context,
     pub(crate) journal: Option<Journal>,
     pub(crate) runs: Runs,
     /// The principal keys of [`StudioOptions::operators`].
@@ -89,7 +89,7 @@ pub(crate) fn json_body(value: &Value) -> Response {
 }
 
 /// The API's routes over `server`, behind [`check_request`].
-pub(crate) fn router(server: McpServer, options: StudioOptions) -> Router {
+pub(crate) fn router(server: Context, options: StudioOptions) -> Router {
     let studio = Arc::new(Studio {
         server,
         journal: options.journal,
@@ -258,7 +258,8 @@ pub(crate) fn thread_id(
     if studio.server.threads().is_none() {
         return Err(no_threads());
     }
-    sandgraph_mcp::thread_key(Some(principal), name, graph).map_err(ApiError::invalid)
+    sandgraph_server::thread_key(Some(principal), name, graph)
+        .map_err(|e| ApiError::invalid(e.to_string()))
 }
 
 /// `409 no_threads`.

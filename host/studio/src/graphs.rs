@@ -8,8 +8,8 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use sandgraph_core::{END, GraphSpec, START};
-use sandgraph_mcp::Principal;
 use sandgraph_registry::GraphTool;
+use sandgraph_server::Principal;
 use serde_json::{Value, json};
 
 use crate::api::{ApiError, Studio, json_body, run_error};
@@ -55,7 +55,7 @@ pub(crate) async fn detail(
 
 /// The graph `name` as `principal` may see, run, resume and update it:
 /// the graph tool MCP offers under that name
-/// ([`sandgraph_mcp::McpServer::visible_tool`]), or for a studio operator
+/// ([`sandgraph_server::Context::visible_tool`]), or for a studio operator
 /// any mounted graph. Else `404`, the same answer for a graph MCP hides
 /// as for no graph, so a caller learns nothing of graphs it may not call.
 pub(crate) fn served(

@@ -2,7 +2,7 @@
 //! /api/threads/{graph}/{thread}/resume` and `POST
 //! /api/runs/{run_id}/cancel`. A run streams one JSON line per event
 //! (`started`, one `step` per superstep, one final line) as
-//! `application/x-ndjson`; it holds a run permit of the MCP server, so
+//! `application/x-ndjson`; it holds a run permit of the server's admission, so
 //! studio runs and MCP calls share the run limits; closing the connection
 //! cancels it. Lines wait for the client in a bounded [`Outbox`]: a client
 //! that falls too far behind is cut off, and the run is never held back.
@@ -18,9 +18,9 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sandgraph_core::{ErrorCode, RunError, StepEvent};
-use sandgraph_mcp::{BUSY, Principal, RunPermit};
+use sandgraph_core::{ErrorCode, RunError, Start, StepEvent};
 use sandgraph_registry::{CallOptions, GraphTool, ToolOutput};
+use sandgraph_server::{BUSY, Principal, RunPermit};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -100,16 +100,11 @@ struct ResumeBody {
     configurable: Option<Map<String, Value>>,
 }
 
-/// How a run starts.
-enum Begin {
-    Call(Value),
-    Resume(Value),
-}
-
 /// One run to stream.
 struct Run {
     tool: Arc<GraphTool>,
-    begin: Begin,
+    /// How it starts: the arguments of a call, or the answer of a resume.
+    start: Start,
     /// The thread's name, as the caller gave it.
     thread: Option<String>,
     /// The stored thread id.
@@ -143,7 +138,7 @@ pub(crate) async fn start(
     let entry = tool.spec().entry_points.clone();
     let run = Run {
         tool,
-        begin: Begin::Call(input),
+        start: Start::Input(input),
         thread: body.thread,
         thread_id,
         configurable: body.configurable.unwrap_or_default(),
@@ -175,7 +170,7 @@ pub(crate) async fn resume(
     let state = state.ok_or_else(|| ApiError::not_found("no such thread"))?;
     let run = Run {
         tool,
-        begin: Begin::Resume(value),
+        start: Start::Resume(value),
         thread: Some(thread),
         thread_id: Some(id),
         configurable: body.configurable.unwrap_or_default(),
@@ -204,7 +199,8 @@ fn stream(studio: &Arc<Studio>, principal: &Principal, run: Run) -> Response {
     let permit = match studio.server.admit_run(principal) {
         Ok(p) => p,
         Err(why) => {
-            let line = json!({"type": "error", "code": BUSY, "message": bound::error(&why)});
+            let message = bound::error(&why.to_string());
+            let line = json!({"type": "error", "code": BUSY, "message": message});
             return ndjson(Body::from(format!("{line}\n")));
         }
     };
@@ -266,12 +262,8 @@ async fn drive(
             steps.push(format!("{}\n", step_line(ev)));
         }
     };
-    let tool = run.tool;
     // Boxed: the run's future nests the executor's deeply.
-    let outcome = match run.begin {
-        Begin::Call(args) => Box::pin(tool.call_streaming(args, opts, &mut on_step)).await,
-        Begin::Resume(v) => Box::pin(tool.resume_streaming(v, opts, &mut on_step)).await,
-    };
+    let outcome = Box::pin(run.tool.run(run.start, opts, &mut on_step)).await;
     let by_caller = cancelled.load(Ordering::Acquire);
     let last = final_line(outcome, run.thread.as_deref(), by_caller);
     outbox.push(format!("{last}\n"));

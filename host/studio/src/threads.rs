@@ -1,6 +1,6 @@
 //! The caller's durable threads: list, current state, history, fork and
 //! update, over the server's thread store and keyed as MCP keys them
-//! ([`sandgraph_mcp::thread_key`]), through the same store and runtime
+//! ([`sandgraph_server::thread_key`]), through the same store and runtime
 //! calls as `sandgraph threads`.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::Uri;
 use axum::response::Response;
 use sandgraph_core::{Checkpoint, ThreadState};
-use sandgraph_mcp::Principal;
+use sandgraph_server::Principal;
 use sandgraph_store::{ThreadInfo, ThreadStore};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -45,7 +45,7 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     let store = store(&studio)?;
     let all = blocking(move || store.list().map_err(store_error)).await?;
-    let owner = sandgraph_mcp::thread_owner(Some(&principal));
+    let owner = sandgraph_server::thread_owner(Some(&principal));
     let mut mine: Vec<(ThreadInfo, String)> = all
         .into_iter()
         .filter_map(|t| {

@@ -35,7 +35,17 @@ const UPPER: &[&str] = &[
 
 /// Direct edges that must not exist, of any kind (normal, build or dev),
 /// with the reason the test prints.
-const FORBIDDEN: &[(&str, &str, &str)] = &[(
+const FORBIDDEN: &[(&str, &str, &str)] = &[
+    (
+        "sandgraph-mcp",
+        "sandgraph-studio",
+        "mcp and the studio are sibling route sets on sandgraph-server",
+    ),
+    (
+        "sandgraph-studio",
+        "sandgraph-mcp",
+        "mcp and the studio are sibling route sets on sandgraph-server",
+    ),(
     "*",
     "sandgraph-cli",
     "the CLI is the top: it calls libraries, nothing calls it",

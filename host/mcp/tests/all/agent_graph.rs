@@ -9,8 +9,9 @@ use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use sandgraph_controller::{OpenAgentGraphs, tool_defs};
-use sandgraph_mcp::{ControllerOptions, HttpOptions, HttpServer, McpServer, ServerOptions};
+use sandgraph_mcp::{ControllerOptions, MCP_PATH, McpServer, ServerOptions, bind_http};
 use sandgraph_registry::{OperatorConfig, Registry};
+use sandgraph_server::{HttpOptions, HttpServer};
 use sandgraph_store::Store;
 use serde_json::{Value, json};
 
@@ -156,7 +157,7 @@ async fn an_unavailable_controller_lists_the_tools_and_refuses_every_call() {
 async fn http_client(http: &HttpServer) -> Session {
     Client::default()
         .serve(StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(http.url()),
+            StreamableHttpClientTransportConfig::with_uri(http.url(MCP_PATH)),
         ))
         .await
         .unwrap()
@@ -169,7 +170,7 @@ async fn over_http_each_session_roots_its_own_graphs() {
         registry(),
         with(ControllerOptions::new(db.store.agent_graphs())),
     );
-    let http = HttpServer::bind(
+    let http = bind_http(
         server.clone(),
         HttpOptions::new("127.0.0.1:0".parse().unwrap()),
     )
@@ -234,7 +235,7 @@ async fn two_principals_cannot_borrow_each_others_graphs_even_with_the_session_i
         registry(),
         with(ControllerOptions::new(db.store.agent_graphs())),
     );
-    let http = HttpServer::bind(
+    let http = bind_http(
         server.clone(),
         HttpOptions {
             tokens: Some(tokens_file(dir.path(), &["alice", "bob"])),
@@ -243,7 +244,9 @@ async fn two_principals_cannot_borrow_each_others_graphs_even_with_the_session_i
     )
     .await
     .unwrap();
-    let a = Raw::open(http.url(), Some("alice-token")).await.unwrap();
+    let a = Raw::open(http.url(MCP_PATH), Some("alice-token"))
+        .await
+        .unwrap();
     let (status, answer) = a.call(1, "update_agent_graph", add("ga", "k")).await;
     assert_eq!(status, 200);
     assert!(!Raw::tool_text(&answer).0, "{answer}");
@@ -253,7 +256,9 @@ async fn two_principals_cannot_borrow_each_others_graphs_even_with_the_session_i
     let a_session = a.session.clone().unwrap();
     let leaks = |text: &str| text.contains("alice") || text.contains(a_session.as_str());
 
-    let b = Raw::open(http.url(), Some("bob-token")).await.unwrap();
+    let b = Raw::open(http.url(MCP_PATH), Some("bob-token"))
+        .await
+        .unwrap();
     for (id, (tool, args)) in [
         ("view_agent_graph", json!({"graphId": "ga"})),
         ("update_agent_graph", add("ga", "k2")),
@@ -306,7 +311,9 @@ async fn two_principals_cannot_borrow_each_others_graphs_even_with_the_session_i
             .len(),
         1
     );
-    let a2 = Raw::open(http.url(), Some("alice-token")).await.unwrap();
+    let a2 = Raw::open(http.url(MCP_PATH), Some("alice-token"))
+        .await
+        .unwrap();
     let (_, answer) = a2
         .call(1, "view_agent_graph", json!({"graphId": "ga"}))
         .await;
@@ -331,10 +338,10 @@ async fn agent_graph_calls_count_under_the_run_limit() {
         },
     );
     let slots = server.run_slots();
-    let http = HttpServer::bind(server, HttpOptions::new("127.0.0.1:0".parse().unwrap()))
+    let http = bind_http(server, HttpOptions::new("127.0.0.1:0".parse().unwrap()))
         .await
         .unwrap();
-    let a = Raw::open(http.url(), None).await.unwrap();
+    let a = Raw::open(http.url(MCP_PATH), None).await.unwrap();
     // Work started elsewhere (a wave, say) holds the only slot.
     let held = slots.clone().try_acquire_owned().unwrap();
     let (_, answer) = a.call(1, "update_agent_graph", add("g", "k")).await;
@@ -569,7 +576,7 @@ async fn only_the_root_reads_an_agent_graph_resource() {
         registry(),
         with(ControllerOptions::new(db.store.agent_graphs())),
     );
-    let http = HttpServer::bind(
+    let http = bind_http(
         server.clone(),
         HttpOptions::new("127.0.0.1:0".parse().unwrap()),
     )

@@ -1,7 +1,8 @@
 //! The Streamable HTTP transport: rmcp's client against a real server on
 //! 127.0.0.1, the hardening (Origin, Host, token, body size, busy), the
-//! limits on every door (header-read timeout, connection, session and
-//! per-principal caps), and the graceful shutdown.
+//! session and per-principal caps, and the graceful shutdown. The
+//! listener's own limits (bind refusals, header-read timeout, connection
+//! cap) are tested in `sandgraph-server`.
 
 use std::time::Duration;
 
@@ -9,9 +10,8 @@ use crate::common::*;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use sandgraph_mcp::{
-    ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, HttpOptions, HttpServer, McpServer, ServerOptions,
-};
+use sandgraph_mcp::{MCP_PATH, McpServer, ServerOptions, bind_http};
+use sandgraph_server::{HttpOptions, HttpServer};
 use sandgraph_tests::{ECHO, GREET, HOSTILE_COOPERATIVE, HOSTILE_INFINITE_LOOP, LOOP_GRAPH};
 use serde_json::{Value, json};
 
@@ -50,12 +50,12 @@ fn localhost() -> HttpOptions {
 
 async fn serve(f: &Folder, options: HttpOptions, server: ServerOptions) -> (McpServer, HttpServer) {
     let mcp = McpServer::new(f.registry().await, server);
-    let http = HttpServer::bind(mcp.clone(), options).await.unwrap();
+    let http = bind_http(mcp.clone(), options).await.unwrap();
     (mcp, http)
 }
 
 async fn client(http: &HttpServer, token: Option<&str>) -> Session {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(http.url());
+    let mut config = StreamableHttpClientTransportConfig::with_uri(http.url(MCP_PATH));
     if let Some(t) = token {
         config = config.auth_header(t);
     }
@@ -70,7 +70,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 /// A raw MCP POST with the given extra headers and body.
 async fn post(http: &HttpServer, headers: &[(&str, &str)], body: String) -> reqwest::Response {
     let mut req = reqwest::Client::new()
-        .post(http.url())
+        .post(http.url(MCP_PATH))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .body(body);
@@ -224,7 +224,7 @@ async fn a_missing_or_wrong_token_is_refused() {
     }
     // A GET (the notification stream) needs it too.
     let r = reqwest::Client::new()
-        .get(http.url())
+        .get(http.url(MCP_PATH))
         .header("accept", "text/event-stream")
         .send()
         .await
@@ -304,7 +304,7 @@ async fn a_graceful_shutdown_lets_running_calls_finish() {
         "[graphs.hostile_infinite_loop]\nas_tool = true\ntimeout_ms = 1500\n",
     );
     let (mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;
-    let url = http.url();
+    let url = http.url(MCP_PATH);
     let c = client(&http, None).await;
     let running = start(&c, "hostile_infinite_loop", json!({"input": {}})).await;
     eventually("the call is running", || mcp.stats().in_flight == 1).await;
@@ -351,24 +351,6 @@ async fn past_the_grace_period_running_calls_are_cancelled() {
 }
 
 #[tokio::test]
-async fn non_loopback_addresses_need_allow_remote() {
-    let f = folder();
-    let mcp = McpServer::new(f.registry().await, ServerOptions::default());
-    let options = HttpOptions::new("0.0.0.0:0".parse().unwrap());
-    let err = HttpServer::bind(mcp.clone(), options).await.unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with("refusing to listen on non-loopback address 0.0.0.0:0"),
-        "{err}"
-    );
-    let options = HttpOptions {
-        token: Some(String::new()),
-        ..localhost()
-    };
-    assert!(HttpServer::bind(mcp, options).await.is_err());
-}
-
-#[tokio::test]
 async fn a_session_is_terminated_with_204_as_the_spec_says() {
     let f = folder();
     let (_mcp, http) = serve(&f, localhost(), ServerOptions::default()).await;
@@ -383,7 +365,7 @@ async fn a_session_is_terminated_with_204_as_the_spec_says() {
         .to_owned();
     let delete = || {
         reqwest::Client::new()
-            .delete(http.url())
+            .delete(http.url(MCP_PATH))
             .header("mcp-session-id", &session)
             .header("mcp-protocol-version", "2025-06-18")
     };
@@ -401,147 +383,6 @@ async fn a_session_is_terminated_with_204_as_the_spec_says() {
     assert_up(&http, &[]).await;
 }
 
-/// Raises this process's open-file soft limit to `want` (or the hard
-/// limit), for tests that hold thousands of sockets.
-fn raise_fd_limit(want: u64) {
-    // SAFETY: getrlimit/setrlimit write and read the plain struct given.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
-        if lim.rlim_cur < want {
-            lim.rlim_cur = want.min(lim.rlim_max);
-            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
-        }
-    }
-}
-
-/// Whether the server closed `tcp` (end of stream or reset), after
-/// waiting at most `within`.
-async fn closed_by_server(tcp: &mut tokio::net::TcpStream, within: Duration) -> bool {
-    use tokio::io::AsyncReadExt;
-    let mut buf = [0u8; 512];
-    loop {
-        match tokio::time::timeout(within, tcp.read(&mut buf)).await {
-            Err(_) => return false,
-            Ok(Ok(0) | Err(_)) => return true,
-            // A 408 or 503 before the close.
-            Ok(Ok(_)) => {}
-        }
-    }
-}
-
-#[tokio::test]
-async fn a_slow_loris_client_is_cut_off_and_others_are_served() {
-    use tokio::io::AsyncWriteExt;
-    let f = folder();
-    let options = HttpOptions {
-        conn: ConnLimits {
-            header_read_timeout: Duration::from_millis(400),
-            ..ConnLimits::default()
-        },
-        ..localhost()
-    };
-    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
-    let addr = http.local_addr();
-    // Headers trickled a byte every 100 ms never finish in time.
-    let mut loris = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let trickle = async {
-        for b in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaa" {
-            if loris.write_all(&[*b]).await.is_err() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
-    };
-    // Stopped (the write failed) well before the 6 s of trickling end.
-    assert!(
-        tokio::time::timeout(SOON, trickle).await.unwrap(),
-        "the server waited for the whole trickle"
-    );
-    // A client that connects and sends nothing is closed too.
-    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
-    assert!(closed_by_server(&mut silent, SOON).await);
-    // Meanwhile a normal client is served.
-    let c = client(&http, None).await;
-    let r = call(&c, "echo_graph", json!({"input": {"topic": "t"}})).await;
-    assert_eq!(r.is_error, Some(false));
-}
-
-#[tokio::test]
-async fn two_thousand_idle_connections_do_not_lock_out_a_client() {
-    raise_fd_limit(8192);
-    let f = folder();
-    let cap = 200;
-    let options = HttpOptions {
-        conn: ConnLimits {
-            max_connections: cap,
-            ..ConnLimits::default()
-        },
-        ..localhost()
-    };
-    let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
-    let addr = http.local_addr();
-    let mut idle = Vec::with_capacity(2000);
-    for _ in 0..2000 {
-        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
-    }
-    // A normal client connects past them and is served at once (far
-    // before the 10 s header timeout would have freed anything).
-    let started = std::time::Instant::now();
-    let c = client(&http, None).await;
-    let r = call(&c, "echo_graph", json!({"input": {"topic": "t"}})).await;
-    assert_eq!(r.is_error, Some(false));
-    assert!(started.elapsed() < DEFAULT_HEADER_READ_TIMEOUT);
-    // The server holds at most its cap: the rest were closed.
-    let mut closed = 0;
-    for tcp in &mut idle {
-        if closed_by_server(tcp, Duration::from_millis(1)).await {
-            closed += 1;
-        }
-    }
-    assert!(
-        closed >= 2000 - cap,
-        "only {closed} of 2000 idle connections were closed"
-    );
-}
-
-#[tokio::test]
-async fn when_every_connection_is_busy_a_new_one_gets_503() {
-    let f = folder();
-    let options = HttpOptions {
-        conn: ConnLimits {
-            max_connections: 1,
-            ..ConnLimits::default()
-        },
-        ..localhost()
-    };
-    let (mcp, http) = serve(&f, options, ServerOptions::default()).await;
-    // The one connection is busy with a call (the idle connections of
-    // the handshake were evicted to make room for it).
-    let raw = Raw::open(http.url(), None).await.unwrap();
-    let run = tokio::spawn(async move {
-        raw.call(1, "hostile_infinite_loop", json!({"input": {}}))
-            .await
-    });
-    eventually("the run is in flight", || mcp.stats().in_flight == 1).await;
-    let r = post(&http, &[], INITIALIZE.to_owned()).await;
-    assert_eq!(r.status(), 503);
-    assert_eq!(r.headers()["retry-after"], "1");
-    assert_eq!(
-        r.text().await.unwrap(),
-        "too many open connections; retry later\n"
-    );
-    mcp.cancel_all();
-    let (status, _) = run.await.unwrap();
-    assert_eq!(status, 200);
-    // With the call over, its connection is idle and gives way.
-    assert_up(&http, &[]).await;
-}
-
 #[tokio::test]
 async fn a_session_flood_gets_503_and_other_principals_are_served() {
     let f = folder();
@@ -554,7 +395,7 @@ async fn a_session_flood_gets_503_and_other_principals_are_served() {
     };
     let (_mcp, http) = serve(&f, options, ServerOptions::default()).await;
     let open = |who: &str| {
-        let (url, token) = (http.url(), format!("{who}-token"));
+        let (url, token) = (http.url(MCP_PATH), format!("{who}-token"));
         async move { Raw::open(url, Some(&token)).await }
     };
     let mut mallory = Vec::new();
@@ -586,7 +427,7 @@ async fn a_session_flood_gets_503_and_other_principals_are_served() {
     // A closed session frees its place.
     let gone = mallory.pop().unwrap();
     let r = reqwest::Client::new()
-        .delete(http.url())
+        .delete(http.url(MCP_PATH))
         .header("authorization", "Bearer mallory-token")
         .header("mcp-session-id", gone.session.as_deref().unwrap())
         .header("mcp-protocol-version", "2025-06-18")

@@ -1,8 +1,6 @@
 //! The MCP server's integration tests, one test binary (one link instead
 //! of one per file, as wasmtime's `tests/all`): each former
 //! `tests/<name>.rs` is a module here, so a test is named `<module>::<test>`.
-//! `http::raise_fd_limit` raises this process's open-file soft limit for
-//! every module now, which only ever allows more.
 
 mod common;
 

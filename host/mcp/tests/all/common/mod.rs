@@ -360,7 +360,7 @@ impl Raw {
 
 /// A tokens file (mode 0600) naming each principal with the sha256 of its
 /// token, the token being the name followed by `-token`.
-pub fn tokens_file(dir: &Path, names: &[&str]) -> sandgraph_mcp::Tokens {
+pub fn tokens_file(dir: &Path, names: &[&str]) -> sandgraph_server::Tokens {
     use sha2::Digest;
     let text: String = names
         .iter()
@@ -376,5 +376,5 @@ pub fn tokens_file(dir: &Path, names: &[&str]) -> sandgraph_mcp::Tokens {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    sandgraph_mcp::Tokens::load(&path).unwrap()
+    sandgraph_server::Tokens::load(&path).unwrap()
 }

@@ -1,4 +1,4 @@
-//! The HTTP/1.1 connections of the Streamable HTTP transport: an accept
+//! The HTTP/1.1 connections of the front door: an accept
 //! loop with a connection cap, a header-read timeout and an idle timeout,
 //! so slow or silent clients cannot hold the server's sockets.
 //!
@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
-use futures::StreamExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -36,6 +35,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use crate::http::hold_until_sent;
 use crate::principal::{Principal, peer_principal};
 
 /// Default of [`ConnLimits::max_connections`].
@@ -340,15 +340,7 @@ async fn connection(tcp: TcpStream, state: Arc<ConnState>, router: Router, limit
                 .oneshot(req.map(Body::new))
                 .await
                 .unwrap_or_else(|e: Infallible| match e {});
-            let (parts, body) = resp.into_parts();
-            let body = body.into_data_stream().map(move |chunk| {
-                let _ = &busy;
-                chunk
-            });
-            Ok::<_, Infallible>(axum::http::Response::from_parts(
-                parts,
-                Body::from_stream(body),
-            ))
+            Ok::<_, Infallible>(hold_until_sent(resp, busy))
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();

@@ -5,8 +5,8 @@
 //! The principal is decided by the HTTP guard from what the client proves
 //! (a token) or what the kernel says (the peer of the TCP connection),
 //! never from a header value another client could send. It rides in the
-//! request's extensions to the MCP handlers, which key run limits and
-//! agent-graph ownership on it.
+//! request's extensions to the handlers of every route set, which key run
+//! limits, threads and agent-graph ownership on it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -41,7 +41,7 @@ pub enum Principal {
 
 impl Principal {
     /// The key run limits and session caps count under.
-    pub(crate) fn key(&self) -> String {
+    pub fn key(&self) -> String {
         match self {
             Principal::Named(n) => format!("principal:{n}"),
             Principal::Peer(p) => format!("peer:{p}"),
@@ -52,7 +52,7 @@ impl Principal {
     /// (empty: no session): the principal itself when authenticated, else
     /// the session *and* the peer; empty when there is neither (the call
     /// is then refused as having no agent-bound caller).
-    pub(crate) fn owner(&self, session: &str) -> String {
+    pub fn owner(&self, session: &str) -> String {
         match self {
             Principal::Named(n) => format!("principal:{n}"),
             Principal::Peer(_) if session.is_empty() => String::new(),
@@ -65,7 +65,7 @@ impl Principal {
     /// Whether this principal owns agent graphs whose root session is
     /// `root`: authenticated, the graphs it created under its name; not
     /// authenticated, those created by any MCP session of its peer.
-    pub(crate) fn owns(&self, root: &str) -> bool {
+    pub fn owns(&self, root: &str) -> bool {
         match self {
             Principal::Named(_) => !root.is_empty() && root == self.owner(""),
             Principal::Peer(p) => root

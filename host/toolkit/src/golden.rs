@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandgraph_core::NodeContext;
-use sandgraph_registry::{CallOptions, GraphTool, OperatorConfig, Registry, RegistryOptions};
 use sandgraph_factors::http::{HttpCassette, HttpReplay};
 use sandgraph_factors::llm::LlmBackend;
+use sandgraph_registry::{CallOptions, GraphTool, OperatorConfig, Registry, RegistryOptions};
 use sandgraph_runtime::{Graph, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig, Start};
 use sandgraph_store::{CompileCache, Durability, Store};
 use serde_json::{Map, Value};

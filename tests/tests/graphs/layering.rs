@@ -45,11 +45,13 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
         "sandgraph-studio",
         "sandgraph-mcp",
         "mcp and the studio are sibling route sets on sandgraph-server",
-    ),(
-    "*",
-    "sandgraph-cli",
-    "the CLI is the top: it calls libraries, nothing calls it",
-)];
+    ),
+    (
+        "*",
+        "sandgraph-cli",
+        "the CLI is the top: it calls libraries, nothing calls it",
+    ),
+];
 
 /// Crates a crate must not reach through its normal dependencies, however
 /// indirectly, with the reason.

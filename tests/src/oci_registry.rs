@@ -3,8 +3,8 @@
 //!
 //! [`OciRegistry::start`] runs `docker-registry serve CONFIG.yml` on a free
 //! `127.0.0.1` port with filesystem storage in a temporary folder (and,
-//! with [`OciRegistry::start_with_basic_auth`], an htpasswd file of one
-//! bcrypt-hashed user, or, with [`OciRegistry::start_with_token_auth`], a
+//! with `OciRegistry::start_with_basic_auth`, an htpasswd file of one
+//! bcrypt-hashed user, or, with `OciRegistry::start_with_token_auth`, a
 //! bearer token service of its own that checks the user's basic credentials
 //! and signs ES256 JWTs the registry verifies against a fresh self-signed
 //! certificate), waits until `GET /v2/` answers, and kills the process on

@@ -2,6 +2,13 @@
 
 // Every declared dependency is used: CI's build makes this an error.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
+// The clap doc comments are --help text, where `[llm].model` names a
+// sandgraph.toml key and `<repository>` a placeholder, not Markdown.
+#![allow(
+    rustdoc::broken_intra_doc_links,
+    rustdoc::invalid_html_tags,
+    rustdoc::bare_urls
+)]
 
 /// `println!` for the command's output: when stdout is closed early (the
 /// output piped into `head`), the process ends quietly with the status a

@@ -8,7 +8,7 @@
 //!   [`stable_hash32`], its first 32 hex digits, behind the stream-side ids
 //!   (`graph_work_…`, `graph_intent_…`, `graph_record_…`) and fingerprints.
 //!
-//! Ids are ordered by UTF-16 code units everywhere ([`cmp_utf16`]), as the
+//! Ids are ordered by UTF-16 code units everywhere (`cmp_utf16`), as the
 //! original compared JavaScript strings.
 
 use std::cmp::Ordering;
@@ -112,7 +112,7 @@ fn canonicalize(value: &Value, parent_key: Option<&str>) -> Value {
     }
 }
 
-/// `sha256:` + the hex sha256 of [`canonical_json`].
+/// `sha256:` + the hex sha256 of `canonical_json`.
 pub fn stable_hash(value: &Value) -> String {
     format!(
         "sha256:{}",

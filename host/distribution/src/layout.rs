@@ -271,7 +271,7 @@ pub fn build(artifact: &Artifact) -> Result<Built, Error> {
     })
 }
 
-/// The layer and config of a manifest that passed [`check_manifest`].
+/// The layer and config of a manifest that passed `check_manifest`.
 #[derive(Debug, Clone)]
 pub struct Checked {
     /// The config blob's descriptor.

@@ -30,7 +30,7 @@ pub struct ConnectOptions {
     /// registries (`localhost`, `127.0.0.0/8`, `::1`) always use HTTP.
     pub insecure: bool,
     /// The docker config file to read credentials from, instead of
-    /// [`auth::docker_config_path`].
+    /// `auth::docker_config_path`.
     pub docker_config: Option<PathBuf>,
 }
 

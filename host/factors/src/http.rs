@@ -17,7 +17,7 @@
 //! connection is opened), the name resolution (done here, not by the
 //! system's connect), the address check (loopback, private, link-local,
 //! unspecified, multicast, documentation and reserved ranges are refused
-//! unless the grant allows them, [`is_restricted`]), and only then a
+//! unless the grant allows them, `is_restricted`), and only then a
 //! connection to one of the checked addresses. The guest sees
 //! `http-request-denied` or `destination-ip-prohibited` and nothing left
 //! the host.
@@ -298,7 +298,7 @@ impl HttpGrant {
     /// and `HEAD`, `"*"` any method.
     ///
     /// `private`: whether names may resolve to restricted addresses
-    /// (loopback, private, link-local, ... see [`is_restricted`]). Without
+    /// (loopback, private, link-local, ... see `is_restricted`). Without
     /// it a restricted address is reachable only through an entry naming
     /// that IP literal.
     ///

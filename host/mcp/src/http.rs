@@ -211,7 +211,7 @@ async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Response
 }
 
 impl RouteSet for McpRoutes {
-    /// The MCP service at [`MCP_PATH`] behind the [`guard`] middleware.
+    /// The MCP service at [`MCP_PATH`] behind the `guard` middleware.
     fn into_router(self: Box<Self>, door: &Door) -> Router {
         let options = door.options();
         let allowed = door.allowed();

@@ -29,7 +29,7 @@ pub const RESERVED_NAME: &str = sandgraph_core::RESERVED_GRAPH_NAME;
 /// Files of a folder read, compiled and described at once by
 /// [`Registry::open`]. More lanes let more slow `describe`s wait out their
 /// load deadline side by side, but each lane holds a file (up to
-/// [`MAX_FILE_BYTES`]), a compilation (which already uses every core) and
+/// `MAX_FILE_BYTES`), a compilation (which already uses every core) and
 /// one load instance (up to the load memory cap): four keeps a folder of
 /// hostile graphs within a few hundred MiB while five graphs stuck at the
 /// load deadline cost about two deadlines, not five.

@@ -126,7 +126,7 @@ const MAX_QUEUED_ROWS: usize = 2048;
 const MAX_BATCH_ROWS: usize = 256;
 
 /// The capability journal of a store as a [`CapabilityLog`]: rows are
-/// stamped with the time and queued (at most [`MAX_QUEUED_ROWS`]) for a
+/// stamped with the time and queued (at most `MAX_QUEUED_ROWS`) for a
 /// writer thread of the log's own, which appends what is queued in batches
 /// of one transaction each, so neither the capability call nor tokio's
 /// blocking pool ever waits for the disk. A failed write is logged, never

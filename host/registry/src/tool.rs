@@ -304,7 +304,7 @@ impl GraphTool {
     }
 
     /// The graph's own description, else one synthesized from its nodes
-    /// and state keys ([`synthesize_description`]).
+    /// and state keys (`synthesize_description`).
     pub fn description(&self) -> &str {
         &self.description
     }

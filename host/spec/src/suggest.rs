@@ -1,7 +1,7 @@
 //! "Did you mean" hints for names that are not known: a node an edge
 //! points at, a channel a node writes, a key of a run's input.
 //!
-//! [`did_you_mean`] picks the known name closest to the unknown one by edit
+//! `did_you_mean` picks the known name closest to the unknown one by edit
 //! distance (Levenshtein with swaps, over characters, plus a
 //! case-insensitive match),
 //! and [`hint`] renders it for the end of a message. Names come from

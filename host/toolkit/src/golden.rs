@@ -3,7 +3,7 @@
 //!
 //! A case file is a JSON file in the cases folder (`tests/` of a graph
 //! crate, or `--cases DIR`, default `tests/` beside a `GRAPH.wasm`). It
-//! holds one case object, or an array of them; see [`case`] for the keys.
+//! holds one case object, or an array of them; see `case` for the keys.
 //! Each case runs the graph once (or, with `steps`, once and then once per
 //! resume value on a throwaway durable thread) under the normal sandbox
 //! limits and the operator config's grants (a `tools` grant reaches the

@@ -2,7 +2,7 @@
 //! before it is hosted: [`build`] a graph written in Rust (cargo), Python
 //! (componentize-py) or JavaScript (jco) into a component; run its
 //! [`golden`] cases and report them (text, JUnit XML); [`check`] components
-//! without running a node; pin folders ([`sign::lock`]), sign and verify
+//! without running a node; pin folders (`sign::lock`), sign and verify
 //! components ([`sign`]); [`oci`] push and pull; create a project
 //! ([`new`]) with the SDK of this sandgraph vendored into it ([`sdk`]).
 //!

@@ -4,7 +4,7 @@
 //! `sandgraph` vendored under `sdk/` (see [`crate::sdk`]).
 //!
 //! The files are templates under `host/toolkit/templates/`, embedded with
-//! `include_str!`; `{{key}}` placeholders are replaced by [`render`].
+//! `include_str!`; `{{key}}` placeholders are replaced by `render`.
 
 use std::path::{Path, PathBuf};
 

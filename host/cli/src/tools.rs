@@ -102,8 +102,8 @@ fn print_table(registry: &Registry) {
         outln!(
             "{:<width$}  {:<7}  {:<13}  {description}",
             show::line(t.name(), show::MAX_LINE_BYTES),
-            yes_no(t.as_tool()),
-            yes_no(t.as_graph_tool()),
+            yes_no(t.model_visible()),
+            yes_no(t.routable()),
         );
     }
 }

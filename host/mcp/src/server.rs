@@ -225,7 +225,7 @@ fn warn_if_shadowed(registry: &Registry, event: &RegistryEvent) {
         | RegistryEvent::Remounted { name, .. } => name,
         _ => return,
     };
-    if agent_graph::is_tool(name) && registry.get(name).is_some_and(|t| t.as_tool()) {
+    if agent_graph::is_tool(name) && registry.get(name).is_some_and(|t| t.model_visible()) {
         warn_shadowed(name);
     }
 }

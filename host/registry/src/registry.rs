@@ -848,18 +848,19 @@ impl Registry {
         self.state().global.keys().cloned().collect()
     }
 
-    /// The global model-visible tools (`as_tool`), sorted by name.
+    /// The global model-visible tools ([`GraphTool::model_visible`]), sorted
+    /// by name.
     pub fn tools(&self) -> Vec<Arc<GraphTool>> {
-        self.list().into_iter().filter(|t| t.as_tool()).collect()
-    }
-
-    /// The global tools listed for discovery and routing (`as_graph_tool`),
-    /// sorted by name.
-    pub fn graph_tools(&self) -> Vec<Arc<GraphTool>> {
         self.list()
             .into_iter()
-            .filter(|t| t.as_graph_tool())
+            .filter(|t| t.model_visible())
             .collect()
+    }
+
+    /// The global tools listed for discovery and routing
+    /// ([`GraphTool::routable`]), sorted by name.
+    pub fn graph_tools(&self) -> Vec<Arc<GraphTool>> {
+        self.list().into_iter().filter(|t| t.routable()).collect()
     }
 
     /// Opens a scope: a layer of tools that shadow global tools of the same
@@ -1022,15 +1023,15 @@ impl Scope {
 
     /// [`Scope::list`] restricted to model-visible tools.
     pub fn tools(&self) -> Vec<Arc<GraphTool>> {
-        self.list().into_iter().filter(|t| t.as_tool()).collect()
+        self.list()
+            .into_iter()
+            .filter(|t| t.model_visible())
+            .collect()
     }
 
     /// [`Scope::list`] restricted to tools listed for routing.
     pub fn graph_tools(&self) -> Vec<Arc<GraphTool>> {
-        self.list()
-            .into_iter()
-            .filter(|t| t.as_graph_tool())
-            .collect()
+        self.list().into_iter().filter(|t| t.routable()).collect()
     }
 
     /// Mounts a component file in this scope.

@@ -324,13 +324,18 @@ impl GraphTool {
         self.output_schema.clone()
     }
 
-    /// Listed as a model-visible tool (after the operator's override).
-    pub fn as_tool(&self) -> bool {
+    /// Offered to models as a tool: MCP's `tools/list` and the studio list
+    /// it. The seed's `asTool` (`as-tool` in the WIT registration,
+    /// `as_tool` in `sandgraph.toml`), after the operator's override.
+    pub fn model_visible(&self) -> bool {
         self.as_tool
     }
 
-    /// Listed for discovery and routing (after the operator's override).
-    pub fn as_graph_tool(&self) -> bool {
+    /// Offered to the routing agent as a candidate and listed for
+    /// discovery. The seed's `asGraphTool` (`as-graph-tool` in the WIT
+    /// registration, `as_graph_tool` in `sandgraph.toml`), after the
+    /// operator's override.
+    pub fn routable(&self) -> bool {
         self.as_graph_tool
     }
 

@@ -113,7 +113,7 @@ impl Context {
         if self.is_reserved(name) {
             return None;
         }
-        self.registry.get(name).filter(|t| t.as_tool())
+        self.registry.get(name).filter(|t| t.model_visible())
     }
 
     /// The agent graphs and their owners.

@@ -97,8 +97,8 @@ fn summary(tool: &GraphTool, imported: Option<Value>) -> Value {
         "digest": tool.digest(),
         "parameters": bound::value(tool.input_schema()),
         "capabilities": {"imported": imported, "granted": granted},
-        "as_tool": tool.as_tool(),
-        "as_graph_tool": tool.as_graph_tool(),
+        "as_tool": tool.model_visible(),
+        "as_graph_tool": tool.routable(),
         "timeout_ms": tool.timeout_ms(),
     })
 }

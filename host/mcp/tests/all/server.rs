@@ -53,7 +53,7 @@ async fn tools_list_shows_the_as_tool_graphs_with_their_schemas() {
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     // fanout is mounted but not a model-visible tool.
-    assert!(!registry.get("fanout_graph").unwrap().as_tool());
+    assert!(!registry.get("fanout_graph").unwrap().model_visible());
     assert_eq!(
         names,
         [

@@ -242,7 +242,7 @@ async fn declarations_come_from_the_spec_and_a_tool_without_parameters_gets_a_no
     let flags: Vec<(String, bool, bool)> = registry
         .list()
         .iter()
-        .map(|t| (t.name().to_owned(), t.as_tool(), t.as_graph_tool()))
+        .map(|t| (t.name().to_owned(), t.model_visible(), t.routable()))
         .collect();
     assert_eq!(
         flags,

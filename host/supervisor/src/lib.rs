@@ -29,5 +29,5 @@ pub use coordinator::{
 };
 pub use poller::WorkPoller;
 pub use supervisor::{
-    Event, StoreFailure, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions,
+    Event, Stall, StoreFailure, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions,
 };

@@ -153,8 +153,8 @@ pub enum SuperviseError {
     InvalidGraphId(String),
     /// The supervisor took too many turns, or stopped with nothing pending
     /// and did not finish.
-    #[error("{0}")]
-    Stalled(String),
+    #[error(transparent)]
+    Stalled(Stall),
     /// Running work failed in the host.
     #[error("coordinator: {0}")]
     Coordinator(#[from] crate::WaveError),
@@ -170,6 +170,45 @@ pub enum SuperviseError {
         turn: u64,
         /// Why the conversation does not fit.
         source: crate::ContextError,
+    },
+}
+
+/// Why the supervisor gave up on a graph, under [`SuperviseError::Stalled`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Stall {
+    /// `supervise` of a graph id the database already holds.
+    #[error("agent graph {graph} already exists; continue it with --resume {graph}")]
+    Exists {
+        /// The agent graph.
+        graph: String,
+    },
+    /// The supervisor took `limit` turns without finishing.
+    #[error(
+        "agent graph {graph}: the supervisor took {turns} turns without finishing (limit {limit})"
+    )]
+    TurnLimit {
+        /// The agent graph.
+        graph: String,
+        /// The turns taken.
+        turns: u64,
+        /// [`SupervisorOptions::max_turns`].
+        limit: u64,
+    },
+    /// The supervisor stopped, again, with nothing pending and no finish.
+    #[error("agent graph {graph}: the supervisor stopped without finishing and nothing is pending")]
+    NothingPending {
+        /// The agent graph.
+        graph: String,
+    },
+    /// Every delivery attempt of a wake failed.
+    #[error("agent graph {graph}: wake {wake} could not be delivered in {attempts} attempts")]
+    Undelivered {
+        /// The agent graph.
+        graph: String,
+        /// The wake.
+        wake: String,
+        /// [`SupervisorOptions::max_wake_attempts`].
+        attempts: u32,
     },
 }
 
@@ -435,9 +474,7 @@ impl Supervisor {
             .blocking(move |s| s.supervisor_runs().create(&run))
             .await??;
         if !created {
-            return Err(SuperviseError::Stalled(format!(
-                "agent graph {graph_id} already exists; continue it with --resume {graph_id}"
-            )));
+            return Err(SuperviseError::Stalled(Stall::Exists { graph: graph_id }));
         }
         self.resume(&graph_id).await
     }
@@ -464,10 +501,11 @@ impl Supervisor {
             }
             let turns = self.turns(graph_id).await?;
             if turns >= self.options.max_turns {
-                return Err(SuperviseError::Stalled(format!(
-                    "agent graph {graph_id}: the supervisor took {turns} turns without finishing (limit {})",
-                    self.options.max_turns
-                )));
+                return Err(SuperviseError::Stalled(Stall::TurnLimit {
+                    graph: graph_id.to_owned(),
+                    turns,
+                    limit: self.options.max_turns,
+                }));
             }
             if projection.requested().next().is_some() {
                 let report = self
@@ -499,9 +537,9 @@ impl Supervisor {
             // report the records since the last delivered wake.
             stalls += 1;
             if stalls > 2 {
-                return Err(SuperviseError::Stalled(format!(
-                    "agent graph {graph_id}: the supervisor stopped without finishing and nothing is pending"
-                )));
+                return Err(SuperviseError::Stalled(Stall::NothingPending {
+                    graph: graph_id.to_owned(),
+                }));
             }
             let brief = if projection.revision() == 0 {
                 first_brief(graph_id, &run.goal, &self.registry, &self.agents)
@@ -688,10 +726,11 @@ impl Supervisor {
                     .exhaust_supervisor_wake(&g, &w, "every delivery attempt failed")
             })
             .await??;
-            return Err(SuperviseError::Stalled(format!(
-                "agent graph {graph_id}: wake {wake_id} could not be delivered in {} attempts",
-                self.options.max_wake_attempts
-            )));
+            return Err(SuperviseError::Stalled(Stall::Undelivered {
+                graph: graph_id.to_owned(),
+                wake: wake_id.to_owned(),
+                attempts: self.options.max_wake_attempts,
+            }));
         }
         Ok(false)
     }

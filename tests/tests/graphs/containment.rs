@@ -269,7 +269,13 @@ pub async fn hostile_describe_spin() {
 
 #[tokio::test]
 pub async fn hostile_describe_alloc() {
-    let err = runtime()
+    // The load clock is lengthened so that only the memory cap can stop
+    // this describe: on a loaded machine, filling 64 MiB page by page can
+    // take longer than the default 500 ms, and the test is about the cap.
+    let mut config = RuntimeConfig::default();
+    config.load_limits.timeout = Duration::from_secs(30);
+    let runtime = sandgraph_factors::runtime(config).unwrap();
+    let err = runtime
         .load_file(std::path::Path::new(
             sandgraph_tests::HOSTILE_DESCRIBE_ALLOC,
         ))

@@ -196,7 +196,7 @@ fn coordinator(
         CoordinatorOptions {
             max_new_activations: resolved.controller.max_new_activations,
             model: resolved.model,
-            journal: Some(store.journal()),
+            journal: Some(sandgraph_agent::Journal::open(store)),
             threads: Some(store.threads()),
         },
     )))
@@ -392,7 +392,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         // principals (a tokens file) shows it to none of them.
         let journal = match &args.tokens {
             Some(_) => None,
-            None => store.as_ref().map(Store::journal),
+            None => store.as_ref().map(sandgraph_agent::Journal::open),
         };
         let studio = StudioOptions { journal, operators };
         let context = server.context().clone();

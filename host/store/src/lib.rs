@@ -21,7 +21,6 @@
 mod cache;
 mod capability_log;
 mod error;
-mod journal;
 mod location;
 mod log_table;
 mod postgres;
@@ -36,7 +35,6 @@ pub use cache::{
 };
 pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
-pub use journal::{Journal, JournalEntry};
 pub use location::StoreLocation;
 pub use postgres::redact_url;
 pub use postgres::schema::PG_SCHEMA_VERSION;
@@ -213,7 +211,7 @@ impl Store {
     /// the other hosts that connect to it, and creates or migrates its
     /// tables; refuses a database of a newer schema.
     ///
-    /// On such a store [`journal`](Store::journal),
+    /// On such a store the
     /// [`capability_journal`](Store::capability_journal) and
     /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL, and
     /// so do threads and declared [`tables`](Store::tables).
@@ -275,14 +273,6 @@ impl Store {
             .get(schema::SCHEMA_VERSION_KEY)?
             .map(|v| v.value())
             .unwrap_or(0))
-    }
-
-    /// The routing audit journal.
-    pub fn journal(&self) -> Journal {
-        match &self.pg {
-            Some(pg) => Journal::with_backend(Arc::new(postgres::journal::journal(pg.clone()))),
-            None => Journal::new(self.db.clone()),
-        }
     }
 
     /// The capability journal: every brokered capability call of a graph,

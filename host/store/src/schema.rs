@@ -42,10 +42,6 @@ pub(crate) const BLOBS: TableDefinition<(&str, &str, u64), &str> = TableDefiniti
 /// checkpoint produced (writes or an interrupt).
 pub(crate) const WRITES: TableDefinition<(&str, &str, &str), &str> = TableDefinition::new("writes");
 
-/// The routing audit journal: key the entry's sequence number (1, 2, ...),
-/// value the `JournalEntry` as JSON. Append-only.
-pub(crate) const JOURNAL: TableDefinition<u64, &str> = TableDefinition::new("journal");
-
 /// The capability journal: key the call's sequence number (1, 2, ...),
 /// value the `CapabilityCall` as JSON. Append-only.
 pub(crate) const CAPABILITY_CALLS: TableDefinition<u64, &str> =
@@ -59,7 +55,6 @@ pub(crate) const SUPERVISOR_RUNS: TableDefinition<&str, &str> =
     TableDefinition::new("supervisor_runs");
 
 pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(JOURNAL)?;
     tx.open_table(SUPERVISOR_RUNS)?;
     tx.open_table(THREADS)?;
     tx.open_table(CHECKPOINTS)?;

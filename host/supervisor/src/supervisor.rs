@@ -397,7 +397,7 @@ impl Supervisor {
             CoordinatorOptions {
                 max_new_activations: options.max_new_activations,
                 model: options.model.clone(),
-                journal: journal.then(|| store.journal()),
+                journal: journal.then(|| sandgraph_agent::Journal::open(&store)),
                 threads: Some(store.threads()),
             },
         );

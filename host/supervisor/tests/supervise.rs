@@ -154,7 +154,8 @@ async fn three_work_items_run_and_the_supervisor_finishes_with_their_records() {
     assert_eq!(wakes[0].status, WakeStatus::Delivered);
     assert_eq!(wakes[0].attempt_count, 1);
     // The routing attempts of the work are journaled.
-    assert_eq!(store.journal().entries(None, None).unwrap().len(), 3);
+    let journal = sandgraph_agent::Journal::open(&store);
+    assert_eq!(journal.entries(None, None).unwrap().len(), 3);
 
     let events = events.lock().unwrap().clone();
     assert!(matches!(events[0], Event::Turn { turn: 1 }));

@@ -1,6 +1,5 @@
-//! The routing journal and the capability journal on PostgreSQL
-//! (`sg_journal`, `sg_capability_calls`): one row `(seq, entry)` per entry,
-//! `entry` the same JSON as in redb.
+//! The capability journal on PostgreSQL (`sg_capability_calls`): one row
+//! `(seq, entry)` per entry, `entry` the same JSON as in redb.
 //!
 //! Sequence numbers are dense, 1, 2, 3, ... as in redb: an append takes the
 //! table's `SHARE ROW EXCLUSIVE` lock (appends of all hosts queue on it;
@@ -21,7 +20,6 @@ use serde::de::DeserializeOwned;
 use super::{Pg, PgTxError};
 use crate::StoreError;
 use crate::capability_log::CapabilityJournalBackend;
-use crate::journal::{JournalBackend, JournalEntry};
 
 /// An append-only table of JSON rows numbered from 1.
 pub(crate) struct PgLog<T> {
@@ -123,17 +121,6 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PgLog<T> {
     }
 }
 
-/// The routing journal on PostgreSQL.
-pub(crate) fn journal(pg: Pg) -> PgLog<JournalEntry> {
-    PgLog {
-        pg,
-        table: "sg_journal",
-        name: "journal",
-        field: "route_id",
-        rows: PhantomData,
-    }
-}
-
 /// The capability journal on PostgreSQL.
 pub(crate) fn capability_calls(pg: Pg) -> PgLog<CapabilityCall> {
     PgLog {
@@ -142,24 +129,6 @@ pub(crate) fn capability_calls(pg: Pg) -> PgLog<CapabilityCall> {
         name: "capability_calls",
         field: "graph",
         rows: PhantomData,
-    }
-}
-
-impl JournalBackend for PgLog<JournalEntry> {
-    fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
-        let entry = entry.clone();
-        PgLog::append(self, move |seq| JournalEntry {
-            seq,
-            ..entry.clone()
-        })
-    }
-
-    fn entries(
-        &self,
-        route_id: Option<&str>,
-        limit: Option<usize>,
-    ) -> Result<Vec<JournalEntry>, StoreError> {
-        self.rows(route_id, limit)
     }
 }
 

@@ -1,60 +1,6 @@
-//! The routing audit journal: append-only, ordered, filtered, durable.
+//! Supervised runs: created once, turns counted durably.
 
-use sandgraph_store::{JournalEntry, Store};
-use serde_json::json;
-
-fn entry(route: &str, attempt: u32, decision: &str) -> JournalEntry {
-    JournalEntry {
-        seq: 999, // ignored: the journal numbers entries itself
-        route_id: route.into(),
-        attempt,
-        at_ms: 1_700_000_000_000 + u64::from(attempt),
-        request: format!("request of {route}"),
-        tool: Some("echo_graph".into()),
-        args: Some(json!({"input": {"topic": "x"}})),
-        decision: decision.into(),
-        stage: (decision == "rejected").then(|| "invalid_args".into()),
-        reason: None,
-        outcome: None,
-        model_ms: 3,
-        check_ms: 1,
-        run_ms: None,
-        graph_digest: Some("ab".repeat(32)),
-    }
-}
-
-#[test]
-fn entries_are_numbered_filtered_limited_and_survive_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.redb");
-    {
-        let store = Store::open(&path).unwrap();
-        let j = store.journal();
-        assert_eq!(j.append(&entry("r1", 1, "rejected")).unwrap(), 1);
-        assert_eq!(j.append(&entry("r2", 1, "accepted")).unwrap(), 2);
-        assert_eq!(j.append(&entry("r1", 2, "accepted")).unwrap(), 3);
-    }
-    let store = Store::open(&path).unwrap();
-    let j = store.journal();
-    let all = j.entries(None, None).unwrap();
-    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
-    assert_eq!(
-        all[0],
-        JournalEntry {
-            seq: 1,
-            ..entry("r1", 1, "rejected")
-        }
-    );
-    let r1 = j.entries(Some("r1"), None).unwrap();
-    assert_eq!(
-        r1.iter().map(|e| (e.seq, e.attempt)).collect::<Vec<_>>(),
-        vec![(1, 1), (3, 2)]
-    );
-    let last = j.entries(None, Some(2)).unwrap();
-    assert_eq!(last.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3]);
-    assert!(j.entries(Some("none"), None).unwrap().is_empty());
-    assert_eq!(j.append(&entry("r3", 1, "fallback")).unwrap(), 4);
-}
+use sandgraph_store::Store;
 
 #[test]
 fn supervisor_runs_are_created_once_and_count_turns_durably() {

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use sandgraph_core::audit::CapabilityCall;
 use sandgraph_store::tables::TableSet;
-use sandgraph_store::{JournalEntry, PG_SCHEMA_VERSION, Store, StoreLocation, SupervisorRun};
-use serde_json::json;
+use sandgraph_store::{PG_SCHEMA_VERSION, Store, StoreLocation, SupervisorRun};
 
 use crate::fixture::TestPostgres;
 
@@ -60,84 +59,6 @@ fn postgres(name: &str) -> (Arc<TestPostgres>, Backend) {
             own_handles: true,
         },
     )
-}
-
-fn entry(route: &str, attempt: u32, decision: &str) -> JournalEntry {
-    JournalEntry {
-        seq: 999, // ignored: the journal numbers entries itself
-        route_id: route.into(),
-        attempt,
-        at_ms: 1_700_000_000_000 + u64::from(attempt),
-        request: format!("request of {route}"),
-        tool: Some("echo_graph".into()),
-        args: Some(json!({"input": {"topic": "x"}})),
-        decision: decision.into(),
-        stage: (decision == "rejected").then(|| "invalid_args".into()),
-        reason: None,
-        outcome: None,
-        model_ms: 3,
-        check_ms: 1,
-        run_ms: None,
-        graph_digest: Some("ab".repeat(32)),
-    }
-}
-
-fn journal_conformance(b: &Backend) {
-    {
-        let j = b.reopen().journal();
-        assert!(j.entries(None, None).unwrap().is_empty());
-        assert_eq!(j.append(&entry("r1", 1, "rejected")).unwrap(), 1);
-        assert_eq!(j.append(&entry("r2", 1, "accepted")).unwrap(), 2);
-        assert_eq!(j.append(&entry("r1", 2, "accepted")).unwrap(), 3);
-    }
-    let store = b.reopen();
-    let j = store.journal();
-    let all = j.entries(None, None).unwrap();
-    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
-    assert_eq!(
-        all[0],
-        JournalEntry {
-            seq: 1,
-            ..entry("r1", 1, "rejected")
-        }
-    );
-    let r1 = j.entries(Some("r1"), None).unwrap();
-    assert_eq!(
-        r1.iter().map(|e| (e.seq, e.attempt)).collect::<Vec<_>>(),
-        [(1, 1), (3, 2)]
-    );
-    let r1_last = j.entries(Some("r1"), Some(1)).unwrap();
-    assert_eq!(r1_last.iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
-    let last = j.entries(None, Some(2)).unwrap();
-    assert_eq!(last.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
-    assert_eq!(j.entries(None, Some(0)).unwrap(), []);
-    assert!(j.entries(Some("none"), None).unwrap().is_empty());
-
-    // Hosts (or threads) appending at once: numbers stay dense and unique.
-    std::thread::scope(|s| {
-        for t in 0..4 {
-            let host = b.host(&store);
-            s.spawn(move || {
-                let j = host.journal();
-                for i in 0..10 {
-                    j.append(&entry(&format!("t{t}"), i, "accepted")).unwrap();
-                }
-            });
-        }
-    });
-    let all = j.entries(None, None).unwrap();
-    assert_eq!(
-        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        (1..=43).collect::<Vec<u64>>()
-    );
-    for t in 0..4 {
-        let mine = j.entries(Some(&format!("t{t}")), None).unwrap();
-        assert_eq!(
-            mine.iter().map(|e| e.attempt).collect::<Vec<_>>(),
-            (0..10).collect::<Vec<u32>>(),
-            "one host's entries keep their order"
-        );
-    }
 }
 
 fn call(graph: &str, decision: &str) -> CapabilityCall {
@@ -280,18 +201,6 @@ fn supervisor_conformance(b: &Backend) {
     assert_eq!(results.iter().filter(|r| r.1).count(), 1, "{results:?}");
     assert!(results.iter().all(|r| r.0 == results[0].0), "{results:?}");
     assert_eq!(runs.get("race").unwrap().as_ref(), Some(&results[0].0));
-}
-
-#[test]
-fn journal_on_redb() {
-    let (_dir, b) = redb();
-    journal_conformance(&b);
-}
-
-#[test]
-fn journal_on_postgres() {
-    let (_pg, b) = postgres("journal");
-    journal_conformance(&b);
 }
 
 #[test]

@@ -6,11 +6,12 @@ use std::process::ExitCode;
 
 use sandgraph_agent::{GraphRoutingAgent, RouteError, RouteOptions, RouteOutcome};
 use sandgraph_agent::{Journal, JournalEntry};
+use sandgraph_factors::journal::CapabilityJournal;
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
 
 use crate::config::routing::{RoutingArgs, router_options};
-use crate::config::store::{data_exists, db_path, open_data, shown, storage, table_storage};
+use crate::config::store::{data_exists, db_path, open_data, shown, table_storage};
 use crate::config::{LoadedConfig, ModelArgs, Resolved, Role};
 use crate::exit::{self, Failure};
 use crate::mount::{self, MountArgs};
@@ -255,10 +256,9 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
     }
     let store = open_data(&path)?;
     if args.capabilities {
-        let calls = store
-            .capability_journal()
+        let calls = CapabilityJournal::open(&store)
             .entries(args.graph.as_deref(), args.last)
-            .map_err(storage)?;
+            .map_err(table_storage)?;
         for c in &calls {
             if args.json {
                 outln!(

@@ -19,10 +19,8 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod cache;
-mod capability_log;
 mod error;
 mod location;
-mod log_table;
 mod postgres;
 mod schema;
 mod supervisor;
@@ -33,7 +31,6 @@ pub use cache::{
     CachedArtifact, CompileCache, DEFAULT_MAX_CACHE_BYTES, LoadFailure, MAX_ARTIFACT_BYTES,
     MAX_LOAD_FAILURE_MESSAGE_BYTES, MAX_SPEC_BYTES,
 };
-pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
 pub use location::StoreLocation;
 pub use postgres::redact_url;
@@ -211,9 +208,8 @@ impl Store {
     /// the other hosts that connect to it, and creates or migrates its
     /// tables; refuses a database of a newer schema.
     ///
-    /// On such a store the
-    /// [`capability_journal`](Store::capability_journal) and
-    /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL, and
+    /// On such a store [`supervisor_runs`](Store::supervisor_runs) live in
+    /// PostgreSQL, and
     /// so do threads and declared [`tables`](Store::tables).
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
@@ -273,17 +269,6 @@ impl Store {
             .get(schema::SCHEMA_VERSION_KEY)?
             .map(|v| v.value())
             .unwrap_or(0))
-    }
-
-    /// The capability journal: every brokered capability call of a graph,
-    /// allowed or refused.
-    pub fn capability_journal(&self) -> CapabilityJournal {
-        match &self.pg {
-            Some(pg) => CapabilityJournal::with_backend(Arc::new(
-                postgres::journal::capability_calls(pg.clone()),
-            )),
-            None => CapabilityJournal::new(self.db.clone()),
-        }
     }
 
     /// The supervised agent graphs (goal, root session, turn counter).

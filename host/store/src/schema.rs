@@ -42,11 +42,6 @@ pub(crate) const BLOBS: TableDefinition<(&str, &str, u64), &str> = TableDefiniti
 /// checkpoint produced (writes or an interrupt).
 pub(crate) const WRITES: TableDefinition<(&str, &str, &str), &str> = TableDefinition::new("writes");
 
-/// The capability journal: key the call's sequence number (1, 2, ...),
-/// value the `CapabilityCall` as JSON. Append-only.
-pub(crate) const CAPABILITY_CALLS: TableDefinition<u64, &str> =
-    TableDefinition::new("capability_calls");
-
 /// Supervised agent graphs: key graph id, value the `SupervisorRun` as
 /// JSON (goal, root session, the supervisor's turn counter). Written when
 /// `sandgraph supervise` starts a graph; the turn counter is bumped, durably,
@@ -60,7 +55,6 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(CHECKPOINTS)?;
     tx.open_table(BLOBS)?;
     tx.open_table(WRITES)?;
-    tx.open_table(CAPABILITY_CALLS)?;
     Ok(())
 }
 

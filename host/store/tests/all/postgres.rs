@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use sandgraph_core::audit::CapabilityCall;
 use sandgraph_store::tables::TableSet;
 use sandgraph_store::{PG_SCHEMA_VERSION, Store, StoreLocation, SupervisorRun};
 
@@ -59,66 +58,6 @@ fn postgres(name: &str) -> (Arc<TestPostgres>, Backend) {
             own_handles: true,
         },
     )
-}
-
-fn call(graph: &str, decision: &str) -> CapabilityCall {
-    CapabilityCall {
-        graph: graph.into(),
-        capability: "llm".into(),
-        target: "fast -> deepseek-chat".into(),
-        decision: decision.into(),
-        ..CapabilityCall::default()
-    }
-}
-
-fn capability_conformance(b: &Backend) {
-    {
-        let j = b.reopen().capability_journal();
-        for (graph, decision) in [("a", "allowed"), ("b", "denied"), ("a", "quota"), ("", "x")] {
-            j.append(&call(graph, decision)).unwrap();
-        }
-    }
-    let j = b.reopen().capability_journal();
-    let all = j.entries(None, None).unwrap();
-    assert_eq!(
-        all.iter()
-            .map(|c| (c.seq, c.decision.as_str()))
-            .collect::<Vec<_>>(),
-        [(1, "allowed"), (2, "denied"), (3, "quota"), (4, "x")]
-    );
-    assert_eq!(
-        all[1],
-        CapabilityCall {
-            seq: 2,
-            ..call("b", "denied")
-        }
-    );
-    let a = j.entries(Some("a"), Some(1)).unwrap();
-    assert_eq!(a.iter().map(|c| c.seq).collect::<Vec<_>>(), [3]);
-    assert_eq!(j.entries(Some("a"), None).unwrap().len(), 2);
-    assert_eq!(j.entries(Some(""), None).unwrap().len(), 1);
-    assert_eq!(j.entries(None, Some(2)).unwrap().len(), 2);
-    // A batch follows the rows before it, in order, counts kept.
-    assert_eq!(j.append_all(&[]).unwrap(), None);
-    let counted = CapabilityCall {
-        count: 1000,
-        chain: vec!["a".into(), "b".into()],
-        ..call("b", "denied")
-    };
-    let last = j
-        .append_all(&[call("c", "allowed"), counted.clone()])
-        .unwrap();
-    assert_eq!(last, Some(6));
-    let all = j.entries(None, None).unwrap();
-    assert_eq!(all.len(), 6);
-    assert_eq!(
-        all[4],
-        CapabilityCall {
-            seq: 5,
-            ..call("c", "allowed")
-        }
-    );
-    assert_eq!(all[5], CapabilityCall { seq: 6, ..counted });
 }
 
 fn supervisor_conformance(b: &Backend) {
@@ -201,18 +140,6 @@ fn supervisor_conformance(b: &Backend) {
     assert_eq!(results.iter().filter(|r| r.1).count(), 1, "{results:?}");
     assert!(results.iter().all(|r| r.0 == results[0].0), "{results:?}");
     assert_eq!(runs.get("race").unwrap().as_ref(), Some(&results[0].0));
-}
-
-#[test]
-fn capability_journal_on_redb() {
-    let (_dir, b) = redb();
-    capability_conformance(&b);
-}
-
-#[test]
-fn capability_journal_on_postgres() {
-    let (_pg, b) = postgres("capability");
-    capability_conformance(&b);
 }
 
 #[test]

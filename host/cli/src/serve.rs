@@ -135,6 +135,15 @@ async fn checkpoint(checkpoints: &ServerCheckpoints, graph_id: &str) {
     }
 }
 
+/// The root sessions of the supervised runs in `store`, for the front
+/// door's owner rule.
+fn supervised_roots(store: &Store) -> sandgraph_server::SupervisedRoots {
+    let runs = sandgraph_supervisor::SupervisorRuns::open(store);
+    std::sync::Arc::new(move |graph_id: &str| {
+        runs.root_session(graph_id).map_err(|e| e.to_string())
+    })
+}
+
 /// The controller of `serve --controller` over `store`. With a
 /// coordinator, every committed update starts a wave that runs the graph's
 /// requested work (in the background; clients see its records in their
@@ -146,7 +155,7 @@ fn controller_options(
     checkpoints: ServerCheckpoints,
 ) -> ControllerOptions {
     let options =
-        ControllerOptions::new(store.agent_graphs()).supervisor_runs(store.supervisor_runs());
+        ControllerOptions::new(store.agent_graphs()).supervised_roots(supervised_roots(store));
     let Some(coordinator) = coordinator else {
         return options;
     };

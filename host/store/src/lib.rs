@@ -1,11 +1,12 @@
 //! Everything sandgraph keeps on disk, in one redb file: durable threads
-//! (checkpoints, channel values, pending writes), journals, supervised runs,
-//! and the tables other crates declare on [`tables`] (the agent-graph
-//! controller's, whose rules are in `sandgraph-controller`). No wasm
-//! engine here: the store holds bytes and JSON; callers own their meaning.
+//! (checkpoints, channel values, pending writes), and the tables other
+//! crates declare on [`tables`] (the agent-graph controller's, the routing
+//! and capability journals, supervised runs; each owner's rules are in its
+//! crate). No wasm engine here: the store holds bytes and JSON; callers
+//! own their meaning.
 //!
-//! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
-//! journals, supervised runs and agent graphs. A configured location (a
+//! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads
+//! and declared tables. A configured location (a
 //! path or a `postgres://` URL) is told apart and opened in one place:
 //! [`StoreLocation`].
 //!
@@ -23,7 +24,6 @@ mod error;
 mod location;
 mod postgres;
 mod schema;
-mod supervisor;
 pub mod tables;
 mod threads;
 
@@ -36,7 +36,6 @@ pub use location::StoreLocation;
 pub use postgres::redact_url;
 pub use postgres::schema::PG_SCHEMA_VERSION;
 pub use schema::SCHEMA_VERSION;
-pub use supervisor::{SupervisorRun, SupervisorRuns};
 pub use threads::{Durability, MAX_THREAD_ID_LEN, ThreadInfo, ThreadStore, ThreadWriter};
 
 use std::path::{Path, PathBuf};
@@ -208,9 +207,8 @@ impl Store {
     /// the other hosts that connect to it, and creates or migrates its
     /// tables; refuses a database of a newer schema.
     ///
-    /// On such a store [`supervisor_runs`](Store::supervisor_runs) live in
-    /// PostgreSQL, and
-    /// so do threads and declared [`tables`](Store::tables).
+    /// On such a store threads and declared [`tables`](Store::tables) live
+    /// in PostgreSQL.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
         let memory = Path::new("(memory)");
@@ -269,16 +267,6 @@ impl Store {
             .get(schema::SCHEMA_VERSION_KEY)?
             .map(|v| v.value())
             .unwrap_or(0))
-    }
-
-    /// The supervised agent graphs (goal, root session, turn counter).
-    pub fn supervisor_runs(&self) -> SupervisorRuns {
-        match &self.pg {
-            Some(pg) => SupervisorRuns::with_backend(Arc::new(
-                postgres::supervisor::PgSupervisorRuns::new(pg.clone()),
-            )),
-            None => SupervisorRuns::new(self.db.clone()),
-        }
     }
 
     /// Durable threads. Every `ThreadStore` made from this store or its

@@ -1,6 +1,10 @@
 //! A whole supervised graph against the scripted OpenAI-compatible server:
 //! three work items → yield → the coordinator runs them on example graphs →
-//! wake → finish with their record ids.
+//! wake → finish with their record ids. And the table the supervised runs
+//! keep (`runs`).
+
+#[path = "supervise/runs.rs"]
+mod runs;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

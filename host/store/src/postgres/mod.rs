@@ -55,7 +55,6 @@
 
 pub(crate) mod rows;
 pub(crate) mod schema;
-pub(crate) mod supervisor;
 pub(crate) mod threads;
 
 use std::hash::{BuildHasher, Hasher};

@@ -1,8 +1,11 @@
 //! A whole supervised graph against the scripted OpenAI-compatible server:
 //! three work items → yield → the coordinator runs them on example graphs →
-//! wake → finish with their record ids. And the table the supervised runs
-//! keep (`runs`).
+//! wake → finish with their record ids. And the tables the supervised
+//! runs keep (`runs`), and the PostgreSQL migration that moved the
+//! journals and the runs into declared tables (`migration`).
 
+#[path = "supervise/migration.rs"]
+mod migration;
 #[path = "supervise/runs.rs"]
 mod runs;
 

@@ -22,8 +22,8 @@ fn connect_migrates_and_a_reconnect_sees_the_same_version() {
         .unwrap();
     assert_eq!(
         tables,
-        "sandgraph_meta,sg_agent_graph_rows,sg_blobs,sg_capability_calls,sg_checkpoints,\
-         sg_journal,sg_supervisor_runs,sg_thread_leases,sg_threads,sg_writes"
+        "sandgraph_meta,sg_agent_graph_rows,sg_blobs,sg_checkpoints,sg_thread_leases,\
+         sg_threads,sg_writes"
     );
     drop(store);
     let again = StoreLocation::new(&url).open(None).unwrap();

@@ -3,9 +3,9 @@
 //! has always stored them, every text a model or a graph shaped bounded and
 //! escaped.
 
+use crate::journal_table::{Journal, JournalEntry};
 use sandgraph_core::RunError;
 use sandgraph_core::text::{MAX_GUEST_NAME_BYTES, guest_text};
-use sandgraph_store::{Journal, JournalEntry};
 use serde_json::{Value, json};
 
 /// The largest outcome the journal keeps whole, in bytes of JSON text. A

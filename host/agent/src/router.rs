@@ -11,12 +11,12 @@ use sandgraph_core::text::{guest_message, guest_name};
 use sandgraph_core::{ErrorCode, RunError};
 use sandgraph_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, Scope};
-use sandgraph_store::Journal;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::hooks::{Execution, HookError, Hooks, PostDecision, PreDecision, Settled};
 use crate::journal::{AttemptAt, Decision, Stage, Tried, error_value, journal_value};
+use crate::journal_table::Journal;
 
 /// The name of the built-in fallback: no parameters, returns `{}`, does
 /// nothing.

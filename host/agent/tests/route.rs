@@ -1,13 +1,17 @@
 //! The routing loop against a real OpenAI-compatible server on loopback,
-//! scripted per test, and real graph components.
+//! scripted per test, and real graph components; and the routing
+//! journal's table (`journal_table`).
+
+#[path = "route/journal_table.rs"]
+mod journal_table;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandgraph_agent::{
-    FALLBACK_TOOL, Fallback, FallbackHandler, GraphRoutingAgent, PostDecision, PreDecision,
-    RouteError, RouterOptions, ToolFilter, feedback,
+    FALLBACK_TOOL, Fallback, FallbackHandler, GraphRoutingAgent, Journal, PostDecision,
+    PreDecision, RouteError, RouterOptions, ToolFilter, feedback,
 };
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
@@ -932,16 +936,18 @@ async fn every_attempt_is_journaled() {
     let db = dir.path().join("journal.redb");
     let store = sandgraph_store::Store::open(&db).unwrap();
     let (agent, _graphs) = agent(&server, opts()).await;
-    let agent = agent.with_journal(store.journal());
+    let agent = agent.with_journal(Journal::open(&store));
     let out = agent.route("greet Ada").await.unwrap();
     let fb = agent.route("weather?").await.unwrap();
     drop(agent);
     drop(store);
     // Reopen: the journal is durable.
     let store = sandgraph_store::Store::open(&db).unwrap();
-    let all = store.journal().entries(None, None).unwrap();
+    let all = Journal::open(&store).entries(None, None).unwrap();
     assert_eq!(all.len(), 4);
-    let first: Vec<_> = store.journal().entries(Some(&out.route_id), None).unwrap();
+    let first: Vec<_> = Journal::open(&store)
+        .entries(Some(&out.route_id), None)
+        .unwrap();
     assert_eq!(first.len(), 3);
     assert_eq!(
         first

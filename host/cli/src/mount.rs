@@ -82,7 +82,9 @@ pub(crate) fn capability_log(
     db: Option<&std::path::Path>,
 ) -> Option<StoreCapabilityLog> {
     match store {
-        Some(store) => Some(StoreCapabilityLog::new(store.capability_journal())),
+        Some(store) => Some(StoreCapabilityLog::new(
+            sandgraph_factors::journal::CapabilityJournal::open(store),
+        )),
         None => crate::config::store::db_path(db)
             .ok()
             .map(StoreCapabilityLog::at_path),

@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use sandgraph_agent::{GraphRoutingAgent, RouteError, RouteOptions, RouteOutcome};
+use sandgraph_agent::{Journal, JournalEntry};
+use sandgraph_factors::journal::CapabilityJournal;
 use sandgraph_runtime::{ErrorCode, RunError};
-use sandgraph_store::{JournalEntry, Store};
+use sandgraph_store::Store;
 
 use crate::config::routing::{RoutingArgs, router_options};
-use crate::config::store::{data_exists, db_path, open_data, shown, storage};
+use crate::config::store::{data_exists, db_path, open_data, shown, table_storage};
 use crate::config::{LoadedConfig, ModelArgs, Resolved, Role};
 use crate::exit::{self, Failure};
 use crate::mount::{self, MountArgs};
@@ -95,7 +97,7 @@ pub async fn route(args: RouteArgs) -> Result<ExitCode, Failure> {
     let options = router_options(&resolved, &args.routing);
     let mut agent = GraphRoutingAgent::new(registry, provider, options).map_err(route_failure)?;
     if let Some(journal) = store.as_ref().filter(|_| !args.no_journal) {
-        agent = agent.with_journal(journal.journal());
+        agent = agent.with_journal(Journal::open(journal));
     }
     resolved.agents.policy.install(agent.hooks_mut());
     let options = RouteOptions {
@@ -254,10 +256,9 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
     }
     let store = open_data(&path)?;
     if args.capabilities {
-        let calls = store
-            .capability_journal()
+        let calls = CapabilityJournal::open(&store)
             .entries(args.graph.as_deref(), args.last)
-            .map_err(storage)?;
+            .map_err(table_storage)?;
         for c in &calls {
             if args.json {
                 outln!(
@@ -273,10 +274,9 @@ pub async fn journal(args: JournalArgs) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let entries = store
-        .journal()
+    let entries = Journal::open(&store)
         .entries(args.route.as_deref(), args.last)
-        .map_err(storage)?;
+        .map_err(table_storage)?;
     for e in &entries {
         if args.json {
             outln!(

@@ -135,6 +135,15 @@ async fn checkpoint(checkpoints: &ServerCheckpoints, graph_id: &str) {
     }
 }
 
+/// The root sessions of the supervised runs in `store`, for the front
+/// door's owner rule.
+fn supervised_roots(store: &Store) -> sandgraph_server::SupervisedRoots {
+    let runs = sandgraph_supervisor::SupervisorRuns::open(store);
+    std::sync::Arc::new(move |graph_id: &str| {
+        runs.root_session(graph_id).map_err(|e| e.to_string())
+    })
+}
+
 /// The controller of `serve --controller` over `store`. With a
 /// coordinator, every committed update starts a wave that runs the graph's
 /// requested work (in the background; clients see its records in their
@@ -146,7 +155,7 @@ fn controller_options(
     checkpoints: ServerCheckpoints,
 ) -> ControllerOptions {
     let options =
-        ControllerOptions::new(store.agent_graphs()).supervisor_runs(store.supervisor_runs());
+        ControllerOptions::new(store.agent_graphs()).supervised_roots(supervised_roots(store));
     let Some(coordinator) = coordinator else {
         return options;
     };
@@ -196,7 +205,7 @@ fn coordinator(
         CoordinatorOptions {
             max_new_activations: resolved.controller.max_new_activations,
             model: resolved.model,
-            journal: Some(store.journal()),
+            journal: Some(sandgraph_agent::Journal::open(store)),
             threads: Some(store.threads()),
         },
     )))
@@ -392,7 +401,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         // principals (a tokens file) shows it to none of them.
         let journal = match &args.tokens {
             Some(_) => None,
-            None => store.as_ref().map(Store::journal),
+            None => store.as_ref().map(sandgraph_agent::Journal::open),
         };
         let studio = StudioOptions { journal, operators };
         let context = server.context().clone();

@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use sandgraph_controller::{OpenAgentGraphs, SupervisorWake, WakeAttempt};
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
-use sandgraph_supervisor::{Event, SuperviseError, Supervisor};
+use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorRun, SupervisorRuns};
 use serde_json::json;
 
-use crate::config::store::{data_exists, db_path, open_data, shown, storage};
+use crate::config::store::{data_exists, db_path, open_data, shown, table_storage};
 use crate::config::{ControllerArgs, LoadedConfig, ModelArgs, Resolved, Role};
 use crate::exit::{self, Failure};
 use crate::mount::{self, MountArgs};
@@ -178,7 +178,7 @@ pub async fn agent_graph(cmd: AgentGraphCommand) -> Result<ExitCode, Failure> {
     match cmd {
         AgentGraphCommand::List { db } => {
             let store = open_existing(db.as_deref())?;
-            for run in store.supervisor_runs().list().map_err(storage)? {
+            for run in SupervisorRuns::open(&store).list().map_err(table_storage)? {
                 let closed = store
                     .agent_graphs()
                     .is_closed(&run.graph_id)
@@ -203,7 +203,7 @@ pub async fn agent_graph(cmd: AgentGraphCommand) -> Result<ExitCode, Failure> {
 /// What `agent-graph show` prints: the graph's run, projection and wakes.
 struct Shown {
     graph_id: String,
-    run: Option<sandgraph_store::SupervisorRun>,
+    run: Option<SupervisorRun>,
     projection: sandgraph_controller::Projection,
     wakes: Vec<(SupervisorWake, Vec<WakeAttempt>)>,
 }
@@ -223,7 +223,9 @@ fn load_shown(store: &Store, graph_id: &str) -> Result<Shown, Failure> {
     let ctl = |e: sandgraph_controller::ControlError| -> Failure {
         RunError::new(ErrorCode::Storage, e.message).into()
     };
-    let run = store.supervisor_runs().get(graph_id).map_err(storage)?;
+    let run = SupervisorRuns::open(store)
+        .get(graph_id)
+        .map_err(table_storage)?;
     let projection = sandgraph_controller::Projection::load(&graphs, graph_id)
         .map_err(|e| RunError::new(ErrorCode::Storage, e.to_string()))?;
     if run.is_none() && projection.revision() == 0 {

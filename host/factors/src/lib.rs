@@ -8,7 +8,8 @@
 //! functions it adds to the sandbox's linker), its grant type (and, for
 //! `http`, the grant's parsing from `sandgraph.toml`), its state in each
 //! store, its usage meter, the journal rows of its calls, and its backend
-//! trait, so tests inject a fake. The runtime only knows the
+//! trait, so tests inject a fake. The capability journal those rows go to
+//! is [`journal`]: a table of this crate's in the sandgraph database. The runtime only knows the
 //! [`Factor`](sandgraph_runtime::caps::Factor) interface; this crate's
 //! [`builder`] is the one list that registers them. Adding a capability is
 //! a module here and one line in that list.
@@ -32,8 +33,14 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod http;
+pub mod journal;
 pub mod llm;
 pub mod tools;
+
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../../tests/src/postgres.rs"]
+mod fixture;
 
 use sandgraph_runtime::{RunError, Runtime, RuntimeBuilder, RuntimeConfig};
 

@@ -121,7 +121,7 @@ async fn registry(hold_port: u16) -> (Registry, tempfile::TempDir) {
         strict: true,
         config,
         capability_log: Some(Arc::new(sandgraph_registry::StoreCapabilityLog::new(
-            store.capability_journal(),
+            sandgraph_factors::journal::CapabilityJournal::open(&store),
         ))),
         ..RegistryOptions::default()
     };

@@ -60,8 +60,7 @@ use sandgraph_controller::{
     AgentGraphStore, AgentGraphTools, CallIdentity, ToolDef, ToolFailure, ToolResult, UPDATE_TOOL,
     VIEW_TOOL, YIELD_TOOL, tool_defs,
 };
-use sandgraph_server::AgentGraphOwners;
-use sandgraph_store::SupervisorRuns;
+use sandgraph_server::{AgentGraphOwners, SupervisedRoots};
 use serde_json::Value;
 
 /// Called with the graph id after every committed (not replayed) update.
@@ -111,7 +110,7 @@ pub(crate) fn resource_template() -> ResourceTemplate {
 /// HTTP: its `Mcp-Session-Id`; other transports: the server's
 /// [`McpServer::local_session_id`](crate::McpServer::local_session_id)). A
 /// graph's root session is the root of its supervised run when
-/// [`ControllerOptions::supervisor_runs`] is set and one is recorded, else
+/// [`ControllerOptions::supervised_roots`] is set and one is recorded, else
 /// the session of its first committed update, else the caller; any other
 /// caller gets `[not_root_session] …`. `last_turn` counts the agent-graph
 /// calls of the calling session on this server (1 for the first), and the
@@ -120,7 +119,7 @@ pub(crate) fn resource_template() -> ResourceTemplate {
 #[derive(Clone)]
 pub struct ControllerOptions {
     store: Option<AgentGraphStore>,
-    supervisor_runs: Option<SupervisorRuns>,
+    supervised_roots: Option<SupervisedRoots>,
     on_update: Option<UpdateHook>,
 }
 
@@ -128,7 +127,7 @@ impl std::fmt::Debug for ControllerOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControllerOptions")
             .field("available", &self.store.is_some())
-            .field("supervisor_runs", &self.supervisor_runs.is_some())
+            .field("supervised_roots", &self.supervised_roots.is_some())
             .field("on_update", &self.on_update.is_some())
             .finish()
     }
@@ -139,7 +138,7 @@ impl ControllerOptions {
     pub fn new(store: AgentGraphStore) -> Self {
         ControllerOptions {
             store: Some(store),
-            supervisor_runs: None,
+            supervised_roots: None,
             on_update: None,
         }
     }
@@ -149,15 +148,15 @@ impl ControllerOptions {
     pub fn unavailable() -> Self {
         ControllerOptions {
             store: None,
-            supervisor_runs: None,
+            supervised_roots: None,
             on_update: None,
         }
     }
 
     /// Also takes the root session of a graph from its supervised run
-    /// (`sandgraph supervise`), when one is recorded.
-    pub fn supervisor_runs(mut self, runs: SupervisorRuns) -> Self {
-        self.supervisor_runs = Some(runs);
+    /// (`sandgraph supervise`), when `roots` finds one recorded.
+    pub fn supervised_roots(mut self, roots: SupervisedRoots) -> Self {
+        self.supervised_roots = Some(roots);
         self
     }
 
@@ -227,7 +226,7 @@ impl AgentGraph {
         let owners = options
             .store
             .clone()
-            .map(|store| AgentGraphOwners::new(store, options.supervisor_runs.clone()));
+            .map(|store| AgentGraphOwners::new(store, options.supervised_roots.clone()));
         AgentGraph {
             options,
             owners,

@@ -14,9 +14,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::audit::{CapabilityCall, CapabilityLog, Written};
 use sandgraph_factors::http::HttpCassette;
+use sandgraph_factors::journal::CapabilityJournal;
 use sandgraph_factors::llm::LlmBackend;
 use sandgraph_factors::tools::{SubRun, ToolCallError, ToolDescription, ToolsBackend};
-use sandgraph_store::CapabilityJournal;
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
@@ -241,8 +241,7 @@ impl Target {
                 let store = location
                     .open(None)
                     .map_err(|e| format!("{location}: {e}"))?;
-                store
-                    .capability_journal()
+                CapabilityJournal::open(&store)
                     .append_all(calls)
                     .map(drop)
                     .map_err(|e| e.to_string())

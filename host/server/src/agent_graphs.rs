@@ -4,23 +4,31 @@
 //! routes agent-graph tool calls to the root this finds; other front
 //! doors (the studio) show a principal the graphs it owns, read-only.
 
+use std::sync::Arc;
+
 use sandgraph_controller::{AgentGraphStore, Projection, SupervisorWake, ToolFailure};
-use sandgraph_store::SupervisorRuns;
 
 use crate::principal::Principal;
+
+/// The root session recorded for a supervised agent graph, by graph id:
+/// `Ok(None)` when the graph has no supervised run, `Err` with the
+/// failure's text. The front door gets it from whoever keeps supervised
+/// runs (`sandgraph_supervisor::SupervisorRuns::root_session`, given by
+/// the CLI), so the server does not depend on the supervisor.
+pub type SupervisedRoots = Arc<dyn Fn(&str) -> Result<Option<String>, String> + Send + Sync>;
 
 /// The agent graphs of a server's controller and the rule that names
 /// their root sessions. Cheap to clone.
 #[derive(Clone)]
 pub struct AgentGraphOwners {
     store: AgentGraphStore,
-    supervisor_runs: Option<SupervisorRuns>,
+    supervised_roots: Option<SupervisedRoots>,
 }
 
 impl std::fmt::Debug for AgentGraphOwners {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentGraphOwners")
-            .field("supervisor_runs", &self.supervisor_runs.is_some())
+            .field("supervised_roots", &self.supervised_roots.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -38,11 +46,11 @@ pub struct OwnedAgentGraph {
 
 impl AgentGraphOwners {
     /// The graphs of `store`, their roots also taken from the supervised
-    /// runs of `supervisor_runs` when given.
-    pub fn new(store: AgentGraphStore, supervisor_runs: Option<SupervisorRuns>) -> Self {
+    /// runs `supervised_roots` looks up, when given.
+    pub fn new(store: AgentGraphStore, supervised_roots: Option<SupervisedRoots>) -> Self {
         AgentGraphOwners {
             store,
-            supervisor_runs,
+            supervised_roots,
         }
     }
 
@@ -53,12 +61,10 @@ impl AgentGraphOwners {
     ///
     /// A store error.
     pub fn root_of(&self, graph_id: &str, caller: &str) -> Result<String, ToolFailure> {
-        if let Some(runs) = &self.supervisor_runs
-            && let Some(run) = runs
-                .get(graph_id)
-                .map_err(|e| ToolFailure::plain(e.to_string()))?
+        if let Some(roots) = &self.supervised_roots
+            && let Some(root) = roots(graph_id).map_err(ToolFailure::plain)?
         {
-            return Ok(run.root_session_id);
+            return Ok(root);
         }
         let first = self
             .store

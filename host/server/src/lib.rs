@@ -45,7 +45,7 @@ pub use admission::{
     Admission, AdmissionOptions, BUSY, Busy, DEFAULT_MAX_CONCURRENT_RUNS,
     DEFAULT_MAX_RUNS_PER_PRINCIPAL, RunPermit, Stats,
 };
-pub use agent_graphs::{AgentGraphOwners, OwnedAgentGraph};
+pub use agent_graphs::{AgentGraphOwners, OwnedAgentGraph, SupervisedRoots};
 pub use allow::{Allowed, Refused};
 pub use conn::{
     ConnLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,

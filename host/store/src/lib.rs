@@ -1,11 +1,12 @@
 //! Everything sandgraph keeps on disk, in one redb file: durable threads
-//! (checkpoints, channel values, pending writes), journals, supervised runs,
-//! and the tables other crates declare on [`tables`] (the agent-graph
-//! controller's, whose rules are in `sandgraph-controller`). No wasm
-//! engine here: the store holds bytes and JSON; callers own their meaning.
+//! (checkpoints, channel values, pending writes), and the tables other
+//! crates declare on [`tables`] (the agent-graph controller's, the routing
+//! and capability journals, supervised runs; each owner's rules are in its
+//! crate). No wasm engine here: the store holds bytes and JSON; callers
+//! own their meaning.
 //!
-//! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads,
-//! journals, supervised runs and agent graphs. A configured location (a
+//! Or in PostgreSQL, shared by several hosts ([`Store::connect`]): threads
+//! and declared tables. A configured location (a
 //! path or a `postgres://` URL) is told apart and opened in one place:
 //! [`StoreLocation`].
 //!
@@ -19,14 +20,10 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod cache;
-mod capability_log;
 mod error;
-mod journal;
 mod location;
-mod log_table;
 mod postgres;
 mod schema;
-mod supervisor;
 pub mod tables;
 mod threads;
 
@@ -34,14 +31,11 @@ pub use cache::{
     CachedArtifact, CompileCache, DEFAULT_MAX_CACHE_BYTES, LoadFailure, MAX_ARTIFACT_BYTES,
     MAX_LOAD_FAILURE_MESSAGE_BYTES, MAX_SPEC_BYTES,
 };
-pub use capability_log::CapabilityJournal;
 pub use error::StoreError;
-pub use journal::{Journal, JournalEntry};
 pub use location::StoreLocation;
 pub use postgres::redact_url;
 pub use postgres::schema::PG_SCHEMA_VERSION;
 pub use schema::SCHEMA_VERSION;
-pub use supervisor::{SupervisorRun, SupervisorRuns};
 pub use threads::{Durability, MAX_THREAD_ID_LEN, ThreadInfo, ThreadStore, ThreadWriter};
 
 use std::path::{Path, PathBuf};
@@ -213,10 +207,8 @@ impl Store {
     /// the other hosts that connect to it, and creates or migrates its
     /// tables; refuses a database of a newer schema.
     ///
-    /// On such a store [`journal`](Store::journal),
-    /// [`capability_journal`](Store::capability_journal) and
-    /// [`supervisor_runs`](Store::supervisor_runs) live in PostgreSQL, and
-    /// so do threads and declared [`tables`](Store::tables).
+    /// On such a store threads and declared [`tables`](Store::tables) live
+    /// in PostgreSQL.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let pg = postgres::Pg::connect(url)?;
         let memory = Path::new("(memory)");
@@ -275,35 +267,6 @@ impl Store {
             .get(schema::SCHEMA_VERSION_KEY)?
             .map(|v| v.value())
             .unwrap_or(0))
-    }
-
-    /// The routing audit journal.
-    pub fn journal(&self) -> Journal {
-        match &self.pg {
-            Some(pg) => Journal::with_backend(Arc::new(postgres::journal::journal(pg.clone()))),
-            None => Journal::new(self.db.clone()),
-        }
-    }
-
-    /// The capability journal: every brokered capability call of a graph,
-    /// allowed or refused.
-    pub fn capability_journal(&self) -> CapabilityJournal {
-        match &self.pg {
-            Some(pg) => CapabilityJournal::with_backend(Arc::new(
-                postgres::journal::capability_calls(pg.clone()),
-            )),
-            None => CapabilityJournal::new(self.db.clone()),
-        }
-    }
-
-    /// The supervised agent graphs (goal, root session, turn counter).
-    pub fn supervisor_runs(&self) -> SupervisorRuns {
-        match &self.pg {
-            Some(pg) => SupervisorRuns::with_backend(Arc::new(
-                postgres::supervisor::PgSupervisorRuns::new(pg.clone()),
-            )),
-            None => SupervisorRuns::new(self.db.clone()),
-        }
     }
 
     /// Durable threads. Every `ThreadStore` made from this store or its

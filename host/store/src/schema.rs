@@ -1,10 +1,10 @@
-//! The store's own redb tables (threads, journals, supervised runs) and the
-//! file's schema version. Bump [`SCHEMA_VERSION`] and add a step to
-//! [`migrate`] when a table's key or value encoding changes.
+//! The store's own redb tables (threads) and the file's schema version.
+//! Bump [`SCHEMA_VERSION`] and add a step to [`migrate`] when a table's key
+//! or value encoding changes.
 //!
-//! Tables of other owners (the agent-graph controller's `agent_graph_*`)
-//! are declared in their crates on [`crate::tables`] and made by the first
-//! write that needs them; the store does not name them.
+//! Tables of other crates (the agent graphs, the journals, supervised
+//! runs) are declared by their owners on [`crate::tables`] and made by the
+//! first write that needs them; the store does not name them.
 
 use redb::{TableDefinition, WriteTransaction};
 
@@ -42,30 +42,11 @@ pub(crate) const BLOBS: TableDefinition<(&str, &str, u64), &str> = TableDefiniti
 /// checkpoint produced (writes or an interrupt).
 pub(crate) const WRITES: TableDefinition<(&str, &str, &str), &str> = TableDefinition::new("writes");
 
-/// The routing audit journal: key the entry's sequence number (1, 2, ...),
-/// value the `JournalEntry` as JSON. Append-only.
-pub(crate) const JOURNAL: TableDefinition<u64, &str> = TableDefinition::new("journal");
-
-/// The capability journal: key the call's sequence number (1, 2, ...),
-/// value the `CapabilityCall` as JSON. Append-only.
-pub(crate) const CAPABILITY_CALLS: TableDefinition<u64, &str> =
-    TableDefinition::new("capability_calls");
-
-/// Supervised agent graphs: key graph id, value the `SupervisorRun` as
-/// JSON (goal, root session, the supervisor's turn counter). Written when
-/// `sandgraph supervise` starts a graph; the turn counter is bumped, durably,
-/// before every supervisor turn.
-pub(crate) const SUPERVISOR_RUNS: TableDefinition<&str, &str> =
-    TableDefinition::new("supervisor_runs");
-
 pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(JOURNAL)?;
-    tx.open_table(SUPERVISOR_RUNS)?;
     tx.open_table(THREADS)?;
     tx.open_table(CHECKPOINTS)?;
     tx.open_table(BLOBS)?;
     tx.open_table(WRITES)?;
-    tx.open_table(CAPABILITY_CALLS)?;
     Ok(())
 }
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
-use sandgraph_store::JournalEntry;
+use sandgraph_agent::{JournalEntry, JournalError};
 use serde_json::{Value, json};
 
-use crate::api::{ApiError, Studio, blocking, json_body, limit, store_error};
+use crate::api::{ApiError, Studio, blocking, json_body, limit};
 use crate::bound;
 
 /// Entries of a page when `limit` is not given.
@@ -31,9 +31,19 @@ pub(crate) async fn list(
              names several principals (--tokens) and the journal's rows have no owner",
         )
     })?;
-    let entries = blocking(move || journal.entries(None, Some(limit)).map_err(store_error)).await?;
+    let entries =
+        blocking(move || journal.entries(None, Some(limit)).map_err(journal_error)).await?;
     let entries: Vec<Value> = entries.iter().rev().map(entry).collect();
     Ok(json_body(&json!({ "entries": entries })))
+}
+
+/// A journal that cannot be read: `500 storage`.
+fn journal_error(e: JournalError) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "storage",
+        bound::error(&e.to_string()),
+    )
 }
 
 /// One attempt, every text bounded.

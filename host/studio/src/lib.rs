@@ -33,8 +33,8 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use sandgraph_agent::Journal;
 use sandgraph_server::{Context, Door, RouteSet, hold_until_sent};
-use sandgraph_store::Journal;
 
 use api::ApiError;
 use assets::asset_routes;

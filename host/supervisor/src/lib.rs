@@ -3,7 +3,8 @@
 //! graph under the sandbox limits, writes one record per outcome); a
 //! [`Supervisor`] drives a graph to its end: supervisor turns over the
 //! model provider with the three agent-graph tools, waves of work, and wakes
-//! delivered as new supervisor turns, all of it durable in redb so
+//! delivered as new supervisor turns, all of it durable (the graph's
+//! [`SupervisorRuns`] row, a table of this crate's, and the controller's) so
 //! [`Supervisor::resume`] continues after a crash without running finished
 //! work again. A [`WorkPoller`] shares the work of several hosts: started
 //! by `sandgraph serve --controller` beside its server, it runs a wave of
@@ -21,6 +22,7 @@
 mod context;
 mod coordinator;
 mod poller;
+mod runs;
 mod supervisor;
 
 pub use context::{BYTES_PER_TOKEN, ContextError, DEFAULT_CONTEXT_BUDGET_TOKENS, estimate_tokens};
@@ -28,6 +30,7 @@ pub use coordinator::{
     Coordinator, CoordinatorOptions, DEFAULT_MAX_NEW_ACTIVATIONS, WaveError, WaveReport,
 };
 pub use poller::WorkPoller;
+pub use runs::{SupervisorRun, SupervisorRuns, SupervisorRunsError};
 pub use supervisor::{
     Event, Stall, StoreFailure, SuperviseError, SuperviseOutcome, Supervisor, SupervisorOptions,
 };

@@ -14,11 +14,12 @@ use sandgraph_controller::{
 };
 use sandgraph_llm::{ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::Registry;
-use sandgraph_store::{Store, StoreError, SupervisorRun};
+use sandgraph_store::Store;
 use serde_json::{Value, json};
 
 use crate::context::{Brief, Compaction, Conversation};
 use crate::coordinator::{Coordinator, CoordinatorOptions};
+use crate::runs::{SupervisorRun, SupervisorRuns, SupervisorRunsError};
 
 /// How the supervisor loop runs.
 #[derive(Debug, Clone)]
@@ -217,7 +218,7 @@ pub enum Stall {
 pub enum StoreFailure {
     /// Reading or writing the supervisor's own rows failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Runs(#[from] SupervisorRunsError),
     /// The agent-graph store refused or failed an operation.
     #[error(transparent)]
     AgentGraphs(#[from] ControlError),
@@ -237,8 +238,8 @@ pub enum StoreFailure {
     NoFinish(String),
 }
 
-impl From<StoreError> for SuperviseError {
-    fn from(e: StoreError) -> Self {
+impl From<SupervisorRunsError> for SuperviseError {
+    fn from(e: SupervisorRunsError) -> Self {
         SuperviseError::Store(e.into())
     }
 }
@@ -397,7 +398,7 @@ impl Supervisor {
             CoordinatorOptions {
                 max_new_activations: options.max_new_activations,
                 model: options.model.clone(),
-                journal: journal.then(|| store.journal()),
+                journal: journal.then(|| sandgraph_agent::Journal::open(&store)),
                 threads: Some(store.threads()),
             },
         );
@@ -471,7 +472,7 @@ impl Supervisor {
             updated_at: now,
         };
         let (_, created) = self
-            .blocking(move |s| s.supervisor_runs().create(&run))
+            .blocking(move |s| SupervisorRuns::open(s).create(&run))
             .await??;
         if !created {
             return Err(SuperviseError::Stalled(Stall::Exists { graph: graph_id }));
@@ -489,7 +490,7 @@ impl Supervisor {
     pub async fn resume(&self, graph_id: &str) -> Result<SuperviseOutcome, SuperviseError> {
         let g = graph_id.to_owned();
         let run = self
-            .blocking(move |s| s.supervisor_runs().get(&g))
+            .blocking(move |s| SupervisorRuns::open(s).get(&g))
             .await??
             .ok_or_else(|| SuperviseError::UnknownGraph(graph_id.to_owned()))?;
         let tools = AgentGraphTools::new(self.store.agent_graphs(), run.root_session_id.clone());
@@ -585,7 +586,7 @@ impl Supervisor {
     async fn turns(&self, graph_id: &str) -> Result<u64, SuperviseError> {
         let g = graph_id.to_owned();
         Ok(self
-            .blocking(move |s| s.supervisor_runs().get(&g))
+            .blocking(move |s| SupervisorRuns::open(s).get(&g))
             .await??
             .map_or(0, |r| r.turns))
     }
@@ -772,7 +773,7 @@ impl Supervisor {
     ) -> Result<TurnEnd, SuperviseError> {
         let g = run.graph_id.clone();
         let turn = self
-            .blocking(move |s| s.supervisor_runs().next_turn(&g, now_ms()))
+            .blocking(move |s| SupervisorRuns::open(s).next_turn(&g, now_ms()))
             .await??;
         self.emit(Event::Turn { turn });
         let mut conversation = Conversation::new(

@@ -1,6 +1,13 @@
 //! A whole supervised graph against the scripted OpenAI-compatible server:
 //! three work items → yield → the coordinator runs them on example graphs →
-//! wake → finish with their record ids.
+//! wake → finish with their record ids. And the tables the supervised
+//! runs keep (`runs`), and the PostgreSQL migration that moved the
+//! journals and the runs into declared tables (`migration`).
+
+#[path = "supervise/migration.rs"]
+mod migration;
+#[path = "supervise/runs.rs"]
+mod runs;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -154,7 +161,8 @@ async fn three_work_items_run_and_the_supervisor_finishes_with_their_records() {
     assert_eq!(wakes[0].status, WakeStatus::Delivered);
     assert_eq!(wakes[0].attempt_count, 1);
     // The routing attempts of the work are journaled.
-    assert_eq!(store.journal().entries(None, None).unwrap().len(), 3);
+    let journal = sandgraph_agent::Journal::open(&store);
+    assert_eq!(journal.entries(None, None).unwrap().len(), 3);
 
     let events = events.lock().unwrap().clone();
     assert!(matches!(events[0], Event::Turn { turn: 1 }));

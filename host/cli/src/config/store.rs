@@ -76,6 +76,12 @@ pub(crate) fn data_exists(location: &Path) -> bool {
 }
 
 /// The failure of a store operation: `thread_busy` or `storage`.
+/// A failure of a table another crate owns in the database (a journal,
+/// supervised runs): code `storage`, its message.
+pub(crate) fn table_storage(e: impl std::fmt::Display) -> Failure {
+    RunError::new(ErrorCode::Storage, e.to_string()).into()
+}
+
 pub(crate) fn storage(e: StoreError) -> Failure {
     let code = match e {
         StoreError::ThreadBusy { .. } => ErrorCode::ThreadBusy,

@@ -484,7 +484,9 @@ async fn a_tools_grant_runs_another_graph_tool_and_every_call_is_journaled() {
     let options = sandgraph_registry::RegistryOptions {
         config,
         capability_log: Some(std::sync::Arc::new(
-            sandgraph_registry::StoreCapabilityLog::new(store.capability_journal()),
+            sandgraph_registry::StoreCapabilityLog::new(
+                sandgraph_factors::journal::CapabilityJournal::open(&store),
+            ),
         )),
         ..common::cached_options(&[dir.path()])
     };
@@ -521,7 +523,7 @@ async fn a_tools_grant_runs_another_graph_tool_and_every_call_is_journaled() {
     );
     // Every call is in the store's capability journal, with the digest of
     // the caller's component and the thread.
-    let journal = store.capability_journal();
+    let journal = sandgraph_factors::journal::CapabilityJournal::open(&store);
     let mut rows = Vec::new();
     for _ in 0..200 {
         rows = journal.entries(None, None).unwrap();
@@ -581,7 +583,7 @@ impl sandgraph_llm::Provider for CountingModel {
 
 /// The rows of `journal` once it has at least `n`.
 async fn journal_rows(
-    journal: &sandgraph_store::CapabilityJournal,
+    journal: &sandgraph_factors::journal::CapabilityJournal,
     n: usize,
 ) -> Vec<sandgraph_core::audit::CapabilityCall> {
     let mut rows = Vec::new();
@@ -620,7 +622,9 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
         }),
         config,
         capability_log: Some(std::sync::Arc::new(
-            sandgraph_registry::StoreCapabilityLog::new(store.capability_journal()),
+            sandgraph_registry::StoreCapabilityLog::new(
+                sandgraph_factors::journal::CapabilityJournal::open(&store),
+            ),
         )),
         ..common::cached_options(&[dir.path()])
     };
@@ -642,7 +646,11 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
     assert_eq!(model.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     // 20 tool calls, graph_llm's one allowed model call, and its 19
     // refusals in one row; graph_llm's rows name the chain.
-    let rows = journal_rows(&store.capability_journal(), 22).await;
+    let rows = journal_rows(
+        &sandgraph_factors::journal::CapabilityJournal::open(&store),
+        22,
+    )
+    .await;
     let summary: Vec<(&str, &str, &str, u64)> = rows
         .iter()
         .map(|c| {

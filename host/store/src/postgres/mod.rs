@@ -53,10 +53,8 @@
 //! may or may not have committed, and only the caller knows whether running
 //! it again is safe.
 
-pub(crate) mod journal;
 pub(crate) mod rows;
 pub(crate) mod schema;
-pub(crate) mod supervisor;
 pub(crate) mod threads;
 
 use std::hash::{BuildHasher, Hasher};

@@ -29,8 +29,8 @@ pub(crate) enum Scan {
     All,
     /// The first, if any.
     First,
-    /// The last, if any.
-    Last,
+    /// The last `n`, last first.
+    Last(usize),
 }
 
 /// An encoded key and value.
@@ -116,13 +116,18 @@ impl PgRows {
         Ok(())
     }
 
-    /// The rows of `table` whose key is in `range`, by key.
+    /// The rows of `table` whose key is in `range`: by key, or for
+    /// [`Scan::Last`] last first.
     pub(crate) fn scan(
         &self,
         table: &str,
         range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
         scan: Scan,
     ) -> Result<Vec<RawRow>, StoreError> {
+        let limit = match scan {
+            Scan::Last(n) => i64::try_from(n).unwrap_or(i64::MAX),
+            Scan::All | Scan::First => 0,
+        };
         let mut sql = String::from("SELECT key, value FROM sg_agent_graph_rows WHERE tbl = $1");
         let mut params: Vec<Param<'_>> = vec![&table];
         for (bound, inclusive, exclusive) in [(&range.0, ">=", ">"), (&range.1, "<=", "<")] {
@@ -134,11 +139,14 @@ impl PgRows {
             params.push(key);
             sql.push_str(&format!(" AND key {op} ${}", params.len()));
         }
-        sql.push_str(match scan {
-            Scan::All => " ORDER BY key",
-            Scan::First => " ORDER BY key LIMIT 1",
-            Scan::Last => " ORDER BY key DESC LIMIT 1",
-        });
+        match scan {
+            Scan::All => sql.push_str(" ORDER BY key"),
+            Scan::First => sql.push_str(" ORDER BY key LIMIT 1"),
+            Scan::Last(_) => {
+                params.push(&limit);
+                sql.push_str(&format!(" ORDER BY key DESC LIMIT ${}", params.len()));
+            }
+        }
         let rows = self.query(&sql, &params)?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }

@@ -8,8 +8,9 @@
 //! released one) and bump [`PG_SCHEMA_VERSION`]. A binary refuses a
 //! database whose version is newer than its own.
 //!
-//! Rows keep the JSON encodings of the redb tables (`src/schema.rs`), so
-//! `DESIGN.md` describes one encoding. Text keys are `COLLATE "C"`: they
+//! Rows keep the JSON encodings of the redb tables (`src/schema.rs`, and
+//! the declared tables of other crates), so `DESIGN.md` describes one
+//! encoding. Text keys are `COLLATE "C"`: they
 //! compare bytewise, as redb's `&str` keys do, whatever the database's
 //! default collation.
 
@@ -19,7 +20,7 @@ use super::{Pg, PgTxError};
 use crate::StoreError;
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i64 = 2;
+pub const PG_SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock key migrations hold ("sandgrap" in ASCII).
 const MIGRATION_LOCK: i64 = 0x7361_6e64_6772_6170;
@@ -101,6 +102,28 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         value bytea NOT NULL,
         PRIMARY KEY (tbl, key)
     );
+    "#,
+    // 3: the routing journal, the capability journal and the supervised
+    // runs become tables their owners declare (`journal`,
+    // `capability_calls`, `supervisor_runs`, the names of their redb
+    // tables): their rows move into `sg_agent_graph_rows`, in the encoding
+    // of `tables::Field`. A `u64` key is 8 bytes big-endian (`int8send`:
+    // sequence numbers are positive); a `&str` is its UTF-8 bytes ended by
+    // `00 01` (PostgreSQL text holds no `00`, so nothing is escaped). The
+    // old tables go.
+    r#"
+    INSERT INTO sg_agent_graph_rows (tbl, key, value)
+        SELECT 'journal', int8send(seq), convert_to(entry, 'UTF8') || '\x0001'::bytea
+        FROM sg_journal;
+    INSERT INTO sg_agent_graph_rows (tbl, key, value)
+        SELECT 'capability_calls', int8send(seq), convert_to(entry, 'UTF8') || '\x0001'::bytea
+        FROM sg_capability_calls;
+    INSERT INTO sg_agent_graph_rows (tbl, key, value)
+        SELECT 'supervisor_runs',
+               convert_to(graph_id, 'UTF8') || '\x0001'::bytea,
+               convert_to(run, 'UTF8') || '\x0001'::bytea
+        FROM sg_supervisor_runs;
+    DROP TABLE sg_journal, sg_capability_calls, sg_supervisor_runs;
     "#,
 ];
 

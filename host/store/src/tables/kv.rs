@@ -335,7 +335,17 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
 
     /// The last row of `range`.
     pub fn last<'k>(&self, range: Range<'k, K>) -> Result<Option<Row<K, V>>, TableError> {
-        Ok(self.scan(range, Scan::Last)?.pop())
+        Ok(self.scan(range, Scan::Last(1))?.pop())
+    }
+
+    /// The last `n` rows of `range`, last first: a bounded scan from the
+    /// end (a reader pages back through a log with it, each page's
+    /// smallest key the excluded upper bound of the next).
+    pub fn last_n<'k>(&self, range: Range<'k, K>, n: usize) -> Result<Rows<K, V>, TableError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.scan(range, Scan::Last(n))
     }
 
     /// The first row of `range`.
@@ -360,7 +370,7 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
             Ok(match scan {
                 Scan::All => it.map(own).collect::<Result<_, _>>()?,
                 Scan::First => it.next().map(own).transpose()?.into_iter().collect(),
-                Scan::Last => it.next_back().map(own).transpose()?.into_iter().collect(),
+                Scan::Last(n) => it.rev().take(n).map(own).collect::<Result<_, _>>()?,
             })
         }
         match &self.0 {
@@ -380,6 +390,58 @@ impl<K: Field + redb::Key, V: Field> Table<'_, K, V> {
                     .collect()
             }
         }
+    }
+}
+
+/// Rows a [`Table::pick_last`] reads at a time.
+const LOG_PAGE: usize = 256;
+
+/// A log: a table keyed by numbers 1, 2, 3, ... that an owner appends to.
+impl<V: Field> Table<'_, u64, V> {
+    /// The key after the table's last one: 1 for an empty table. An owner
+    /// appends under it to keep a log numbered 1, 2, 3, ... without gaps;
+    /// the write transaction makes the number its own (on PostgreSQL,
+    /// appenders that read the same last key conflict, and all but one run
+    /// again).
+    pub fn next_key(&self) -> Result<u64, TableError> {
+        let last = self.last((Bound::Unbounded, Bound::Unbounded))?;
+        last.map_or(Some(1), |(k, _)| k.checked_add(1))
+            .ok_or_else(|| TableError::db("the table has no key left after u64::MAX"))
+    }
+
+    /// What `pick` makes of the rows it keeps (`Some`), in key order: all
+    /// of them, or only the last `n`. With `n` the rows are read from the
+    /// end, a page at a time, and the scan stops once `n` are kept, so a
+    /// reader of a log's tail does not read the whole log.
+    pub fn pick_last<T, E: From<TableError>>(
+        &self,
+        n: Option<usize>,
+        mut pick: impl FnMut(u64, V::Owned) -> Result<Option<T>, E>,
+    ) -> Result<Vec<T>, E> {
+        let mut out = Vec::new();
+        let Some(n) = n else {
+            for (k, v) in self.all()? {
+                out.extend(pick(k, v)?);
+            }
+            return Ok(out);
+        };
+        let mut below = Bound::Unbounded;
+        while out.len() < n {
+            let page = self.last_n((Bound::Unbounded, below), LOG_PAGE)?;
+            let (full, smallest) = (page.len() == LOG_PAGE, page.last().map(|(k, _)| *k));
+            for (k, v) in page {
+                if out.len() == n {
+                    break;
+                }
+                out.extend(pick(k, v)?);
+            }
+            match smallest {
+                Some(k) if full => below = Bound::Excluded(k),
+                _ => break,
+            }
+        }
+        out.reverse();
+        Ok(out)
     }
 }
 

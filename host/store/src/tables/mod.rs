@@ -16,7 +16,9 @@
 //! * the closure gets a [`Tx`], opens the tables it needs as [`Table`]s,
 //!   and gets, inserts and scans rows by key ([`Table::get`],
 //!   [`Table::insert`], [`Table::range`], [`Table::between`],
-//!   [`Table::first`], [`Table::last`], [`Table::all`]);
+//!   [`Table::first`], [`Table::last`], [`Table::last_n`], [`Table::all`],
+//!   and for a log keyed 1, 2, 3, ... [`Table::next_key`] to append and
+//!   [`Table::pick_last`] to read its tail);
 //! * keys and values are `&str`, `u64` and tuples of them ([`Field`]): on
 //!   PostgreSQL they are stored in an order-preserving byte encoding, so a
 //!   key range selects the same rows on both backends;

@@ -3,7 +3,6 @@
 //! is a module here, so a test is named `<module>::<test>`. The modules
 //! that run on PostgreSQL share `fixture` and so one throwaway cluster.
 
-mod journal;
 mod open;
 mod postgres;
 mod tables;

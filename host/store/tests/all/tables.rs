@@ -18,16 +18,20 @@ const SCHEDULE: TableDef<(&str, u64), &str> = TableDef::new("test_schedule");
 const CLAIMS: TableDef<(&str, &str), &str> = TableDef::new("test_claims");
 /// A table no test writes.
 const UNUSED: TableDef<&str, (&str, u64)> = TableDef::new("test_unused");
+/// A journal-like log: rows numbered 1, 2, 3, ...
+const LOG: TableDef<u64, &str> = TableDef::new("test_log");
 
 /// The tables these tests declare, as an owner would.
 static SET: TableSet = TableSet {
     what: "the test tables",
-    tables: &[&SCHEDULE, &CLAIMS, &UNUSED],
+    tables: &[&SCHEDULE, &CLAIMS, &UNUSED, &LOG],
 };
 
 /// A store on one backend; the cluster (for PostgreSQL) outlives it.
 struct Db {
     store: Store,
+    /// The database's URL on PostgreSQL, where each host connects itself.
+    url: Option<String>,
     _dir: Option<tempfile::TempDir>,
     _pg: Option<Arc<fixture::TestPostgres>>,
 }
@@ -38,6 +42,7 @@ impl Db {
         let store = Store::open(&dir.path().join("sandgraph.redb")).unwrap();
         Db {
             store,
+            url: None,
             _dir: Some(dir),
             _pg: None,
         }
@@ -45,9 +50,11 @@ impl Db {
 
     fn postgres(test: &str) -> Self {
         let pg = fixture::TestPostgres::shared();
-        let store = Store::connect(&pg.fresh_db(test)).unwrap();
+        let url = pg.fresh_db(test);
+        let store = Store::connect(&url).unwrap();
         Db {
             store,
+            url: Some(url),
             _dir: None,
             _pg: Some(pg),
         }
@@ -55,6 +62,15 @@ impl Db {
 
     fn tables(&self) -> Tables {
         self.store.tables(&SET)
+    }
+
+    /// The tables as another host sees them: its own connection on
+    /// PostgreSQL; on redb (one process per file) this store's.
+    fn host(&self) -> Tables {
+        match &self.url {
+            Some(url) => Store::connect(url).unwrap().tables(&SET),
+            None => self.tables(),
+        }
     }
 }
 
@@ -118,6 +134,94 @@ fn a_failed_write_writes_nothing_and_a_later_one_sees_the_last_commit(db: Db) {
     assert_eq!(now, Ok(Some("two".to_owned())));
 }
 
+/// Appends one row under the log's next key; its number.
+fn append(tables: &Tables, text: &str) -> u64 {
+    tables
+        .write(|tx| {
+            let mut log = tx.open_table(LOG)?;
+            let seq = log.next_key()?;
+            log.insert(seq, format!("{seq}:{text}").as_str())?;
+            Ok::<_, TableError>((seq, true))
+        })
+        .unwrap()
+}
+
+fn a_log_is_numbered_without_gaps_and_read_back_from_its_end(db: Db) {
+    let tables = db.tables();
+    let keys = |range, n| {
+        tables
+            .read(|tx| tx.open_table(LOG)?.last_n(range, n))
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys((Bound::Unbounded, Bound::Unbounded), 3), [0u64; 0]);
+    for i in 1..=5 {
+        assert_eq!(append(&tables, "a"), i);
+    }
+    assert_eq!(keys((Bound::Unbounded, Bound::Unbounded), 2), [5, 4]);
+    assert_eq!(keys((Bound::Unbounded, Bound::Excluded(4)), 2), [3, 2]);
+    assert_eq!(
+        keys((Bound::Included(2), Bound::Unbounded), 9),
+        [5, 4, 3, 2]
+    );
+    assert_eq!(keys((Bound::Unbounded, Bound::Unbounded), 0), [0u64; 0]);
+    // The tail of a log, filtered, over more than one page of rows.
+    tables
+        .write(|tx| {
+            let mut log = tx.open_table(LOG)?;
+            for _ in 0..600 {
+                let seq = log.next_key()?;
+                log.insert(seq, format!("{seq}:b").as_str())?;
+            }
+            Ok::<_, TableError>(((), true))
+        })
+        .unwrap();
+    let pick = |n, every: u64| {
+        tables
+            .read(|tx| {
+                tx.open_table(LOG)?.pick_last(n, |k, v| {
+                    Ok::<_, TableError>((k % every == 0).then_some((k, v)))
+                })
+            })
+            .unwrap()
+    };
+    let tail: Vec<u64> = pick(Some(3), 100).into_iter().map(|r| r.0).collect();
+    assert_eq!(tail, [400, 500, 600]);
+    assert_eq!(pick(Some(1), 1), [(605, "605:b".to_owned())]);
+    assert_eq!(pick(None, 100).len(), 6);
+    assert_eq!(pick(Some(100), 100).len(), 6, "fewer than asked: all");
+    assert_eq!(pick(Some(0), 1), []);
+    assert_eq!(pick(Some(2), 1000), []);
+    // Hosts appending at once: every number once, none skipped, each
+    // host's rows in its order.
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let host = db.host();
+            s.spawn(move || {
+                for i in 0..10 {
+                    append(&host, &format!("t{t}-{i:02}"));
+                }
+            });
+        }
+    });
+    let rows = tables.read(|tx| tx.open_table(LOG)?.all()).unwrap();
+    let numbers: Vec<u64> = rows.iter().map(|(k, _)| *k).collect();
+    assert_eq!(numbers, (1..=645).collect::<Vec<_>>());
+    for (seq, text) in &rows {
+        assert!(text.starts_with(&format!("{seq}:")), "{seq}: {text}");
+    }
+    for t in 0..4 {
+        let mine: Vec<&str> = rows
+            .iter()
+            .filter_map(|(_, v)| v.split_once(&format!(":t{t}-")).map(|(_, i)| i))
+            .collect();
+        let want: Vec<String> = (0..10).map(|i| format!("{i:02}")).collect();
+        assert_eq!(mine, want, "host {t} in its order");
+    }
+}
+
 /// redb only: a write that reports no change is aborted; a read-only table
 /// refuses an insert.
 fn an_unchanged_write_is_aborted_and_reads_cannot_write() {
@@ -159,6 +263,8 @@ fn a_set_is_made_by_its_first_committed_write() {
                 .is_ok(),
             tx.open_table(TableDefinition::<&str, (&str, u64)>::new("test_unused"))
                 .is_ok(),
+            tx.open_table(TableDefinition::<u64, &str>::new("test_log"))
+                .is_ok(),
         ]
     };
     let store = Store::open(&path).unwrap();
@@ -169,7 +275,7 @@ fn a_set_is_made_by_its_first_committed_write() {
     });
     assert_eq!(read, Ok((None, 0)));
     drop((tables, store));
-    assert_eq!(made(&path), [false; 3], "opening and reading make nothing");
+    assert_eq!(made(&path), [false; 4], "opening and reading make nothing");
     let store = Store::open(&path).unwrap();
     store
         .tables(&SET)
@@ -179,7 +285,7 @@ fn a_set_is_made_by_its_first_committed_write() {
         })
         .unwrap();
     drop(store);
-    assert_eq!(made(&path), [true; 3], "the write made every table");
+    assert_eq!(made(&path), [true; 4], "the write made every table");
     let store = Store::open(&path).unwrap();
     let found = store
         .tables(&SET)
@@ -222,5 +328,6 @@ macro_rules! both {
 
 both!(
     rows_come_back_in_key_order_by_key_and_by_range,
+    a_log_is_numbered_without_gaps_and_read_back_from_its_end,
     a_failed_write_writes_nothing_and_a_later_one_sees_the_last_commit,
 );

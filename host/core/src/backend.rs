@@ -15,7 +15,9 @@ pub struct SendPacket {
     pub payload: Value,
 }
 
-/// What a node body produced, already decoded and checked for lossless JSON.
+/// What a node body produced, already decoded and checked for lossless JSON,
+/// naming at most [`MAX_TARGETS_PER_RESULT`](crate::MAX_TARGETS_PER_RESULT)
+/// goto targets and sends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeOutput {
     /// State writes.
@@ -62,6 +64,12 @@ pub struct NodeContext {
 /// One isolated place to run guest code: a fresh sandboxed instance in
 /// production. A worker is used by one task at a time; sequential tasks of a
 /// run may reuse one.
+///
+/// A worker bounds what it hands on: a node result or a router's answer
+/// naming more than [`MAX_TARGETS_PER_RESULT`](crate::MAX_TARGETS_PER_RESULT)
+/// goto targets and sends is refused (`invalid_update`) before any payload
+/// is decoded (the runtime does it at the WIT boundary); the executor then
+/// bounds the total of a node's result and its routers' answers.
 pub trait Worker: Send + 'static {
     /// Runs node `node` with `input` (the step-start state snapshot, or a
     /// send's payload).

@@ -1046,7 +1046,9 @@ fn send_packet(
 }
 
 /// Refuses a result naming more targets than a node result may, before
-/// any payload is parsed (the same bound the executor applies).
+/// any payload is parsed: the one check of a guest result's count (the
+/// executor only debug-asserts it, and bounds the total of a node's result
+/// and its routers' answers, which no single call returns).
 fn check_target_count(what: &str, count: usize) -> Result<(), RunError> {
     if count > MAX_TARGETS_PER_RESULT {
         return Err(RunError::new(

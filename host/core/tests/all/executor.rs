@@ -448,6 +448,30 @@ async fn declared_goto_targets_are_never_routed() {
 }
 
 #[tokio::test]
+async fn a_nodes_goto_and_its_routers_answers_are_bounded_together() {
+    // Each result is within the bound on its own (the worker's check); the
+    // total is the executor's to refuse.
+    let spec = graph(&["a", "b"])
+        .channel("x", Reducer::LastValue)
+        .entry("a")
+        .cond("a", "r", &[])
+        .build();
+    let fake = Fake::new()
+        .node("a", |_, _| command(json!({}), &["b"; 600], vec![]))
+        .node("b", |_, _| update(json!({})))
+        .router("r", |_| Ok(vec![to("b"); 600]))
+        .build();
+    let ran = run_graph(spec, &fake, json!({})).await;
+    let err = ran.error();
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    assert_eq!(
+        err.message,
+        "node \"a\" returned 1200 goto targets and sends; a node result may name at most 1024"
+    );
+    assert!(ran.events.is_empty(), "the failing step committed nothing");
+}
+
+#[tokio::test]
 async fn goto_to_an_unknown_node_is_an_invalid_update() {
     let spec = graph(&["a"])
         .channel("x", Reducer::LastValue)

@@ -211,6 +211,12 @@ pub async fn update_state<B: Backend + 'static>(
     as_node: Option<&str>,
 ) -> Result<Checkpoint, RunError> {
     let bad = |m: String| RunError::new(ErrorCode::InvalidInput, m);
+    // The one lossless check of values a person writes into a state (guest
+    // JSON is checked as the runtime parses it, tool arguments against
+    // their parameters), so a final state needs none.
+    if values.is_object() {
+        crate::json::check_lossless(&values).map_err(|e| bad(e.in_document("the state update")))?;
+    }
     let Value::Object(values) = values else {
         return Err(bad(format!(
             "state updates must be a json object, not {}",

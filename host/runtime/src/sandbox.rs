@@ -452,9 +452,47 @@ pub(crate) struct Sandbox {
     pub(crate) shared: Arc<Shared>,
     pub(crate) graph: Arc<Graph>,
     pub(crate) control: Arc<RunControl>,
+    /// The instance the run's `validate` ran in, handed out as the run's
+    /// first worker (its main worker): one instance for a tool call's
+    /// `validate` and its first node. Made with this run's control, so it
+    /// can never serve another run.
+    pub(crate) first: std::sync::Mutex<Option<Instance>>,
 }
 
 impl Sandbox {
+    /// A sandbox of `graph` for the run `control` controls.
+    pub(crate) fn new(shared: &Arc<Shared>, graph: &Arc<Graph>, control: Arc<RunControl>) -> Self {
+        Sandbox {
+            shared: shared.clone(),
+            graph: graph.clone(),
+            control,
+            first: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Runs the graph's `validate` export on `input`, in the instance the
+    /// run then starts on (kept only when `validate` accepts).
+    pub(crate) async fn validate(
+        &self,
+        input: &Value,
+        ctx: &NodeContext,
+    ) -> Result<Result<(), String>, RunError> {
+        let kept = self.take_first();
+        let mut instance = match kept {
+            Some(instance) => instance,
+            None => self.worker().await?,
+        };
+        let verdict = instance.validate(input, ctx).await?;
+        if verdict.is_ok() {
+            *self.first.lock().unwrap_or_else(|e| e.into_inner()) = Some(instance);
+        }
+        Ok(verdict)
+    }
+
+    fn take_first(&self) -> Option<Instance> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
     /// A fresh store plus instance, charged to the host budget.
     pub(crate) async fn instantiate(
         shared: &Arc<Shared>,
@@ -661,6 +699,9 @@ impl Backend for Sandbox {
     type Worker = Instance;
 
     async fn worker(&self) -> Result<Instance, RunError> {
+        if let Some(instance) = self.take_first() {
+            return Ok(instance);
+        }
         Sandbox::instantiate(
             &self.shared,
             &self.graph.pre,

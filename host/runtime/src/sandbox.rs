@@ -9,7 +9,7 @@ use sandgraph_core::budget::{ByteBudget, HostMemory};
 use sandgraph_core::text::{MAX_GUEST_NAME_BYTES, guest_message, guest_name, guest_text};
 use sandgraph_core::{
     Backend, ErrorCode, MAX_TARGETS_PER_RESULT, NodeContext, NodeOutput, RouteTarget, RunError,
-    SendPacket, StepEvent, Worker, json,
+    SendPacket, SharedJson, StepEvent, TextHold, Worker, json,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -931,6 +931,19 @@ impl Drop for Charged<'_> {
     }
 }
 
+/// The bytes of a [`SharedJson`]'s text, charged to its run's byte budget
+/// for as long as the text lives (its [`TextHold`]).
+struct TextBytes {
+    control: Arc<RunControl>,
+    bytes: usize,
+}
+
+impl Drop for TextBytes {
+    fn drop(&mut self) {
+        self.control.bytes.release(self.bytes);
+    }
+}
+
 /// Parses a guest's JSON text within the run's byte budget: the text itself
 /// is charged while it is parsed, the parsed value for as long as the
 /// executor holds it (until the barrier settles the step). A value that
@@ -1035,6 +1048,27 @@ impl Instance {
         Ok((text, charged))
     }
 
+    /// The JSON text of a shared input (a superstep's snapshot, a payload,
+    /// a node's fresh state): made by the first call that needs it and
+    /// charged to the run's byte budget once, for as long as it lives.
+    fn shared_text<'i>(
+        control: &Arc<RunControl>,
+        what: &str,
+        input: &'i SharedJson,
+    ) -> Result<&'i str, RunError> {
+        input.text(|value| {
+            let text = to_json(value);
+            control
+                .bytes
+                .charge(text.len(), &|| format!("the input of {what}"))?;
+            let held = TextBytes {
+                control: control.clone(),
+                bytes: text.len(),
+            };
+            Ok((text, Box::new(held) as TextHold))
+        })
+    }
+
     /// Calls `describe`.
     pub(crate) async fn describe(&mut self) -> Result<bindings::WitGraphSpec, RunError> {
         self.call("describe", async |b, s| b.call_describe(s).await)
@@ -1067,7 +1101,7 @@ fn wit_context(ctx: &NodeContext) -> bindings::CallContext {
         thread_id: ctx.thread_id.clone(),
         step: ctx.step,
         resume: ctx.resume.iter().map(to_json).collect(),
-        configurable: to_json(&Value::Object(ctx.configurable.clone())),
+        configurable: serde_json::to_string(&ctx.configurable).unwrap_or_else(|_| "{}".into()),
     }
 }
 
@@ -1106,20 +1140,18 @@ impl Worker for Instance {
     async fn run_node(
         &mut self,
         node: &str,
-        input: &Value,
+        input: &SharedJson,
         ctx: &NodeContext,
     ) -> Result<NodeOutput, RunError> {
         let what = format!("node \"{node}\"");
         let control = self.control.clone();
-        let (state, held) = Self::input_text(&control, &what, input)?;
+        let state = Self::shared_text(&control, &what, input)?;
         let wctx = wit_context(ctx);
         let res = self
             .call(&what, async |b, s| {
-                b.call_run_node(s, node, &state, &wctx).await
+                b.call_run_node(s, node, state, &wctx).await
             })
             .await?;
-        drop(held);
-        drop(state);
         match res.map_err(|e| guest_error(&what, e))? {
             bindings::NodeResult::Update(u) => {
                 Ok(NodeOutput::Update(parse_object(&control, &what, &u)?))
@@ -1144,14 +1176,17 @@ impl Worker for Instance {
         }
     }
 
-    async fn route(&mut self, router: &str, state: &Value) -> Result<Vec<RouteTarget>, RunError> {
+    async fn route(
+        &mut self,
+        router: &str,
+        state: &SharedJson,
+    ) -> Result<Vec<RouteTarget>, RunError> {
         let what = format!("router \"{router}\"");
         let control = self.control.clone();
-        let (state, held) = Self::input_text(&control, &what, state)?;
+        let state = Self::shared_text(&control, &what, state)?;
         let res = self
-            .call(&what, async |b, s| b.call_route(s, router, &state).await)
+            .call(&what, async |b, s| b.call_route(s, router, state).await)
             .await?;
-        drop(held);
         let targets = res.map_err(|e| guest_error(&what, e))?;
         check_target_count(&what, targets.len())?;
         targets

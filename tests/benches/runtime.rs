@@ -11,6 +11,8 @@
 //! | `runtime/chain10` | `bench-chain`: ten sequential nodes on one instance |
 //! | `runtime/fanout8` | `fanout`: split, eight parallel branches (seven extra instances), join |
 //! | `runtime/loop100` | `loop`, `{"target":100}`: 100 supersteps, each a node call and a router call |
+//! | `runtime/echo_validated` | a tool call's shape: `validate`, then the run of `echo`, in one instance (`Runtime::prepare`, `PreparedRun::validate`, `run_streaming`) |
+//! | `runtime/echo_validate_two_instances` | the same with `validate` in an instance of its own (`Runtime::validate`, then `Runtime::run`), as a router's check and run do |
 //! | `throughput/echo_64_tasks` | echo runs spread over 64 concurrent tasks; reported as runs/s |
 //!
 //! Async benches run on a multi-thread tokio runtime with two workers, the
@@ -53,6 +55,7 @@ fn main() {
     let mut group = criterion.benchmark_group("runtime");
     floor(&mut group, &tokio);
     graph_benches(&mut group, &tokio);
+    validated(&mut group, &tokio);
     group.finish();
 
     let mut group = criterion.benchmark_group("throughput");
@@ -235,6 +238,43 @@ fn graph_benches(group: &mut BenchmarkGroup<'_, WallTime>, tokio: &Tokio) {
             });
         });
     }
+}
+
+/// `validate` then the run of `echo`: in one instance (a tool call) and in
+/// two (`validate` on its own instance first).
+fn validated(group: &mut BenchmarkGroup<'_, WallTime>, tokio: &Tokio) {
+    let graph = tokio.block_on(load(sandgraph_tests::ECHO));
+    let input = json!({"topic": "hi"});
+    let expected = json!({"topic": "hi", "log": ["seen:hi"]});
+    let one = async |graph: &Arc<Graph>, input: &Value| {
+        let run = runtime()
+            .prepare(graph, options(None))
+            .expect("a prepared run");
+        run.validate(input)
+            .await
+            .expect("validate ran")
+            .expect("accepted");
+        match run.run_streaming(input.clone(), &mut |_| {}).await {
+            Ok(RunOutcome::Completed(state)) => Value::Object(state),
+            other => panic!("echo: expected a completed run, got {other:?}"),
+        }
+    };
+    let two = async |graph: &Arc<Graph>, input: &Value| {
+        let verdict = runtime().validate(graph, input, options(None)).await;
+        verdict.expect("validate ran").expect("accepted");
+        run_once(graph, input.clone(), None).await
+    };
+    assert_eq!(tokio.block_on(one(&graph, &input)), expected);
+    assert_eq!(tokio.block_on(two(&graph, &input)), expected);
+    group.sample_size(100);
+    group.bench_function("echo_validated", |b| {
+        b.to_async(tokio)
+            .iter(|| async { black_box(one(&graph, &input).await) });
+    });
+    group.bench_function("echo_validate_two_instances", |b| {
+        b.to_async(tokio)
+            .iter(|| async { black_box(two(&graph, &input).await) });
+    });
 }
 
 fn throughput(group: &mut BenchmarkGroup<'_, WallTime>, tokio: &Tokio) {

@@ -962,6 +962,79 @@ async fn graph_context() {
     );
 }
 
+/// The guest's log lines, in order.
+#[derive(Default)]
+struct Lines(std::sync::Mutex<Vec<String>>);
+
+impl sandgraph_runtime::LogSink for Lines {
+    fn log(&self, _graph: &str, _level: sandgraph_runtime::GuestLogLevel, message: &str) {
+        self.0.lock().unwrap().push(message.to_owned());
+    }
+}
+
+impl Lines {
+    /// What graph_context's node said about `validate` since the last take.
+    fn take_node_reports(&self) -> Vec<String> {
+        let mut lines = self.0.lock().unwrap();
+        let reports = lines
+            .iter()
+            .filter(|l| l.starts_with("validate calls in this instance"))
+            .cloned()
+            .collect();
+        lines.clear();
+        reports
+    }
+}
+
+#[tokio::test]
+async fn a_calls_validate_runs_in_the_instance_its_run_starts_on() {
+    let lines = std::sync::Arc::new(Lines::default());
+    let rt = sandgraph_factors::builder(RuntimeConfig::default())
+        .sink(lines.clone())
+        .build()
+        .unwrap();
+    let graph = rt
+        .load_file(std::path::Path::new(sandgraph_tests::GRAPH_CONTEXT))
+        .await
+        .unwrap();
+    let input = json!({"topic": "t"});
+    // A prepared run: validate, then the node, in one instance.
+    for _ in 0..2 {
+        let run = rt.prepare(&graph, RunOptions::default()).unwrap();
+        assert_eq!(run.validate(&input).await.unwrap(), Ok(()));
+        completed(run.run_streaming(input.clone(), &mut |_| {}).await);
+        // Once per call: a second call's instance is a fresh one.
+        assert_eq!(
+            lines.take_node_reports(),
+            ["validate calls in this instance: 1"]
+        );
+    }
+    // `Runtime::validate` checks in an instance of its own, which no run
+    // gets; a plain run validates nothing.
+    let verdict = rt.validate(&graph, &input, RunOptions::default()).await;
+    assert_eq!(verdict.unwrap(), Ok(()));
+    completed(rt.run(&graph, input.clone(), RunOptions::default()).await);
+    assert_eq!(
+        lines.take_node_reports(),
+        ["validate calls in this instance: 0"]
+    );
+    // A refusal keeps no instance: the run after it starts on a fresh one.
+    let refused = RunOptions {
+        context: sandgraph_core::NodeContext {
+            request: Some("not mine".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let run = rt.prepare(&graph, refused).unwrap();
+    assert!(run.validate(&input).await.unwrap().is_err());
+    completed(run.run_streaming(input, &mut |_| {}).await);
+    assert_eq!(
+        lines.take_node_reports(),
+        ["validate calls in this instance: 0"]
+    );
+}
+
 // ---- the llm capability (graph-llm against the scripted model server) ----
 
 /// Holds [`LLM_KEY`] once [`llm_backend`] ran.

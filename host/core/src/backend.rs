@@ -1,4 +1,6 @@
+use std::any::Any;
 use std::future::Future;
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -15,7 +17,9 @@ pub struct SendPacket {
     pub payload: Value,
 }
 
-/// What a node body produced, already decoded and checked for lossless JSON.
+/// What a node body produced, already decoded and checked for lossless JSON,
+/// naming at most [`MAX_TARGETS_PER_RESULT`](crate::MAX_TARGETS_PER_RESULT)
+/// goto targets and sends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeOutput {
     /// State writes.
@@ -42,6 +46,77 @@ pub enum RouteTarget {
     Send(SendPacket),
 }
 
+/// What a worker holds beside a [`SharedJson`]'s text for as long as the
+/// text lives: the runtime's charge of its bytes to the run's budget.
+pub type TextHold = Box<dyn Any + Send + Sync>;
+
+/// A value workers hand to guest code as JSON text: a superstep's state
+/// snapshot, read by every PULL task of the step, a send's payload, the
+/// state a node's routers read. Its text is made once, by the first worker
+/// that asks ([`SharedJson::text`]), and shared by every later one for as
+/// long as the value lives: the tasks of a superstep do not serialise the
+/// same state again, each for itself.
+pub struct SharedJson {
+    value: Value,
+    text: OnceLock<(String, TextHold)>,
+    /// Held while the text is made, so concurrent workers wait for one
+    /// serialisation instead of each making its own.
+    making: Mutex<()>,
+}
+
+impl SharedJson {
+    /// `value`, its text not made yet.
+    pub fn new(value: Value) -> Self {
+        SharedJson {
+            value,
+            text: OnceLock::new(),
+            making: Mutex::new(()),
+        }
+    }
+
+    /// The value.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The value's JSON text: made by `make` (with what to hold beside it,
+    /// dropped with it) at the first call, the same text for every later
+    /// one. A concurrent call waits for the one making it; a `make` that
+    /// fails leaves no text, and the next call makes it again.
+    ///
+    /// # Errors
+    ///
+    /// What `make` returned.
+    pub fn text<E>(
+        &self,
+        make: impl FnOnce(&Value) -> Result<(String, TextHold), E>,
+    ) -> Result<&str, E> {
+        if let Some((text, _)) = self.text.get() {
+            return Ok(text);
+        }
+        let _making = self.making.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((text, _)) = self.text.get() {
+            return Ok(text);
+        }
+        let made = make(&self.value)?;
+        Ok(&self.text.get_or_init(|| made).0)
+    }
+
+    /// The value back; the text, if made, is dropped with what it held.
+    pub fn into_value(self) -> Value {
+        self.value
+    }
+}
+
+impl std::fmt::Debug for SharedJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedJson")
+            .field("value", &self.value)
+            .field("text_made", &self.text.get().is_some())
+            .finish()
+    }
+}
+
 /// Facts about the call passed to every node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeContext {
@@ -62,22 +137,28 @@ pub struct NodeContext {
 /// One isolated place to run guest code: a fresh sandboxed instance in
 /// production. A worker is used by one task at a time; sequential tasks of a
 /// run may reuse one.
+///
+/// A worker bounds what it hands on: a node result or a router's answer
+/// naming more than [`MAX_TARGETS_PER_RESULT`](crate::MAX_TARGETS_PER_RESULT)
+/// goto targets and sends is refused (`invalid_update`) before any payload
+/// is decoded (the runtime does it at the WIT boundary); the executor then
+/// bounds the total of a node's result and its routers' answers.
 pub trait Worker: Send + 'static {
-    /// Runs node `node` with `input` (the step-start state snapshot, or a
-    /// send's payload).
+    /// Runs node `node` with `input` (the step-start state snapshot, shared
+    /// by the step's PULL tasks, or a send's payload).
     fn run_node(
         &mut self,
         node: &str,
-        input: &Value,
+        input: &SharedJson,
         ctx: &NodeContext,
     ) -> impl Future<Output = Result<NodeOutput, RunError>> + Send;
 
     /// Runs router `router` against `state` (committed state plus the source
-    /// node's own writes).
+    /// node's own writes, shared by the node's routers).
     fn route(
         &mut self,
         router: &str,
-        state: &Value,
+        state: &SharedJson,
     ) -> impl Future<Output = Result<Vec<RouteTarget>, RunError>> + Send;
 
     /// Folds one `update` into a custom-reducer channel's `current` value

@@ -19,7 +19,9 @@ mod error;
 mod executor;
 mod reducers;
 
-pub use backend::{Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, Worker};
+pub use backend::{
+    Backend, NodeContext, NodeOutput, RouteTarget, SendPacket, SharedJson, TextHold, Worker,
+};
 pub use checkpoint::{
     Checkpoint, CheckpointSource, Checkpointer, Start, TaskRecord, TaskResult, ThreadState,
     new_checkpoint_id,

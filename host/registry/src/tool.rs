@@ -13,8 +13,8 @@ use sandgraph_runtime::caps::{Capabilities, SubRun};
 
 use crate::subrun::Backends;
 use sandgraph_runtime::{
-    CancellationToken, ErrorCode, Graph, Limits, RunError, RunOptions, RunOutcome, Runtime,
-    StepEvent,
+    CancellationToken, ErrorCode, Graph, Limits, PreparedRun, RunError, RunOptions, RunOutcome,
+    Runtime, StepEvent,
 };
 use sandgraph_schema::ParameterSchema;
 use sandgraph_store::Durability;
@@ -480,16 +480,14 @@ impl GraphTool {
         let input = self.parameters.graph_input(args);
         let graph = self.graph().await?;
         let threads = opts.threads.clone();
-        let run_opts = self.run_options(opts);
-        self.run_validate(&graph, &input, &run_opts).await?;
-        self.run_graph(
-            &graph,
-            Start::Input(input),
-            run_opts,
-            threads.as_ref(),
-            on_step,
-        )
-        .await
+        // `validate` runs in the instance the run then starts on: one
+        // instance per call (the runtime's DESIGN, "one instance per call").
+        let run = self.runtime.prepare(&graph, self.run_options(opts))?;
+        if let Err(reason) = run.validate(&input).await? {
+            return Err(RunError::new(ErrorCode::Validation, reason));
+        }
+        self.run_prepared(run, Start::Input(input), threads.as_ref(), on_step)
+            .await
     }
 
     /// Answers the pending interrupt(s) of the call's durable thread and
@@ -661,10 +659,23 @@ impl GraphTool {
         threads: Option<&sandgraph_store::ThreadStore>,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<ToolOutput, RunError> {
-        let thread_id = run_opts.context.thread_id.clone();
+        let run = self.runtime.prepare(graph, run_opts)?;
+        self.run_prepared(run, start, threads, on_step).await
+    }
+
+    /// Runs `run` from `start`: on its durable thread when the call has
+    /// one and a thread store, else once from its input.
+    async fn run_prepared(
+        &self,
+        run: PreparedRun,
+        start: Start,
+        threads: Option<&sandgraph_store::ThreadStore>,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<ToolOutput, RunError> {
+        let thread_id = run.context().thread_id.clone();
         let outcome = match (threads, &thread_id, start) {
             (Some(threads), Some(thread), start) => {
-                let writer = threads.begin(thread, graph.name(), Durability::Sync)?;
+                let writer = threads.begin(thread, run.graph().name(), Durability::Sync)?;
                 let existing = threads.load(thread)?;
                 if existing.is_none() && matches!(start, Start::Resume(_)) {
                     return Err(RunError::new(
@@ -672,15 +683,9 @@ impl GraphTool {
                         format!("thread \"{thread}\" does not exist: there is nothing to resume"),
                     ));
                 }
-                self.runtime
-                    .run_thread(graph, existing, start, run_opts, &writer, on_step)
-                    .await?
+                run.run_thread(existing, start, &writer, on_step).await?
             }
-            (_, _, Start::Input(input)) => {
-                self.runtime
-                    .run_streaming(graph, input, run_opts, on_step)
-                    .await?
-            }
+            (_, _, Start::Input(input)) => run.run_streaming(input, on_step).await?,
             (_, _, Start::Resume(_) | Start::Continue) => {
                 return Err(RunError::new(
                     ErrorCode::InvalidInput,
@@ -690,14 +695,17 @@ impl GraphTool {
         };
         match outcome {
             RunOutcome::Completed(state) => {
-                let value = Value::Object(state);
-                json::check_lossless(&value).map_err(|e| {
-                    RunError::new(
-                        ErrorCode::InvalidOutput,
-                        format!("final state: value is not lossless JSON at {e}"),
-                    )
-                })?;
-                ToolOutput::new(value, false)
+                // Lossless by construction, so not walked again here: each
+                // value is checked once where it enters a state, guest JSON
+                // as the sandbox parses it (`sandbox.rs` `parse_bounded`),
+                // arguments against the parameters (`check_args`), channel
+                // defaults with the spec, state updates by the executor
+                // (`update_state`); the built-in reducers keep it lossless.
+                debug_assert!(
+                    state.values().all(|v| json::check_lossless(v).is_ok()),
+                    "a final state that is not lossless JSON"
+                );
+                ToolOutput::new(Value::Object(state), false)
             }
             RunOutcome::Interrupted { interrupts, .. } => ToolOutput::new(
                 serde_json::json!({

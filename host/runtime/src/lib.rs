@@ -27,7 +27,7 @@ mod wasi;
 pub use host_api::{GuestLogLevel, LogSink};
 pub use limits::{Limits, MAX_CAPABILITY_CALLS_PER_RUN, MAX_TIMEOUT, RuntimeConfig};
 pub use loader::{Graph, HOST_WORLD_VERSION};
-pub use runtime::{Compiled, RunOptions, Runtime, RuntimeBuilder};
+pub use runtime::{Compiled, PreparedRun, RunOptions, Runtime, RuntimeBuilder};
 pub use sandgraph_core::{
     Checkpoint, Checkpointer, ErrorCode, GraphSpec, Interrupt, RunError, RunOutcome, Start,
     StepEvent, ThreadState,

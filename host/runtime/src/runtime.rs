@@ -406,25 +406,26 @@ impl Runtime {
         Ok(limits)
     }
 
-    /// The run's executor config and its sandbox (one `RunControl` shared by
-    /// all of the run's instances).
-    fn sandbox(
-        &self,
-        graph: &Arc<Graph>,
-        opts: &RunOptions,
-    ) -> Result<(RunConfig, Arc<Sandbox>), RunError> {
-        let limits = self.limits_for(graph, opts)?;
+    /// A run of `graph` made ready and not started: its sandbox (one
+    /// `RunControl`, so one deadline, fuel pool, byte budget and capability
+    /// account, shared by all of the run's instances), for a tool call to
+    /// run `validate` in before the run ([`PreparedRun::validate`]).
+    ///
+    /// # Errors
+    ///
+    /// Limits that do not hold.
+    pub fn prepare(&self, graph: &Arc<Graph>, opts: RunOptions) -> Result<PreparedRun, RunError> {
+        let limits = self.limits_for(graph, &opts)?;
         let config = RunConfig {
             recursion_limit: limits.recursion_limit,
             context: opts.context.clone(),
         };
-        let control = self.control(graph, limits, opts);
-        let backend = Arc::new(Sandbox {
-            shared: self.shared.clone(),
+        let control = self.control(graph, limits, &opts);
+        Ok(PreparedRun {
             graph: graph.clone(),
-            control,
-        });
-        Ok((config, backend))
+            config,
+            backend: Arc::new(Sandbox::new(&self.shared, graph, control)),
+        })
     }
 
     /// A run's control, its byte budget charged to the host-wide budget.
@@ -459,7 +460,124 @@ impl Runtime {
         opts: RunOptions,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<RunOutcome, RunError> {
-        let (config, backend) = self.sandbox(graph, &opts)?;
+        self.prepare(graph, opts)?
+            .run_streaming(input, on_step)
+            .await
+    }
+
+    /// Runs `graph` on a durable thread: from `existing` (its stored state,
+    /// `None` for a new thread) as `start` says, saving checkpoints and task
+    /// records through `saver`.
+    pub async fn run_thread(
+        &self,
+        graph: &Arc<Graph>,
+        existing: Option<ThreadState>,
+        start: Start,
+        opts: RunOptions,
+        saver: &dyn Checkpointer,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<RunOutcome, RunError> {
+        self.prepare(graph, opts)?
+            .run_thread(existing, start, saver, on_step)
+            .await
+    }
+
+    /// A new head checkpoint for `thread` as if `as_node` had written `values`
+    /// (its routers run in the sandbox); the caller stores it.
+    pub async fn update_state(
+        &self,
+        graph: &Arc<Graph>,
+        thread: ThreadState,
+        values: Value,
+        as_node: Option<&str>,
+    ) -> Result<Checkpoint, RunError> {
+        let limits = self.shared.config.default_limits.clone();
+        let control = self.control(graph, limits, &RunOptions::default());
+        let backend = Arc::new(Sandbox::new(&self.shared, graph, control));
+        sandgraph_core::update_state(&graph.compiled, &backend, thread, values, as_node).await
+    }
+
+    /// Runs `graph` on `input`.
+    pub async fn run(
+        &self,
+        graph: &Arc<Graph>,
+        input: Value,
+        opts: RunOptions,
+    ) -> Result<RunOutcome, RunError> {
+        self.run_streaming(graph, input, opts, &mut |_| {}).await
+    }
+
+    /// Runs the graph's `validate` export on a tool call's input, in an
+    /// instance of its own: for a check whose run, if any, is another call
+    /// (a router checks a model's choice before its hooks). A call that
+    /// validates and then runs uses [`PreparedRun::validate`], which keeps
+    /// the instance for the run.
+    pub async fn validate(
+        &self,
+        graph: &Arc<Graph>,
+        input: &Value,
+        opts: RunOptions,
+    ) -> Result<Result<(), String>, RunError> {
+        self.prepare(graph, opts)?.validate(input).await
+    }
+}
+
+/// A run made ready by [`Runtime::prepare`] and not started yet. Dropping
+/// it drops its instance: nothing of it outlives the call.
+pub struct PreparedRun {
+    graph: Arc<Graph>,
+    config: RunConfig,
+    backend: Arc<Sandbox>,
+}
+
+impl std::fmt::Debug for PreparedRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedRun")
+            .field("graph", &self.graph.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreparedRun {
+    /// The graph the run runs.
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    /// The base context of the run's nodes (tool, request, thread id).
+    pub fn context(&self) -> &NodeContext {
+        &self.config.context
+    }
+
+    /// Runs the graph's `validate` export on a tool call's input in the
+    /// run's first instance; when it accepts, the run starts on that
+    /// instance (its first node runs in it), so a call that validates and
+    /// runs makes one instance, not two. `validate` spends the run's
+    /// deadline, fuel, byte budget and quotas, as a node does; the
+    /// refusals it counted are written at once (as a run's, when it ends).
+    ///
+    /// # Errors
+    ///
+    /// An error of instantiating or of the call (trap, timeout, fuel);
+    /// `Ok(Err(reason))` when `validate` refuses the input.
+    pub async fn validate(&self, input: &Value) -> Result<Result<(), String>, RunError> {
+        let verdict = self.backend.validate(input, &self.config.context).await;
+        self.backend.control.finish().await;
+        verdict
+    }
+
+    /// Runs the graph on `input` to completion (or interrupt), streaming
+    /// one event per superstep to `on_step`.
+    pub async fn run_streaming(
+        self,
+        input: Value,
+        on_step: &mut (dyn FnMut(&StepEvent) + Send),
+    ) -> Result<RunOutcome, RunError> {
+        let PreparedRun {
+            graph,
+            config,
+            backend,
+        } = self;
         let mut sink = StepSink::new(&backend.control, on_step);
         let outcome = sandgraph_core::run(&graph.compiled, &backend, input, &config, &mut |ev| {
             sink.emit(ev)
@@ -478,19 +596,19 @@ impl Runtime {
         outcome
     }
 
-    /// Runs `graph` on a durable thread: from `existing` (its stored state,
-    /// `None` for a new thread) as `start` says, saving checkpoints and task
-    /// records through `saver`.
+    /// Runs the graph on a durable thread, as [`Runtime::run_thread`].
     pub async fn run_thread(
-        &self,
-        graph: &Arc<Graph>,
+        self,
         existing: Option<ThreadState>,
         start: Start,
-        opts: RunOptions,
         saver: &dyn Checkpointer,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<RunOutcome, RunError> {
-        let (config, backend) = self.sandbox(graph, &opts)?;
+        let PreparedRun {
+            graph,
+            config,
+            backend,
+        } = self;
         let mut sink = StepSink::new(&backend.control, on_step);
         let outcome = sandgraph_core::run_thread(
             &graph.compiled,
@@ -505,51 +623,6 @@ impl Runtime {
         sink.drain();
         backend.control.finish().await;
         outcome
-    }
-
-    /// A new head checkpoint for `thread` as if `as_node` had written `values`
-    /// (its routers run in the sandbox); the caller stores it.
-    pub async fn update_state(
-        &self,
-        graph: &Arc<Graph>,
-        thread: ThreadState,
-        values: Value,
-        as_node: Option<&str>,
-    ) -> Result<Checkpoint, RunError> {
-        let limits = self.shared.config.default_limits.clone();
-        let control = self.control(graph, limits, &RunOptions::default());
-        let backend = Arc::new(Sandbox {
-            shared: self.shared.clone(),
-            graph: graph.clone(),
-            control,
-        });
-        sandgraph_core::update_state(&graph.compiled, &backend, thread, values, as_node).await
-    }
-
-    /// Runs `graph` on `input`.
-    pub async fn run(
-        &self,
-        graph: &Arc<Graph>,
-        input: Value,
-        opts: RunOptions,
-    ) -> Result<RunOutcome, RunError> {
-        self.run_streaming(graph, input, opts, &mut |_| {}).await
-    }
-
-    /// Runs the graph's `validate` export on a tool call's input.
-    pub async fn validate(
-        &self,
-        graph: &Arc<Graph>,
-        input: &Value,
-        opts: RunOptions,
-    ) -> Result<Result<(), String>, RunError> {
-        let limits = self.limits_for(graph, &opts)?;
-        let control = self.control(graph, limits, &opts);
-        let mut instance =
-            Sandbox::instantiate(&self.shared, &graph.pre, graph.name.clone(), &control).await?;
-        let out = instance.validate(input, &opts.context).await;
-        control.finish().await;
-        out
     }
 }
 

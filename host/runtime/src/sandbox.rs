@@ -9,7 +9,7 @@ use sandgraph_core::budget::{ByteBudget, HostMemory};
 use sandgraph_core::text::{MAX_GUEST_NAME_BYTES, guest_message, guest_name, guest_text};
 use sandgraph_core::{
     Backend, ErrorCode, MAX_TARGETS_PER_RESULT, NodeContext, NodeOutput, RouteTarget, RunError,
-    SendPacket, StepEvent, Worker, json,
+    SendPacket, SharedJson, StepEvent, TextHold, Worker, json,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -452,9 +452,47 @@ pub(crate) struct Sandbox {
     pub(crate) shared: Arc<Shared>,
     pub(crate) graph: Arc<Graph>,
     pub(crate) control: Arc<RunControl>,
+    /// The instance the run's `validate` ran in, handed out as the run's
+    /// first worker (its main worker): one instance for a tool call's
+    /// `validate` and its first node. Made with this run's control, so it
+    /// can never serve another run.
+    pub(crate) first: std::sync::Mutex<Option<Instance>>,
 }
 
 impl Sandbox {
+    /// A sandbox of `graph` for the run `control` controls.
+    pub(crate) fn new(shared: &Arc<Shared>, graph: &Arc<Graph>, control: Arc<RunControl>) -> Self {
+        Sandbox {
+            shared: shared.clone(),
+            graph: graph.clone(),
+            control,
+            first: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Runs the graph's `validate` export on `input`, in the instance the
+    /// run then starts on (kept only when `validate` accepts).
+    pub(crate) async fn validate(
+        &self,
+        input: &Value,
+        ctx: &NodeContext,
+    ) -> Result<Result<(), String>, RunError> {
+        let kept = self.take_first();
+        let mut instance = match kept {
+            Some(instance) => instance,
+            None => self.worker().await?,
+        };
+        let verdict = instance.validate(input, ctx).await?;
+        if verdict.is_ok() {
+            *self.first.lock().unwrap_or_else(|e| e.into_inner()) = Some(instance);
+        }
+        Ok(verdict)
+    }
+
+    fn take_first(&self) -> Option<Instance> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
     /// A fresh store plus instance, charged to the host budget.
     pub(crate) async fn instantiate(
         shared: &Arc<Shared>,
@@ -661,6 +699,9 @@ impl Backend for Sandbox {
     type Worker = Instance;
 
     async fn worker(&self) -> Result<Instance, RunError> {
+        if let Some(instance) = self.take_first() {
+            return Ok(instance);
+        }
         Sandbox::instantiate(
             &self.shared,
             &self.graph.pre,
@@ -890,6 +931,19 @@ impl Drop for Charged<'_> {
     }
 }
 
+/// The bytes of a [`SharedJson`]'s text, charged to its run's byte budget
+/// for as long as the text lives (its [`TextHold`]).
+struct TextBytes {
+    control: Arc<RunControl>,
+    bytes: usize,
+}
+
+impl Drop for TextBytes {
+    fn drop(&mut self) {
+        self.control.bytes.release(self.bytes);
+    }
+}
+
 /// Parses a guest's JSON text within the run's byte budget: the text itself
 /// is charged while it is parsed, the parsed value for as long as the
 /// executor holds it (until the barrier settles the step). A value that
@@ -994,6 +1048,27 @@ impl Instance {
         Ok((text, charged))
     }
 
+    /// The JSON text of a shared input (a superstep's snapshot, a payload,
+    /// a node's fresh state): made by the first call that needs it and
+    /// charged to the run's byte budget once, for as long as it lives.
+    fn shared_text<'i>(
+        control: &Arc<RunControl>,
+        what: &str,
+        input: &'i SharedJson,
+    ) -> Result<&'i str, RunError> {
+        input.text(|value| {
+            let text = to_json(value);
+            control
+                .bytes
+                .charge(text.len(), &|| format!("the input of {what}"))?;
+            let held = TextBytes {
+                control: control.clone(),
+                bytes: text.len(),
+            };
+            Ok((text, Box::new(held) as TextHold))
+        })
+    }
+
     /// Calls `describe`.
     pub(crate) async fn describe(&mut self) -> Result<bindings::WitGraphSpec, RunError> {
         self.call("describe", async |b, s| b.call_describe(s).await)
@@ -1026,7 +1101,7 @@ fn wit_context(ctx: &NodeContext) -> bindings::CallContext {
         thread_id: ctx.thread_id.clone(),
         step: ctx.step,
         resume: ctx.resume.iter().map(to_json).collect(),
-        configurable: to_json(&Value::Object(ctx.configurable.clone())),
+        configurable: serde_json::to_string(&ctx.configurable).unwrap_or_else(|_| "{}".into()),
     }
 }
 
@@ -1046,7 +1121,9 @@ fn send_packet(
 }
 
 /// Refuses a result naming more targets than a node result may, before
-/// any payload is parsed (the same bound the executor applies).
+/// any payload is parsed: the one check of a guest result's count (the
+/// executor only debug-asserts it, and bounds the total of a node's result
+/// and its routers' answers, which no single call returns).
 fn check_target_count(what: &str, count: usize) -> Result<(), RunError> {
     if count > MAX_TARGETS_PER_RESULT {
         return Err(RunError::new(
@@ -1063,20 +1140,18 @@ impl Worker for Instance {
     async fn run_node(
         &mut self,
         node: &str,
-        input: &Value,
+        input: &SharedJson,
         ctx: &NodeContext,
     ) -> Result<NodeOutput, RunError> {
         let what = format!("node \"{node}\"");
         let control = self.control.clone();
-        let (state, held) = Self::input_text(&control, &what, input)?;
+        let state = Self::shared_text(&control, &what, input)?;
         let wctx = wit_context(ctx);
         let res = self
             .call(&what, async |b, s| {
-                b.call_run_node(s, node, &state, &wctx).await
+                b.call_run_node(s, node, state, &wctx).await
             })
             .await?;
-        drop(held);
-        drop(state);
         match res.map_err(|e| guest_error(&what, e))? {
             bindings::NodeResult::Update(u) => {
                 Ok(NodeOutput::Update(parse_object(&control, &what, &u)?))
@@ -1101,14 +1176,17 @@ impl Worker for Instance {
         }
     }
 
-    async fn route(&mut self, router: &str, state: &Value) -> Result<Vec<RouteTarget>, RunError> {
+    async fn route(
+        &mut self,
+        router: &str,
+        state: &SharedJson,
+    ) -> Result<Vec<RouteTarget>, RunError> {
         let what = format!("router \"{router}\"");
         let control = self.control.clone();
-        let (state, held) = Self::input_text(&control, &what, state)?;
+        let state = Self::shared_text(&control, &what, state)?;
         let res = self
-            .call(&what, async |b, s| b.call_route(s, router, &state).await)
+            .call(&what, async |b, s| b.call_route(s, router, state).await)
             .await?;
-        drop(held);
         let targets = res.map_err(|e| guest_error(&what, e))?;
         check_target_count(&what, targets.len())?;
         targets

@@ -114,6 +114,23 @@ pub async fn hostile_many_sends() {
 }
 
 #[tokio::test]
+pub async fn hostile_many_router_sends() {
+    // The same 200,000 sends as a router's answer: refused at the WIT
+    // boundary with the router's name, before a payload is parsed.
+    let start = Instant::now();
+    let input = json!({"via_router": true});
+    let err = failed(run(sandgraph_tests::HOSTILE_MANY_SENDS, input).await);
+    assert_eq!(err.code, ErrorCode::InvalidUpdate, "{}", err.message);
+    assert_eq!(
+        err.message,
+        "router \"destinations\" returned 200000 goto targets and sends; \
+         a node result may name at most 1024"
+    );
+    assert!(start.elapsed() < SOON);
+    echo_still_served().await;
+}
+
+#[tokio::test]
 pub async fn hostile_host_sleep() {
     // Asleep in a host call, where epochs cannot reach it: the wall clock
     // follows the caller's cancellation, not only the 60 s deadline.

@@ -13,7 +13,7 @@ use super::{CompiledGraph, Interrupt, RunConfig, RunOutcome, StepEvent, charge, 
 use crate::checkpoint::{
     CheckpointSource, Checkpointer, Start, TaskRecord, TaskResult, ThreadState,
 };
-use crate::{Backend, ErrorCode, RunError, Worker};
+use crate::{Backend, ErrorCode, RunError, SharedJson, Worker};
 
 /// Resume values per task path, from an answer to the pending interrupts.
 fn resume_values(
@@ -271,9 +271,12 @@ impl<B: Backend + 'static> Driver<'_, B> {
             .iter()
             .map(|t| self.resume.get(&t.path()).cloned().unwrap_or_default())
             .collect();
-        // One immutable snapshot per step, shared by every task. The
-        // channels move into it and come back once the tasks are done.
-        let snapshot = Arc::new(Value::Object(std::mem::take(&mut state.channels)));
+        // One immutable snapshot per step, shared by every task, and so is
+        // its JSON text (made once for the step). The channels move into it
+        // and come back once the tasks are done, the text dropped (and its
+        // charge given back) before the barrier.
+        let channels = Value::Object(std::mem::take(&mut state.channels));
+        let snapshot = Arc::new(SharedJson::new(channels));
         let mut ctx = self.config.context.clone();
         ctx.step = step;
         ctx.resume.clear();
@@ -295,10 +298,10 @@ impl<B: Backend + 'static> Driver<'_, B> {
             recorder: recorder.as_ref(),
         };
         let outcomes = run.execute(&mut self.main, reused).await;
-        state.channels = match Arc::try_unwrap(snapshot) {
+        state.channels = match Arc::try_unwrap(snapshot).map(SharedJson::into_value) {
             Ok(Value::Object(map)) => map,
             Ok(_) => Map::new(),
-            Err(shared) => shared.as_object().cloned().unwrap_or_default(),
+            Err(shared) => shared.value().as_object().cloned().unwrap_or_default(),
         };
         Ok((outcomes?, resumes))
     }

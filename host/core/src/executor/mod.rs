@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 
 use crate::checkpoint::{Checkpoint, CheckpointSource, Checkpointer, Start, ThreadState};
 use crate::reducers::kind;
-use crate::{Backend, ErrorCode, NodeContext, RunError, Worker};
+use crate::{Backend, ErrorCode, NodeContext, RunError, SharedJson, Worker};
 use drive::drive;
 pub use graph::CompiledGraph;
 use graph::Writer;
@@ -211,6 +211,12 @@ pub async fn update_state<B: Backend + 'static>(
     as_node: Option<&str>,
 ) -> Result<Checkpoint, RunError> {
     let bad = |m: String| RunError::new(ErrorCode::InvalidInput, m);
+    // The one lossless check of values a person writes into a state (guest
+    // JSON is checked as the runtime parses it, tool arguments against
+    // their parameters), so a final state needs none.
+    if values.is_object() {
+        crate::json::check_lossless(&values).map_err(|e| bad(e.in_document("the state update")))?;
+    }
     let Value::Object(values) = values else {
         return Err(bad(format!(
             "state updates must be a json object, not {}",
@@ -232,7 +238,7 @@ pub async fn update_state<B: Backend + 'static>(
     if graph.has_conditionals(&node) {
         let mut fresh = state.channels.clone();
         apply_writes(graph, &mut worker, &mut fresh, &node, writes.clone()).await?;
-        let fresh = Value::Object(fresh);
+        let fresh = SharedJson::new(Value::Object(fresh));
         for cond in graph.conditionals(&node) {
             let answers = worker.route(&cond.router, &fresh).await?;
             graph.resolve_routes(&node, cond, answers, &mut next, &mut sends)?;

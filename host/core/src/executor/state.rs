@@ -11,7 +11,7 @@ use super::{CompiledGraph, MAX_TASKS_PER_STEP, StepEvent, TaskUpdate, charge, in
 use crate::checkpoint::{Checkpoint, CheckpointSource, new_checkpoint_id, now_ms};
 use crate::json::value_cost;
 use crate::reducers::{self, kind};
-use crate::{Backend, ErrorCode, Reducer, RunError, START, SendPacket, Worker};
+use crate::{Backend, ErrorCode, Reducer, RunError, START, SendPacket, SharedJson, Worker};
 
 /// Everything the loop needs between supersteps; serializable so a later
 /// checkpointer can persist it after each commit and resume from it.
@@ -154,7 +154,7 @@ impl LoopState {
         let mut pull = graph.entry.clone();
         let mut sends = Vec::new();
         if graph.has_conditionals(START) {
-            let state = Value::Object(self.channels.clone());
+            let state = SharedJson::new(Value::Object(self.channels.clone()));
             let mut next = Vec::new();
             for cond in graph.conditionals(START) {
                 let answers = worker.route(&cond.router, &state).await?;

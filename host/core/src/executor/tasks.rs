@@ -12,7 +12,7 @@ use super::drive::{Recorder, main_worker};
 use super::graph::Writer;
 use super::state::{Task, TaskOutcome, TaskWrites, apply_writes};
 use super::{CompiledGraph, MAX_TARGETS_PER_RESULT, invalid_update};
-use crate::{Backend, ErrorCode, NodeContext, NodeOutput, RunError, Worker};
+use crate::{Backend, ErrorCode, NodeContext, NodeOutput, RunError, SharedJson, Worker};
 
 /// One superstep's tasks and what they run against.
 pub(super) struct StepRun<'a, B: Backend> {
@@ -21,8 +21,9 @@ pub(super) struct StepRun<'a, B: Backend> {
     pub(super) tasks: &'a [Task],
     /// Per task, the resume values of its interrupts.
     pub(super) resumes: &'a [Vec<Value>],
-    /// The state at step start, read by every PULL task.
-    pub(super) snapshot: &'a Arc<Value>,
+    /// The state at step start, read by every PULL task: its JSON text is
+    /// made once for the step, by the first worker that needs it.
+    pub(super) snapshot: &'a Arc<SharedJson>,
     /// The step's context; a task's adds its resume values.
     pub(super) ctx: &'a NodeContext,
     /// Where each fresh outcome is recorded as soon as its task finishes.
@@ -94,9 +95,18 @@ impl<B: Backend + 'static> StepRun<'_, B> {
         let task = &self.tasks[i];
         let worker = main_worker(main, &**self.backend).await?;
         let span = tracing::debug_span!("task", node = %task.node, step = self.ctx.step);
-        let outcome = run_task(worker, self.graph, task, self.snapshot, &self.task_ctx(i))
-            .instrument(span)
-            .await?;
+        let payload = payload_of(task);
+        let input = payload.as_ref().unwrap_or(&**self.snapshot);
+        let outcome = run_task(
+            worker,
+            self.graph,
+            &task.node,
+            input,
+            self.snapshot,
+            &self.task_ctx(i),
+        )
+        .instrument(span)
+        .await?;
         if let Some(r) = self.recorder {
             r.record(task, &outcome, &self.resumes[i]).await?;
         }
@@ -169,8 +179,9 @@ impl<B: Backend + 'static> StepRun<'_, B> {
             let backend = Arc::clone(self.backend);
             let snapshot = Arc::clone(self.snapshot);
             let ctx = self.task_ctx(i);
-            let task = self.tasks[i].clone();
-            let span = tracing::debug_span!("task", node = %task.node, step = ctx.step);
+            let node = self.tasks[i].node.clone();
+            let payload = payload_of(&self.tasks[i]);
+            let span = tracing::debug_span!("task", node = %node, step = ctx.step);
             let handle = running.set.spawn(
                 async move {
                     let mut worker = match worker {
@@ -180,7 +191,9 @@ impl<B: Backend + 'static> StepRun<'_, B> {
                             Err(err) => return (None, Err(err)),
                         },
                     };
-                    let outcome = run_task(&mut worker, &graph, &task, &snapshot, &ctx).await;
+                    let input = payload.as_ref().unwrap_or(&*snapshot);
+                    let outcome =
+                        run_task(&mut worker, &graph, &node, input, &snapshot, &ctx).await;
                     (Some(worker), outcome)
                 }
                 .instrument(span),
@@ -212,21 +225,24 @@ impl<B: Backend + 'static> StepRun<'_, B> {
     }
 }
 
-/// One task: the node body, then (unless it interrupted) each of its
-/// conditional edges' routers on the fresh state (the step-start snapshot
-/// plus this task's own writes).
+/// A PUSH task's input: its payload, read by this task alone (a PULL
+/// task reads the step's snapshot).
+fn payload_of(task: &Task) -> Option<SharedJson> {
+    let (_, payload) = task.push.as_ref()?;
+    Some(SharedJson::new(payload.clone()))
+}
+
+/// One task: the node body on `input`, then (unless it interrupted) each of
+/// its conditional edges' routers on the fresh state (the step-start
+/// snapshot plus this task's own writes, its text made once for them all).
 async fn run_task<W: Worker>(
     worker: &mut W,
     graph: &CompiledGraph,
-    task: &Task,
-    snapshot: &Value,
+    node: &str,
+    input: &SharedJson,
+    snapshot: &SharedJson,
     ctx: &NodeContext,
 ) -> Result<TaskOutcome, RunError> {
-    let node = task.node.as_str();
-    let input = match &task.push {
-        None => snapshot,
-        Some((_, payload)) => payload,
-    };
     let (update, goto, command_sends) = match worker.run_node(node, input, ctx).await? {
         NodeOutput::Update(update) => (update, Vec::new(), Vec::new()),
         NodeOutput::Command {
@@ -236,7 +252,13 @@ async fn run_task<W: Worker>(
         } => (update, goto, sends),
         NodeOutput::Interrupt(value) => return Ok(TaskOutcome::Interrupted(value)),
     };
-    check_targets(node, goto.len() + command_sends.len())?;
+    // The one check of a node result's own count is at the WIT boundary
+    // (`sandbox.rs` `check_target_count`, before any payload is parsed);
+    // a worker hands on no result past it (see `Worker`).
+    debug_assert!(
+        goto.len() + command_sends.len() <= MAX_TARGETS_PER_RESULT,
+        "a worker handed on a result naming more than MAX_TARGETS_PER_RESULT targets"
+    );
     let writes = graph.filter_writes(Writer::Node(node), update)?;
     let mut next = Vec::new();
     for target in &goto {
@@ -250,9 +272,9 @@ async fn run_task<W: Worker>(
     let mut sends = command_sends;
 
     if graph.has_conditionals(node) {
-        let mut fresh = snapshot.as_object().cloned().unwrap_or_default();
+        let mut fresh = snapshot.value().as_object().cloned().unwrap_or_default();
         apply_writes(graph, worker, &mut fresh, node, writes.clone()).await?;
-        let fresh = Value::Object(fresh);
+        let fresh = SharedJson::new(Value::Object(fresh));
         for cond in graph.conditionals(node) {
             let answers = worker.route(&cond.router, &fresh).await?;
             graph.resolve_routes(node, cond, answers, &mut next, &mut sends)?;
@@ -266,8 +288,10 @@ async fn run_task<W: Worker>(
     }))
 }
 
-/// A node result (with its routers' answers) may name at most
-/// [`MAX_TARGETS_PER_RESULT`] goto targets and sends.
+/// A node result with its routers' answers may name at most
+/// [`MAX_TARGETS_PER_RESULT`] goto targets and sends: the total, which no
+/// single guest call returns and so only the executor sees (each router's
+/// own answer is bounded at the WIT boundary, like the node's result).
 fn check_targets(node: &str, count: usize) -> Result<(), RunError> {
     if count > MAX_TARGETS_PER_RESULT {
         return Err(invalid_update(format!(

@@ -121,6 +121,27 @@ async fn tasks_of_a_step_run_concurrently_on_their_own_workers() {
     assert_ne!(workers[2].1, 0);
     assert_ne!(workers[1].1, workers[2].1);
     assert_eq!(fake.workers_created(), 3);
+    // The three tasks read one snapshot, serialised once for the step.
+    assert_eq!(fake.texts_made(), 1);
+}
+
+#[tokio::test]
+async fn a_nodes_routers_share_one_text_of_its_fresh_state() {
+    let spec = graph(&["a"])
+        .channel("x", Reducer::LastValue)
+        .entry("a")
+        .cond("a", "r1", &[])
+        .cond("a", "r2", &[])
+        .build();
+    let fake = Fake::new()
+        .node("a", |_, _| update(json!({"x": 1})))
+        .router("r1", |_| Ok(vec![to("__end__")]))
+        .router("r2", |_| Ok(vec![to("__end__")]))
+        .build();
+    let ran = run_graph(spec, &fake, json!({})).await;
+    assert_eq!(ran.state()["x"], json!(1));
+    // The node's input, then one text of the fresh state for both routers.
+    assert_eq!(fake.texts_made(), 2);
 }
 
 #[tokio::test]
@@ -445,6 +466,30 @@ async fn declared_goto_targets_are_never_routed() {
         .filter(|c| matches!(c, Call::Route { .. }))
         .collect();
     assert!(routed.is_empty(), "route was called: {routed:?}");
+}
+
+#[tokio::test]
+async fn a_nodes_goto_and_its_routers_answers_are_bounded_together() {
+    // Each result is within the bound on its own (the worker's check); the
+    // total is the executor's to refuse.
+    let spec = graph(&["a", "b"])
+        .channel("x", Reducer::LastValue)
+        .entry("a")
+        .cond("a", "r", &[])
+        .build();
+    let fake = Fake::new()
+        .node("a", |_, _| command(json!({}), &["b"; 600], vec![]))
+        .node("b", |_, _| update(json!({})))
+        .router("r", |_| Ok(vec![to("b"); 600]))
+        .build();
+    let ran = run_graph(spec, &fake, json!({})).await;
+    let err = ran.error();
+    assert_eq!(err.code, ErrorCode::InvalidUpdate);
+    assert_eq!(
+        err.message,
+        "node \"a\" returned 1200 goto targets and sends; a node result may name at most 1024"
+    );
+    assert!(ran.events.is_empty(), "the failing step committed nothing");
 }
 
 #[tokio::test]

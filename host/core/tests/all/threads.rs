@@ -428,10 +428,22 @@ async fn update_state_writes_as_a_node_and_triggers_its_edges() {
     .await
     .unwrap();
     assert_eq!(cp.next_nodes(), vec!["b".to_string()]);
-    let err = sandgraph_core::update_state(&graph, &fake, thread, json!({}), Some("nope"))
+    let err = sandgraph_core::update_state(&graph, &fake, thread.clone(), json!({}), Some("nope"))
         .await
         .unwrap_err();
     assert!(err.message.contains("\"nope\""), "{}", err.message);
+    // What enters a state is lossless JSON: a final state is not checked
+    // again.
+    let unsafe_int = json!({"log": [{"n": 9_007_199_254_740_992_i64}]});
+    let err = sandgraph_core::update_state(&graph, &fake, thread, unsafe_int, Some("a"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert_eq!(
+        err.message,
+        "the state update is not lossless json at $.log[0].n: \
+         integer 9007199254740992 is outside the safe range ±(2^53-1)"
+    );
 }
 
 #[tokio::test]

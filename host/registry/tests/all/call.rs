@@ -688,3 +688,48 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
         .unwrap();
     assert_eq!(model.0.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+/// graph_context's node reports, as guest log lines.
+#[derive(Default)]
+struct NodeReports(std::sync::Mutex<Vec<String>>);
+
+impl sandgraph_runtime::LogSink for NodeReports {
+    fn log(&self, _graph: &str, _level: sandgraph_runtime::GuestLogLevel, message: &str) {
+        if message.starts_with("validate calls in this instance") {
+            self.0.lock().unwrap().push(message.to_owned());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_call_runs_validate_in_the_instance_its_node_runs_in() {
+    let reports = std::sync::Arc::new(NodeReports::default());
+    let runtime = sandgraph_factors::builder(sandgraph_runtime::RuntimeConfig::default())
+        .sink(reports.clone())
+        .build()
+        .unwrap();
+    let dir = folder(&[("graph_context.wasm", GRAPH_CONTEXT)]);
+    let (registry, _) = Registry::open(runtime, common::cached_options(&[dir.path()]))
+        .await
+        .unwrap();
+    let tool = registry.get("graph_context").unwrap();
+    for _ in 0..2 {
+        tool.call(json!({"input": {}}), CallOptions::default())
+            .await
+            .unwrap();
+    }
+    // One instance per call, a fresh one for each call.
+    assert_eq!(
+        *reports.0.lock().unwrap(),
+        ["validate calls in this instance: 1"; 2]
+    );
+    // The router's shape (check, then execute) validates in an instance of
+    // its own.
+    let args = json!({"input": {}});
+    tool.check(&args, &CallOptions::default()).await.unwrap();
+    tool.execute(args, CallOptions::default()).await.unwrap();
+    assert_eq!(
+        reports.0.lock().unwrap().last().map(String::as_str),
+        Some("validate calls in this instance: 0")
+    );
+}

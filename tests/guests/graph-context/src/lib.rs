@@ -4,13 +4,22 @@
 //! `not mine`, with the reason `"<tool>" does not handle: <request>`, and
 //! panics on one containing `panic in validate`; every `validate` call
 //! first logs `validate called` at info level, so a host can count them.
+//! The node logs `validate calls in this instance: N` (info), so a host can
+//! tell whether a call's `validate` ran in the instance its node runs in.
 //! Declares no parameters, so its tool takes one `input` argument, no
 //! description, so its tool gets a synthesized one, and a 5 s timeout.
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use sandgraph_sdk::serde_json::{Value, json};
 use sandgraph_sdk::{Context, END, Graph, Reducer, START, Update, ValidateContext};
 
+/// `validate` calls made in this instance.
+static VALIDATE_CALLS: AtomicU32 = AtomicU32::new(0);
+
 fn echo(_: Value, ctx: &Context) -> Update {
+    let calls = VALIDATE_CALLS.load(Ordering::Relaxed);
+    sandgraph_sdk::log::info(format!("validate calls in this instance: {calls}"));
     Update::new().set(
         "context",
         json!({
@@ -23,6 +32,7 @@ fn echo(_: Value, ctx: &Context) -> Update {
 }
 
 fn check(_: Value, ctx: &ValidateContext) -> Result<(), String> {
+    VALIDATE_CALLS.fetch_add(1, Ordering::Relaxed);
     sandgraph_sdk::log::info("validate called");
     match ctx.request() {
         Some(request) if request.contains("panic in validate") => {

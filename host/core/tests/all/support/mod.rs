@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use sandgraph_core::{
     Backend, ChannelSpec, ConditionalEdge, Edge, ErrorCode, GraphSpec, NodeContext, NodeOutput,
-    NodeSpec, PathEntry, Reducer, Registration, RouteTarget, RunError, SendPacket, Worker,
+    NodeSpec, PathEntry, Reducer, Registration, RouteTarget, RunError, SendPacket, SharedJson,
+    Worker,
 };
 use serde_json::{Map, Value};
 use tokio::sync::Barrier;
@@ -61,12 +62,24 @@ struct Inner {
     stop_at_check: Option<usize>,
     checks: AtomicUsize,
     workers: AtomicUsize,
+    /// JSON texts made of node and router inputs.
+    texts: AtomicUsize,
     log: Mutex<Vec<Call>>,
 }
 
 impl Inner {
     fn record(&self, call: Call) {
         lock(&self.log).push(call);
+    }
+
+    /// Asks for `input`'s text as a real worker does, counting the texts
+    /// made.
+    fn text_of(&self, input: &SharedJson) -> Result<(), RunError> {
+        input.text(|value| {
+            self.texts.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, RunError>((value.to_string(), Box::new(())))
+        })?;
+        Ok(())
     }
 }
 
@@ -195,6 +208,11 @@ impl FakeBackend {
             .collect()
     }
 
+    /// JSON texts made of node and router inputs so far.
+    pub fn texts_made(&self) -> usize {
+        self.inner.texts.load(Ordering::SeqCst)
+    }
+
     pub fn workers_created(&self) -> usize {
         self.inner.workers.load(Ordering::SeqCst)
     }
@@ -242,9 +260,11 @@ impl Worker for FakeWorker {
     async fn run_node(
         &mut self,
         node: &str,
-        input: &Value,
+        input: &SharedJson,
         ctx: &NodeContext,
     ) -> Result<NodeOutput, RunError> {
+        self.inner.text_of(input)?;
+        let input = input.value();
         self.inner.record(Call::NodeStart {
             node: node.to_owned(),
             input: input.clone(),
@@ -271,7 +291,13 @@ impl Worker for FakeWorker {
         out
     }
 
-    async fn route(&mut self, router: &str, state: &Value) -> Result<Vec<RouteTarget>, RunError> {
+    async fn route(
+        &mut self,
+        router: &str,
+        state: &SharedJson,
+    ) -> Result<Vec<RouteTarget>, RunError> {
+        self.inner.text_of(state)?;
+        let state = state.value();
         self.inner.record(Call::Route {
             router: router.to_owned(),
             state: state.clone(),

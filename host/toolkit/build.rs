@@ -81,18 +81,13 @@ fn resolve_manifest(manifest: &Path, root: &toml::Table) -> String {
         .get("workspace")
         .and_then(toml::Value::as_table)
         .expect("the root Cargo.toml has [workspace]");
-    let ws_package = ws
-        .get("package")
-        .and_then(toml::Value::as_table)
-        .cloned()
-        .unwrap_or_default();
-    let ws_deps = ws
-        .get("dependencies")
-        .and_then(toml::Value::as_table)
-        .cloned()
-        .unwrap_or_default();
-    let inherited =
-        |v: &toml::Value| v.get("workspace").and_then(toml::Value::as_bool) == Some(true);
+    let ws_table = |key: &str| {
+        ws.get(key)
+            .and_then(toml::Value::as_table)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (ws_package, ws_deps) = (ws_table("package"), ws_table("dependencies"));
     if let Some(toml::Value::Table(package)) = doc.get_mut("package") {
         for (key, value) in package.iter_mut() {
             if inherited(value) {
@@ -105,72 +100,12 @@ fn resolve_manifest(manifest: &Path, root: &toml::Table) -> String {
     }
     doc.remove("dev-dependencies");
     doc.remove("lints");
-    let resolve_deps = |deps: &mut toml::Table| {
-        for (name, value) in deps.iter_mut() {
-            if name == "sandgraph-spec" {
-                let mut t = toml::Table::new();
-                t.insert("path".into(), "../sandgraph-spec".into());
-                *value = t.into();
-                continue;
-            }
-            if !inherited(value) {
-                continue;
-            }
-            let base = ws_deps
-                .get(name)
-                .unwrap_or_else(|| panic!("[workspace.dependencies] has no {name}"));
-            let mut resolved = match base {
-                toml::Value::String(v) => {
-                    let mut t = toml::Table::new();
-                    t.insert("version".into(), v.clone().into());
-                    t
-                }
-                toml::Value::Table(t) => t.clone(),
-                other => panic!("[workspace.dependencies] {name} is {other}"),
-            };
-            assert!(
-                !resolved.contains_key("path"),
-                "{name} is a path dependency of the workspace: vendor it too"
-            );
-            let local = value.as_table().cloned().unwrap_or_default();
-            for (key, v) in local {
-                match key.as_str() {
-                    "workspace" => {}
-                    "features" => {
-                        let mut all = resolved
-                            .get("features")
-                            .and_then(toml::Value::as_array)
-                            .cloned()
-                            .unwrap_or_default();
-                        for f in v.as_array().cloned().unwrap_or_default() {
-                            if !all.contains(&f) {
-                                all.push(f);
-                            }
-                        }
-                        resolved.insert("features".into(), all.into());
-                    }
-                    _ => {
-                        resolved.insert(key, v);
-                    }
-                }
-            }
-            *value = resolved.into();
-        }
-    };
-    for key in ["dependencies", "build-dependencies"] {
-        if let Some(toml::Value::Table(deps)) = doc.get_mut(key) {
-            resolve_deps(deps);
-        }
-    }
+    resolve_dependency_tables(&mut doc, &ws_deps);
     if let Some(toml::Value::Table(targets)) = doc.get_mut("target") {
         for target in targets.iter_mut().map(|(_, target)| target) {
             if let Some(t) = target.as_table_mut() {
                 t.remove("dev-dependencies");
-                for key in ["dependencies", "build-dependencies"] {
-                    if let Some(toml::Value::Table(deps)) = t.get_mut(key) {
-                        resolve_deps(deps);
-                    }
-                }
+                resolve_dependency_tables(t, &ws_deps);
             }
         }
     }
@@ -179,6 +114,77 @@ fn resolve_manifest(manifest: &Path, root: &toml::Table) -> String {
          # sandgraph carries. Replace it with `sandgraph sdk update`, not by hand.\n{}",
         toml::to_string(&doc).expect("a manifest serializes")
     )
+}
+
+/// Whether a manifest value is `{ workspace = true }`.
+fn inherited(v: &toml::Value) -> bool {
+    v.get("workspace").and_then(toml::Value::as_bool) == Some(true)
+}
+
+/// Resolves the `dependencies` and `build-dependencies` of `table` (a
+/// manifest, or one of its `[target.*]` tables) against the workspace's.
+fn resolve_dependency_tables(table: &mut toml::Table, ws_deps: &toml::Table) {
+    for key in ["dependencies", "build-dependencies"] {
+        if let Some(toml::Value::Table(deps)) = table.get_mut(key) {
+            for (name, value) in deps.iter_mut() {
+                resolve_dependency(name, value, ws_deps);
+            }
+        }
+    }
+}
+
+/// One dependency: `sandgraph-spec` becomes the vendored path, a
+/// `workspace = true` one the workspace's entry with the member's own
+/// keys (features added to the workspace's) on top.
+fn resolve_dependency(name: &str, value: &mut toml::Value, ws_deps: &toml::Table) {
+    if name == "sandgraph-spec" {
+        let mut t = toml::Table::new();
+        t.insert("path".into(), "../sandgraph-spec".into());
+        *value = t.into();
+        return;
+    }
+    if !inherited(value) {
+        return;
+    }
+    let base = ws_deps
+        .get(name)
+        .unwrap_or_else(|| panic!("[workspace.dependencies] has no {name}"));
+    let mut resolved = match base {
+        toml::Value::String(v) => {
+            let mut t = toml::Table::new();
+            t.insert("version".into(), v.clone().into());
+            t
+        }
+        toml::Value::Table(t) => t.clone(),
+        other => panic!("[workspace.dependencies] {name} is {other}"),
+    };
+    assert!(
+        !resolved.contains_key("path"),
+        "{name} is a path dependency of the workspace: vendor it too"
+    );
+    let local = value.as_table().cloned().unwrap_or_default();
+    for (key, v) in local {
+        match key.as_str() {
+            "workspace" => {}
+            "features" => {
+                let mut all = resolved
+                    .get("features")
+                    .and_then(toml::Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for f in v.as_array().cloned().unwrap_or_default() {
+                    if !all.contains(&f) {
+                        all.push(f);
+                    }
+                }
+                resolved.insert("features".into(), all.into());
+            }
+            _ => {
+                resolved.insert(key, v);
+            }
+        }
+    }
+    *value = resolved.into();
 }
 
 /// The WIT world the SDK binds to, `package:name/world@version`, from the
@@ -205,6 +211,25 @@ fn world_of(wit: &Path) -> String {
 /// ((path, text) pairs) and `SDK_WORLD`.
 fn embed_sdks() {
     let root = repo_root();
+    let sdk = root.join("guest-sdk");
+    let mut out = String::from("// Generated by host/toolkit/build.rs from the SDK folders.\n");
+    for (name, entries) in [
+        ("RUST_SDK", rust_sdk(&root)),
+        ("PYTHON_SDK", python_sdk(&sdk.join("python"))),
+        ("JS_SDK", js_sdk(&sdk.join("js"))),
+    ] {
+        write_sdk(&mut out, name, &entries);
+    }
+    let wit = sdk.join("wit/graph.wit");
+    writeln!(out, "/// The WIT world the SDKs bind to.").unwrap();
+    writeln!(out, "pub const SDK_WORLD: &str = {:?};", world_of(&wit)).unwrap();
+    let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("sdk_files.rs");
+    std::fs::write(&dest, out).unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
+}
+
+/// The Rust SDK's files: the crate and the `sandgraph-spec` crate it
+/// depends on, each with a manifest resolved against the workspace's.
+fn rust_sdk(root: &Path) -> Vec<Entry> {
     let root_manifest = root.join("Cargo.toml");
     println!("cargo:rerun-if-changed={}", root_manifest.display());
     let root_doc: toml::Table = toml::from_str(
@@ -216,15 +241,13 @@ fn embed_sdks() {
     for manifest in [sdk.join("Cargo.toml"), spec.join("Cargo.toml")] {
         println!("cargo:rerun-if-changed={}", manifest.display());
     }
-
-    let mut rust = vec![Entry::Text(
-        "sandgraph-sdk/Cargo.toml".into(),
-        resolve_manifest(&sdk.join("Cargo.toml"), &root_doc),
-    )];
-    rust.push(Entry::Copy(
-        "sandgraph-sdk/README.md".into(),
-        sdk.join("README.md"),
-    ));
+    let mut rust = vec![
+        Entry::Text(
+            "sandgraph-sdk/Cargo.toml".into(),
+            resolve_manifest(&sdk.join("Cargo.toml"), &root_doc),
+        ),
+        Entry::Copy("sandgraph-sdk/README.md".into(), sdk.join("README.md")),
+    ];
     for (rel, path) in files_under(&sdk.join("src"), &[".rs"], &[], true) {
         rust.push(Entry::Copy(format!("sandgraph-sdk/src/{rel}"), path));
     }
@@ -238,8 +261,11 @@ fn embed_sdks() {
     for (rel, path) in files_under(&spec.join("src"), &[".rs"], &[], true) {
         rust.push(Entry::Copy(format!("sandgraph-spec/src/{rel}"), path));
     }
+    rust
+}
 
-    let python_dir = sdk.join("python");
+/// The Python SDK's files: the package and its project file.
+fn python_sdk(python_dir: &Path) -> Vec<Entry> {
     let mut python = vec![
         Entry::Copy("pyproject.toml".into(), python_dir.join("pyproject.toml")),
         Entry::Copy("README.md".into(), python_dir.join("README.md")),
@@ -247,49 +273,43 @@ fn embed_sdks() {
     for (rel, path) in files_under(&python_dir.join("sandgraph"), &[".py"], &[], true) {
         python.push(Entry::Copy(format!("sandgraph/{rel}"), path));
     }
+    python
+}
 
-    let js_dir = sdk.join("js");
-    let js: Vec<Entry> = files_under(
-        &js_dir,
+/// The JavaScript SDK's files: its modules, types and package file.
+fn js_sdk(js_dir: &Path) -> Vec<Entry> {
+    files_under(
+        js_dir,
         &[".js", ".d.ts", "package.json", "README.md"],
         &[],
         false,
     )
     .into_iter()
     .map(|(rel, path)| Entry::Copy(rel, path))
-    .collect();
+    .collect()
+}
 
-    let mut out = String::from("// Generated by host/toolkit/build.rs from the SDK folders.\n");
-    for (name, entries) in [
-        ("RUST_SDK", &rust),
-        ("PYTHON_SDK", &python),
-        ("JS_SDK", &js),
-    ] {
-        writeln!(
-            out,
-            "/// The files of the {name}: (path in the project's SDK folder, text)."
-        )
-        .unwrap();
-        writeln!(out, "pub const {name}: &[(&str, &str)] = &[").unwrap();
-        for entry in entries.iter() {
-            match entry {
-                Entry::Copy(rel, path) => {
-                    println!("cargo:rerun-if-changed={}", path.display());
-                    writeln!(
-                        out,
-                        "    ({rel:?}, include_str!({:?})),",
-                        path.display().to_string()
-                    )
-                    .unwrap();
-                }
-                Entry::Text(rel, text) => writeln!(out, "    ({rel:?}, {text:?}),").unwrap(),
+/// Appends `pub const {name}: &[(&str, &str)]` with `entries` to `out`.
+fn write_sdk(out: &mut String, name: &str, entries: &[Entry]) {
+    writeln!(
+        out,
+        "/// The files of the {name}: (path in the project's SDK folder, text)."
+    )
+    .unwrap();
+    writeln!(out, "pub const {name}: &[(&str, &str)] = &[").unwrap();
+    for entry in entries {
+        match entry {
+            Entry::Copy(rel, path) => {
+                println!("cargo:rerun-if-changed={}", path.display());
+                writeln!(
+                    out,
+                    "    ({rel:?}, include_str!({:?})),",
+                    path.display().to_string()
+                )
+                .unwrap();
             }
+            Entry::Text(rel, text) => writeln!(out, "    ({rel:?}, {text:?}),").unwrap(),
         }
-        writeln!(out, "];").unwrap();
     }
-    let wit = sdk.join("wit/graph.wit");
-    writeln!(out, "/// The WIT world the SDKs bind to.").unwrap();
-    writeln!(out, "pub const SDK_WORLD: &str = {:?};", world_of(&wit)).unwrap();
-    let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("sdk_files.rs");
-    std::fs::write(&dest, out).unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
+    writeln!(out, "];").unwrap();
 }

@@ -256,37 +256,11 @@ pub fn verify(
     trusted: &TrustedKeys,
 ) -> Result<Verified, SignatureError> {
     let sidecar_path = signature_path(component);
+    let sidecar = read_sidecar(component, &sidecar_path)?;
     let refuse = |refusal, path: &Path, message: String| SignatureError {
         refusal,
         error: ArtifactError::new(path, message),
     };
-    if !sidecar_path.exists() {
-        return Err(refuse(
-            Refusal::Unsigned,
-            component,
-            format!(
-                "not signed: there is no {} next to it; sign it with `sandgraph sign {} --key KEY`",
-                sidecar_path.display(),
-                component.display()
-            ),
-        ));
-    }
-    if let Some(version) = outdated(&sidecar_path) {
-        return Err(refuse(
-            Refusal::Outdated,
-            component,
-            format!(
-                "{} is a version {version} signature, which does not cover the graph name; sign \
-                 it again with `sandgraph sign {} --key KEY`",
-                sidecar_path.display(),
-                component.display()
-            ),
-        ));
-    }
-    let sidecar = Sidecar::read(&sidecar_path).map_err(|error| SignatureError {
-        refusal: Refusal::Malformed,
-        error,
-    })?;
     if sidecar.sha256 != *digest {
         return Err(refuse(
             Refusal::Tampered,
@@ -333,6 +307,40 @@ pub fn verify(
         key_file: key_file.to_path_buf(),
         sha256: *digest,
         name: sidecar.name,
+    })
+}
+
+/// The signature sidecar of `component` at `sidecar_path`, refused when
+/// there is none, when it is of an older version, or when it is malformed.
+fn read_sidecar(component: &Path, sidecar_path: &Path) -> Result<Sidecar, SignatureError> {
+    let refuse = |refusal, message: String| SignatureError {
+        refusal,
+        error: ArtifactError::new(component, message),
+    };
+    if !sidecar_path.exists() {
+        return Err(refuse(
+            Refusal::Unsigned,
+            format!(
+                "not signed: there is no {} next to it; sign it with `sandgraph sign {} --key KEY`",
+                sidecar_path.display(),
+                component.display()
+            ),
+        ));
+    }
+    if let Some(version) = outdated(sidecar_path) {
+        return Err(refuse(
+            Refusal::Outdated,
+            format!(
+                "{} is a version {version} signature, which does not cover the graph name; sign \
+                 it again with `sandgraph sign {} --key KEY`",
+                sidecar_path.display(),
+                component.display()
+            ),
+        ));
+    }
+    Sidecar::read(sidecar_path).map_err(|error| SignatureError {
+        refusal: Refusal::Malformed,
+        error,
     })
 }
 

@@ -139,26 +139,10 @@ impl Registry {
         let present: BTreeMap<PathBuf, std::fs::Metadata> = files.into_iter().collect();
         let tracked: BTreeMap<PathBuf, Tracked> = self.state().files.clone();
         let mut postponed = false;
-        let mut freed = false;
         // Files mounted (or failed) in this pass: not retried again in it.
         let mut applied = BTreeSet::new();
 
-        for (path, t) in &tracked {
-            let in_unreadable = path.parent().is_some_and(|d| unreadable.contains(d));
-            if present.contains_key(path) || in_unreadable {
-                continue;
-            }
-            let mut state = self.state();
-            state.files.remove(path);
-            state.observations.remove(path);
-            drop(state);
-            match &t.status {
-                FileStatus::Mounted(name) => freed |= self.unmount_file(name, path),
-                // One claimant fewer: another may now be the only one.
-                FileStatus::Contested(_) => freed = true,
-                FileStatus::Failed(_) => {}
-            }
-        }
+        let mut freed = self.forget_removed(&tracked, &present, &unreadable);
 
         let now = SystemTime::now();
         for (path, meta) in &present {
@@ -206,6 +190,35 @@ impl Registry {
         }
         self.retry_uncontested().await;
         postponed
+    }
+
+    /// Forgets the tracked files that are gone (not those of a folder that
+    /// could not be read this pass), unmounting their graphs; `true` when
+    /// a name was freed.
+    fn forget_removed(
+        &self,
+        tracked: &BTreeMap<PathBuf, Tracked>,
+        present: &BTreeMap<PathBuf, std::fs::Metadata>,
+        unreadable: &BTreeSet<PathBuf>,
+    ) -> bool {
+        let mut freed = false;
+        for (path, t) in tracked {
+            let in_unreadable = path.parent().is_some_and(|d| unreadable.contains(d));
+            if present.contains_key(path) || in_unreadable {
+                continue;
+            }
+            let mut state = self.state();
+            state.files.remove(path);
+            state.observations.remove(path);
+            drop(state);
+            match &t.status {
+                FileStatus::Mounted(name) => freed |= self.unmount_file(name, path),
+                // One claimant fewer: another may now be the only one.
+                FileStatus::Contested(_) => freed = true,
+                FileStatus::Failed(_) => {}
+            }
+        }
+        freed
     }
 
     /// Mounts (or remounts over `old`) the new content of `path`; `true`

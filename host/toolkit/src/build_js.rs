@@ -115,28 +115,8 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Error> {
         .tempdir()
         .map_err(|e| Error::build(format!("cannot create a build folder: {e}")))?;
     let tmp = work.path();
-    let write = |name: &str, text: &str| {
-        let path = tmp.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::build(format!("cannot create {}: {e}", parent.display())))?;
-        }
-        std::fs::write(&path, text)
-            .map_err(|e| Error::build(format!("cannot write {}: {e}", path.display())))
-    };
-    for (name, source) in SDK {
-        write(&format!("sdk/{name}"), source)?;
-    }
-    write("bundle.mjs", BUNDLE_MJS)?;
-    write("wit/graph.wit", GRAPH_WIT)?;
-    write("wit/js-graph.wit", &world_wit(&manifest.capabilities))?;
+    write_build_folder(tmp, &manifest.capabilities)?;
     let http = manifest.capabilities.iter().any(|c| c == "http");
-    for (name, text) in crate::build_py::WASI_DEPS.iter().filter(|_| http) {
-        write(
-            &format!("wit/deps/{name}/{name}.wit"),
-            &text.replace("wasi:", WASI_STAND_IN),
-        )?;
-    }
 
     let mut bundle = Command::new(node());
     bundle
@@ -183,6 +163,35 @@ pub fn build(dir: &Path, _debug: bool) -> Result<Vec<u8>, Error> {
     } else {
         Ok(component)
     }
+}
+
+/// Writes what jco and the bundler read into the build folder `tmp`: the
+/// SDK, the bundling script, and the WIT world narrowed to `capabilities`
+/// (with the WASI packages `wasi:http` needs, renamed while jco runs).
+fn write_build_folder(tmp: &Path, capabilities: &[String]) -> Result<(), Error> {
+    let write = |name: &str, text: &str| {
+        let path = tmp.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::build(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        std::fs::write(&path, text)
+            .map_err(|e| Error::build(format!("cannot write {}: {e}", path.display())))
+    };
+    for (name, source) in SDK {
+        write(&format!("sdk/{name}"), source)?;
+    }
+    write("bundle.mjs", BUNDLE_MJS)?;
+    write("wit/graph.wit", GRAPH_WIT)?;
+    write("wit/js-graph.wit", &world_wit(capabilities))?;
+    let http = capabilities.iter().any(|c| c == "http");
+    for (name, text) in crate::build_py::WASI_DEPS.iter().filter(|_| http) {
+        write(
+            &format!("wit/deps/{name}/{name}.wit"),
+            &text.replace("wasi:", WASI_STAND_IN),
+        )?;
+    }
+    Ok(())
 }
 
 /// The version of the vendored `wasi:http` (the host's wasmtime-wasi-http).

@@ -322,7 +322,19 @@ fn manifest(dir: &Path) -> Result<Manifest, Error> {
     }
     let capabilities = capabilities(table.get("capabilities"))
         .map_err(|why| Error::build(format!("{}: [tool.sandgraph] {why}", path.display())))?;
-    let module = match table.get("module") {
+    let module = module_of(dir, &path, table.get("module"))?;
+    let project = project_graph_name(&path, doc.get("project").and_then(|p| p.get("name")))?;
+    Ok(Manifest {
+        module,
+        capabilities,
+        project,
+    })
+}
+
+/// The graph module `[tool.sandgraph] module` of `path` names (default
+/// `graph`), checked to be a module name and to exist in `dir`.
+fn module_of(dir: &Path, path: &Path, value: Option<&toml::Value>) -> Result<String, Error> {
+    let module = match value {
         None => "graph".to_owned(),
         Some(toml::Value::String(m)) => m.clone(),
         Some(_) => {
@@ -350,27 +362,25 @@ fn manifest(dir: &Path) -> Result<Manifest, Error> {
             package.display()
         )));
     }
-    let project = match doc.get("project").and_then(|p| p.get("name")) {
-        None => None,
-        Some(toml::Value::String(name)) => Some(graph_name(name).map_err(|why| {
+    Ok(module)
+}
+
+/// `[project] name` of `path` as a graph name, if it has one.
+fn project_graph_name(path: &Path, name: Option<&toml::Value>) -> Result<Option<String>, Error> {
+    match name {
+        None => Ok(None),
+        Some(toml::Value::String(name)) => graph_name(name).map(Some).map_err(|why| {
             Error::build(format!(
                 "{}: [project] name {name:?} cannot name the graph: {why} (rename the \
                  project)",
                 path.display()
             ))
-        })?),
-        Some(_) => {
-            return Err(Error::build(format!(
-                "{}: [project] name must be a string",
-                path.display()
-            )));
-        }
-    };
-    Ok(Manifest {
-        module,
-        capabilities,
-        project,
-    })
+        }),
+        Some(_) => Err(Error::build(format!(
+            "{}: [project] name must be a string",
+            path.display()
+        ))),
+    }
 }
 
 /// A Python project name as a graph (tool) name: `.` becomes `-` (the host

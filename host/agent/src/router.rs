@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sandgraph_core::text::{guest_message, guest_name};
-use sandgraph_core::{ErrorCode, RunError};
+use sandgraph_core::{ErrorCode, RunError, Start};
 use sandgraph_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
-use sandgraph_registry::{CallOptions, GraphTool, Registry, Scope};
+use sandgraph_registry::{CallOptions, Checked, GraphTool, Registry, Scope};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -289,10 +289,24 @@ impl std::fmt::Debug for GraphRoutingAgent {
     }
 }
 
-/// One checked choice, or the reason it was rejected.
+/// One checked choice (the tool and the proof that its arguments passed),
+/// or the reason it was rejected.
 enum Check {
-    Chosen { tool: Arc<GraphTool>, args: Value },
-    Rejected { stage: Stage, reason: String },
+    Chosen {
+        tool: Arc<GraphTool>,
+        checked: Checked,
+    },
+    Rejected {
+        stage: Stage,
+        reason: String,
+    },
+}
+
+/// A checked choice that the `pre-execute` listeners allowed: what runs.
+struct Chosen<'a> {
+    tool: &'a GraphTool,
+    checked: Checked,
+    exec: Arc<Execution>,
 }
 
 /// A rejected choice: the step that rejected it and why (the reason goes
@@ -557,6 +571,7 @@ impl GraphRoutingAgent {
                 request: Some(request.to_owned()),
                 threads: None,
                 sub_run_of: None,
+                checked: None,
             },
         })
     }
@@ -632,11 +647,11 @@ impl GraphRoutingAgent {
         model_ms: u64,
     ) -> Result<Attempted, RouteError> {
         let check_start = Instant::now();
-        let (tool, args) = match self
+        let (tool, checked) = match self
             .check(&round.candidates, call, &round.call_opts)
             .await?
         {
-            Check::Chosen { tool, args } => (tool, args),
+            Check::Chosen { tool, checked } => (tool, checked),
             Check::Rejected { stage, reason } => {
                 let tried = Tried {
                     tool: Some(call.name.clone()),
@@ -654,7 +669,7 @@ impl GraphRoutingAgent {
         };
         let exec = Arc::new(Execution {
             tool: tool.name().to_owned(),
-            args,
+            args: checked.args().clone(),
             request: round.request.to_owned(),
             cancel: round.opts.cancel.clone(),
             attempt: at.attempt,
@@ -678,22 +693,34 @@ impl GraphRoutingAgent {
                 tried,
             }));
         }
-        self.run_chosen(round, at, &tool, exec, tried).await
+        let chosen = Chosen {
+            tool: &tool,
+            checked,
+            exec,
+        };
+        self.run_chosen(round, at, chosen, tried).await
     }
 
-    /// Runs the checked and allowed choice; `post-execute` listeners may
-    /// block or replace its outcome. `tried` has the timings so far.
+    /// Runs the checked and allowed choice, its arguments not checked
+    /// again; `post-execute` listeners may block or replace its outcome.
+    /// `tried` has the timings so far.
     async fn run_chosen(
         &self,
         round: &Round<'_>,
         at: AttemptAt<'_>,
-        tool: &GraphTool,
-        exec: Arc<Execution>,
+        chosen: Chosen<'_>,
         tried: Tried,
     ) -> Result<Attempted, RouteError> {
+        let Chosen {
+            tool,
+            checked,
+            exec,
+        } = chosen;
         let run_start = Instant::now();
-        let run_opts = round.opts.for_tool(&round.call_opts, tool.name());
-        let settled: Settled = tool.execute(exec.args.clone(), run_opts).await;
+        let mut run_opts = round.opts.for_tool(&round.call_opts, tool.name());
+        run_opts.checked = Some(checked);
+        let start = Start::Input(exec.args.clone());
+        let settled: Settled = tool.run(start, run_opts, &mut |_| {}).await;
         let run_ms = ms(run_start);
         let settled = Arc::new(settled);
         let post = self
@@ -789,9 +816,9 @@ impl GraphRoutingAgent {
             }
         };
         match tool.check(&args, opts).await {
-            Ok(()) => Ok(Check::Chosen {
+            Ok(checked) => Ok(Check::Chosen {
                 tool: tool.clone(),
-                args,
+                checked,
             }),
             Err(e) if e.code == ErrorCode::InvalidArgs => Ok(Check::Rejected {
                 stage: Stage::InvalidArgs,
@@ -842,7 +869,7 @@ impl GraphRoutingAgent {
             ),
             Some(t) => {
                 let opts = round.opts.for_tool(&round.call_opts, t.name());
-                match t.call(json!({}), opts).await {
+                match t.run(Start::Input(json!({})), opts, &mut |_| {}).await {
                     Ok(o) => (t.name().to_owned(), Ok(o.value), o.interrupted),
                     Err(e) => (t.name().to_owned(), Err(e), false),
                 }

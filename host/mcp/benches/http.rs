@@ -1,5 +1,5 @@
 //! Calls per second and p50/p99 latency of the echo tool: in process
-//! (`GraphTool::call`) and over MCP Streamable HTTP (rmcp's client, one
+//! (`GraphTool::run`) and over MCP Streamable HTTP (rmcp's client, one
 //! session per concurrent client, a real server on 127.0.0.1), with 1, 8
 //! and 64 concurrent clients, in one run.
 //!
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
+use sandgraph_core::Start;
 use sandgraph_mcp::{MCP_PATH, McpServer, ServerOptions, bind_http};
 use sandgraph_registry::{CallOptions, GraphTool, Registry, RegistryOptions};
 use sandgraph_server::{HttpOptions, HttpServer};
@@ -122,7 +123,9 @@ async fn bench(measure: Duration) {
             let tool = tool.clone();
             async move {
                 let args = json!({"input": {"topic": format!("c{c}-{i}")}});
-                let out = tool.call(args, CallOptions::default()).await;
+                let out = tool
+                    .run(Start::Input(args), CallOptions::default(), &mut |_| {})
+                    .await;
                 assert!(out.is_ok(), "{out:?}");
             }
         })

@@ -7,9 +7,12 @@
 //! JSON Schema of its arguments (compiled from the graph's `parameters`, or
 //! the fallback single `input` argument), its registration flags after the
 //! operator's overrides ([`OperatorConfig`], `sandgraph.toml`) and its
-//! limits. [`GraphTool::call`] is one tool call: the arguments are
-//! validated, the graph's own `validate` export runs, then the graph runs
-//! once and its final state comes back as JSON and as pretty JSON text.
+//! limits. [`GraphTool::run`] is the one way a run starts, from a
+//! [`sandgraph_core::Start`]: for a tool call the arguments are validated,
+//! the graph's own `validate` export runs (once: a router that checked them
+//! first with [`GraphTool::check`] hands back the [`Checked`] proof), then
+//! the graph runs once and its final state comes back as JSON and as
+//! pretty JSON text.
 //!
 //! A graph that cannot be mounted (not loadable, invalid spec, duplicate
 //! name, the reserved name `run_code`, unsupported parameters) is reported
@@ -62,5 +65,5 @@ pub use registry::{
     RegistryOptions, Scope,
 };
 pub use subrun::StoreCapabilityLog;
-pub use tool::{CallOptions, GraphTool, ToolOutput, ToolSource};
+pub use tool::{CallOptions, Checked, GraphTool, ToolOutput, ToolSource};
 pub use watch::{DEBOUNCE, WatchHandle};

@@ -3,7 +3,7 @@
 //! backend (a granted graph calls another mounted graph tool through here,
 //! as a sub-run of its own run), and the capability journal writer.
 //!
-//! The call goes through [`GraphTool::call`] like any other: the arguments
+//! The call goes through [`GraphTool::run`] like any other: the arguments
 //! are validated against the tool's parameters and by the graph's own
 //! `validate`, exactly as `sandgraph call` does; the sub-run then shares
 //! its caller's deadline, cancellation, fuel and byte budget
@@ -12,6 +12,7 @@
 use std::sync::{Arc, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use sandgraph_core::Start;
 use sandgraph_core::audit::{CapabilityCall, CapabilityLog, Written};
 use sandgraph_factors::http::HttpCassette;
 use sandgraph_factors::journal::CapabilityJournal;
@@ -64,7 +65,7 @@ impl ToolsBackend for RegistryTools {
                 sub_run_of: Some(caller),
                 ..CallOptions::default()
             };
-            match tool.call(args, opts).await {
+            match tool.run(Start::Input(args), opts, &mut |_| {}).await {
                 Ok(out) if out.interrupted => Err(ToolCallError::Interrupted),
                 Ok(out) => Ok(out.value),
                 Err(e) => Err(ToolCallError::Run(e)),

@@ -1,5 +1,5 @@
 //! One graph as a tool: its definition (name, description, schemas, flags,
-//! limits) and [`GraphTool::call`], one graph run per call.
+//! limits) and [`GraphTool::run`], the one way a run of it starts.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -67,6 +67,62 @@ pub struct CallOptions {
     /// Set when the call is a `tools` call of a running graph: the run is
     /// then its sub-run (same deadline, cancellation, fuel and budget).
     pub sub_run_of: Option<SubRun>,
+    /// What [`GraphTool::check`] returned for the arguments of a
+    /// [`Start::Input`] run: the run then neither checks them against the
+    /// parameters nor runs `validate` again.
+    pub checked: Option<Checked>,
+}
+
+/// The proof that arguments passed [`GraphTool::check`]: the parameters and
+/// the graph's `validate` accepted them. Only the registry makes one; it
+/// holds the graph input derived from the arguments and counts only for
+/// the graph it was checked on, with the same arguments.
+#[derive(Clone)]
+pub struct Checked {
+    graph: Arc<Graph>,
+    args: Value,
+    input: Value,
+}
+
+impl std::fmt::Debug for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked")
+            .field("graph", &self.graph.name())
+            .field("args", &self.args)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checked {
+    /// The arguments that were checked.
+    pub fn args(&self) -> &Value {
+        &self.args
+    }
+
+    /// The graph input derived from the arguments: what the run starts
+    /// with.
+    pub fn input(&self) -> &Value {
+        &self.input
+    }
+
+    /// [`Checked::input`], owned.
+    pub fn into_input(self) -> Value {
+        self.input
+    }
+
+    /// The input to run `graph` with `args`, when this proof is for them.
+    fn accept(self, graph: &Arc<Graph>, args: &Value) -> Result<Value, RunError> {
+        if Arc::ptr_eq(&self.graph, graph) && self.args == *args {
+            return Ok(self.input);
+        }
+        Err(RunError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "the checked arguments are not these arguments of graph \"{}\": check them with this tool",
+                graph.name()
+            ),
+        ))
+    }
 }
 
 /// What a successful tool call returns.
@@ -452,144 +508,108 @@ impl GraphTool {
         Ok(graph)
     }
 
-    /// One tool call: checks `args` against the parameters, runs the
-    /// graph's `validate`, then runs the graph once.
+    /// The one way every caller (MCP, the studio, the CLI, the routing
+    /// agent, a graph's `tools` calls) starts a run of this tool, streaming
+    /// one event per superstep to `on_step`:
+    ///
+    /// * [`Start::Input`]: a call with these *arguments*: checked against
+    ///   the parameters, the graph's `validate` export (which sees
+    ///   [`CallOptions::request`]), then the run. With
+    ///   [`CallOptions::checked`] (what [`GraphTool::check`] returned for
+    ///   these arguments) neither check runs again;
+    /// * [`Start::Resume`]: the answer to the pending interrupt(s) of the
+    ///   call's durable thread: the answer when one interrupt is pending,
+    ///   else an object mapping interrupt ids to answers. Neither the
+    ///   arguments nor `validate` run again: the thread was started by a
+    ///   checked call;
+    /// * [`Start::Continue`]: the pending superstep of the call's durable
+    ///   thread, continued (after a crash or a failure).
     ///
     /// # Errors
     ///
     /// * `INVALID_ARGS`: `invalid arguments: <v1>; <v2>`, every violation,
     ///   paths rooted at `arguments`;
     /// * `validation`: the graph's `validate` refused, with its reason;
-    /// * any error of loading or running the graph, unchanged.
-    pub async fn call(&self, args: Value, opts: CallOptions) -> Result<ToolOutput, RunError> {
-        self.call_streaming(args, opts, &mut |_| {}).await
-    }
-
-    /// [`GraphTool::call`], streaming one event per superstep to `on_step`.
-    ///
-    /// # Errors
-    ///
-    /// As [`GraphTool::call`].
-    pub async fn call_streaming(
-        &self,
-        args: Value,
-        opts: CallOptions,
-        on_step: &mut (dyn FnMut(&StepEvent) + Send),
-    ) -> Result<ToolOutput, RunError> {
-        self.check_args(&args)?;
-        let input = self.parameters.graph_input(args);
-        let graph = self.graph().await?;
-        let threads = opts.threads.clone();
-        // `validate` runs in the instance the run then starts on: one
-        // instance per call (the runtime's DESIGN, "one instance per call").
-        let run = self.runtime.prepare(&graph, self.run_options(opts))?;
-        if let Err(reason) = run.validate(&input).await? {
-            return Err(RunError::new(ErrorCode::Validation, reason));
-        }
-        self.run_prepared(run, Start::Input(input), threads.as_ref(), on_step)
-            .await
-    }
-
-    /// Answers the pending interrupt(s) of the call's durable thread and
-    /// runs the graph on from there: `value` is the answer when one
-    /// interrupt is pending, else an object mapping interrupt ids to
-    /// answers. Neither the arguments nor `validate` run again: the thread
-    /// was started by a checked call.
-    ///
-    /// # Errors
-    ///
-    /// `invalid_input` without [`CallOptions::threads`] and
-    /// [`CallOptions::thread_id`], or when the thread does not exist; the
-    /// runtime's error when nothing is pending or an id is unknown; any
-    /// error of loading or running the graph.
-    pub async fn resume(&self, value: Value, opts: CallOptions) -> Result<ToolOutput, RunError> {
-        self.resume_streaming(value, opts, &mut |_| {}).await
-    }
-
-    /// [`GraphTool::resume`], streaming one event per superstep to
-    /// `on_step`.
-    ///
-    /// # Errors
-    ///
-    /// As [`GraphTool::resume`].
-    pub async fn resume_streaming(
-        &self,
-        value: Value,
-        opts: CallOptions,
-        on_step: &mut (dyn FnMut(&StepEvent) + Send),
-    ) -> Result<ToolOutput, RunError> {
-        self.run(Start::Resume(value), opts, on_step).await
-    }
-
-    /// The one way every front door (MCP, the studio, the CLI) starts a
-    /// run of this tool, streaming one event per superstep to `on_step`:
-    ///
-    /// * [`Start::Input`]: a call with these *arguments*
-    ///   ([`GraphTool::call`]: checked against the parameters, the graph's
-    ///   `validate`, then the run);
-    /// * [`Start::Resume`]: the answer to the pending interrupt(s) of the
-    ///   call's durable thread ([`GraphTool::resume`]);
-    /// * [`Start::Continue`]: the pending superstep of the call's durable
-    ///   thread, continued (after a crash or a failure).
-    ///
-    /// # Errors
-    ///
-    /// As [`GraphTool::call`] and [`GraphTool::resume`].
+    /// * `invalid_input`: a [`Checked`] of other arguments or of another
+    ///   graph, or given with a start that is not [`Start::Input`]; a
+    ///   resume or a continue without [`CallOptions::threads`] and
+    ///   [`CallOptions::thread_id`], or of a thread that does not exist;
+    /// * the runtime's error when nothing is pending or an interrupt id is
+    ///   unknown, and any error of loading or running the graph, unchanged.
     pub async fn run(
         &self,
         start: Start,
-        opts: CallOptions,
+        mut opts: CallOptions,
         on_step: &mut (dyn FnMut(&StepEvent) + Send),
     ) -> Result<ToolOutput, RunError> {
-        if let Start::Input(args) = start {
-            return self.call_streaming(args, opts, on_step).await;
-        }
-        let graph = self.graph().await?;
         let threads = opts.threads.clone();
-        let run_opts = self.run_options(opts);
-        self.run_graph(&graph, start, run_opts, threads.as_ref(), on_step)
-            .await
+        match (start, opts.checked.take()) {
+            (Start::Input(args), None) => {
+                self.check_args(&args)?;
+                let input = self.parameters.graph_input(args);
+                let graph = self.graph().await?;
+                // `validate` runs in the instance the run then starts on:
+                // one instance per call (the runtime's DESIGN, "one
+                // instance per call").
+                let run = self.runtime.prepare(&graph, self.run_options(opts))?;
+                if let Err(reason) = run.validate(&input).await? {
+                    return Err(RunError::new(ErrorCode::Validation, reason));
+                }
+                self.run_prepared(run, Start::Input(input), threads.as_ref(), on_step)
+                    .await
+            }
+            (Start::Input(args), Some(checked)) => {
+                let graph = self.graph().await?;
+                let input = checked.accept(&graph, &args)?;
+                let run_opts = self.run_options(opts);
+                self.run_graph(&graph, Start::Input(input), run_opts, threads.as_ref(), on_step)
+                    .await
+            }
+            (start, None) => {
+                let graph = self.graph().await?;
+                let run_opts = self.run_options(opts);
+                self.run_graph(&graph, start, run_opts, threads.as_ref(), on_step)
+                    .await
+            }
+            (_, Some(_)) => Err(RunError::new(
+                ErrorCode::InvalidInput,
+                "checked arguments start a call with its input, not a resume or a continue",
+            )),
+        }
     }
 
-    /// The checks of [`GraphTool::call`] without the run: the arguments
+    /// The checks of a [`Start::Input`] run without the run: the arguments
     /// against the parameters, then the graph's `validate` export (which
     /// sees `opts.request`). A router checks a model's choice with this
-    /// before its hooks, then runs it with [`GraphTool::execute`].
+    /// before its hooks, then runs it with [`GraphTool::run`], handing the
+    /// proof back as [`CallOptions::checked`] so nothing is checked twice.
     ///
     /// # Errors
     ///
-    /// `INVALID_ARGS` and `validation` as [`GraphTool::call`], and errors
+    /// `INVALID_ARGS` and `validation` as [`GraphTool::run`], and errors
     /// of loading the graph or running `validate`.
-    pub async fn check(&self, args: &Value, opts: &CallOptions) -> Result<(), RunError> {
-        self.check_args(args)?;
-        let input = self.parameters.graph_input(args.clone());
-        let graph = self.graph().await?;
-        let run_opts = self.run_options(opts.clone());
-        self.run_validate(&graph, &input, &run_opts).await
+    pub async fn check(&self, args: &Value, opts: &CallOptions) -> Result<Checked, RunError> {
+        let (graph, input) = self.checked_input(args.clone(), opts).await?;
+        Ok(Checked {
+            graph,
+            args: args.clone(),
+            input,
+        })
     }
 
-    /// Runs the graph once without its `validate` export, for arguments
-    /// that already passed [`GraphTool::check`]. The arguments are checked
-    /// against the parameters again (cheap; the graph input is derived
-    /// from them).
-    ///
-    /// # Errors
-    ///
-    /// `INVALID_ARGS`, and any error of loading or running the graph.
-    pub async fn execute(&self, args: Value, opts: CallOptions) -> Result<ToolOutput, RunError> {
+    /// The loaded graph and the input `args` give it, once the arguments
+    /// passed the parameters and the graph's `validate`.
+    async fn checked_input(
+        &self,
+        args: Value,
+        opts: &CallOptions,
+    ) -> Result<(Arc<Graph>, Value), RunError> {
         self.check_args(&args)?;
         let input = self.parameters.graph_input(args);
         let graph = self.graph().await?;
-        let threads = opts.threads.clone();
-        let run_opts = self.run_options(opts);
-        self.run_graph(
-            &graph,
-            Start::Input(input),
-            run_opts,
-            threads.as_ref(),
-            &mut |_| {},
-        )
-        .await
+        let run_opts = self.run_options(opts.clone());
+        self.run_validate(&graph, &input, &run_opts).await?;
+        Ok((graph, input))
     }
 
     fn check_args(&self, args: &Value) -> Result<(), RunError> {

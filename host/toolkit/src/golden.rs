@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use sandgraph_core::NodeContext;
 use sandgraph_factors::http::{HttpCassette, HttpReplay};
 use sandgraph_factors::llm::LlmBackend;
-use sandgraph_registry::{CallOptions, GraphTool, OperatorConfig, Registry, RegistryOptions};
+use sandgraph_registry::{
+    CallOptions, Checked, GraphTool, OperatorConfig, Registry, RegistryOptions,
+};
 use sandgraph_runtime::{Graph, RunError, RunOptions, RunOutcome, Runtime, RuntimeConfig, Start};
 use sandgraph_store::{CompileCache, Durability, Store};
 use serde_json::{Map, Value};
@@ -397,10 +399,7 @@ async fn run_case(suite: &Suite, case: &Case, index: usize) -> Result<(), Mismat
                 thread_id: thread.clone(),
                 ..CallOptions::default()
             };
-            match tool.check(args, &call).await {
-                Ok(()) => Ok(tool.parameters().graph_input(args.clone())),
-                Err(e) => Err(e),
-            }
+            tool.check(args, &call).await.map(Checked::into_input)
         }
     };
     let Some(thread) = thread else {

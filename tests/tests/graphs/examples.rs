@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use sandgraph_core::Start;
 use sandgraph_factors::llm::LlmBackend;
 use sandgraph_registry::{CallOptions, OperatorConfig, Registry, RegistryOptions};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
@@ -89,7 +90,7 @@ async fn call(registry: &Registry, name: &str, args: Value) -> Value {
     let out = registry
         .get(name)
         .unwrap_or_else(|| panic!("{name} is mounted"))
-        .call(args, CallOptions::default())
+        .run(Start::Input(args), CallOptions::default(), &mut |_| {})
         .await
         .unwrap_or_else(|e| panic!("{name}: [{}] {}", e.code, e.message));
     assert!(!out.interrupted);

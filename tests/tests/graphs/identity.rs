@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use sandgraph_core::Start;
 use sandgraph_factors::llm::LlmBackend;
 use sandgraph_registry::{CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryOptions};
 use sandgraph_test_llm::{Reply, ScriptedLlm};
@@ -75,7 +76,11 @@ pub async fn hostile_name_squat() {
     let state = registry
         .get("graph_llm")
         .unwrap()
-        .call(json!({"input": {}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap()
         .value;

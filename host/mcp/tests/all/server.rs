@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+use sandgraph_core::Start;
 use sandgraph_mcp::ServerOptions;
 use sandgraph_tests::{ECHO, FANOUT, GREET, HOSTILE_INFINITE_LOOP, HOSTILE_PANIC, LOOP_GRAPH};
 use serde_json::json;
@@ -119,7 +120,7 @@ async fn invalid_arguments_are_a_tool_error_with_the_registrys_message() {
     let direct = registry
         .get("greet_graph")
         .unwrap()
-        .call(args, Default::default())
+        .run(Start::Input(args), Default::default(), &mut |_| {})
         .await
         .unwrap_err();
     assert_eq!(text(&r), format!("[INVALID_ARGS] {}", direct.message));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::{at, folder, fresh_runtime, options};
+use sandgraph_core::Start;
 use sandgraph_registry::{CallOptions, MountErrorKind, MountReport, Registry, RegistryOptions};
 use sandgraph_runtime::{CancellationToken, Limits, RunOptions, Runtime, RuntimeConfig};
 use sandgraph_store::CompileCache;
@@ -67,7 +68,11 @@ async fn a_second_start_with_a_warm_cache_compiles_nothing() {
     let greet = registry.get("greet_graph").unwrap();
     assert!(greet.is_loaded());
     greet
-        .call(greet_args(), CallOptions::default())
+        .run(
+            Start::Input(greet_args()),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(rt.compile_count(), 2);
@@ -85,21 +90,33 @@ async fn a_second_start_with_a_warm_cache_compiles_nothing() {
     assert_eq!(greet.description(), "Greet someone, formally or casually.");
     // Invalid arguments do not load the graph either.
     greet
-        .call(json!({"name": 1}), CallOptions::default())
+        .run(
+            Start::Input(json!({"name": 1})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap_err();
     assert!(!greet.is_loaded());
     let out = greet
-        .call(greet_args(), CallOptions::default())
+        .run(
+            Start::Input(greet_args()),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value["greeting"], json!("Good day, Ada."));
     assert!(greet.is_loaded());
     assert_eq!(rt.compile_count(), 0, "the first call compiled");
     let echo = registry.get("echo_graph").unwrap();
-    echo.call(json!({"input": {"topic": "t"}}), CallOptions::default())
-        .await
-        .unwrap();
+    echo.run(
+        Start::Input(json!({"input": {"topic": "t"}})),
+        CallOptions::default(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
     assert_eq!(rt.compile_count(), 0);
 }
 
@@ -114,11 +131,19 @@ async fn without_a_cache_every_start_compiles_once_per_graph() {
         assert_eq!(rt.compile_count(), 2);
         let greet = registry.get("greet_graph").unwrap();
         greet
-            .call(greet_args(), CallOptions::default())
+            .run(
+                Start::Input(greet_args()),
+                CallOptions::default(),
+                &mut |_| {},
+            )
             .await
             .unwrap();
         greet
-            .call(greet_args(), CallOptions::default())
+            .run(
+                Start::Input(greet_args()),
+                CallOptions::default(),
+                &mut |_| {},
+            )
             .await
             .unwrap();
         assert_eq!(rt.compile_count(), 2, "memoized");
@@ -144,7 +169,11 @@ async fn a_corrupt_artifact_is_recompiled_and_replaced() {
     assert_eq!(rt.compile_count(), 0, "the spec is still good");
     let greet = registry.get("greet_graph").unwrap();
     let out = greet
-        .call(greet_args(), CallOptions::default())
+        .run(
+            Start::Input(greet_args()),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value["greeting"], json!("Good day, Ada."));
@@ -157,7 +186,11 @@ async fn a_corrupt_artifact_is_recompiled_and_replaced() {
     registry
         .get("greet_graph")
         .unwrap()
-        .call(greet_args(), CallOptions::default())
+        .run(
+            Start::Input(greet_args()),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(rt.compile_count(), 0);
@@ -187,7 +220,11 @@ async fn an_artifact_that_does_not_deserialize_is_recompiled() {
     let out = registry
         .get("greet_graph")
         .unwrap()
-        .call(greet_args(), CallOptions::default())
+        .run(
+            Start::Input(greet_args()),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value["greeting"], json!("Good day, Ada."));
@@ -259,7 +296,11 @@ async fn a_tampered_cached_spec_does_not_rename_a_graph() {
     );
     assert_eq!(rt.compile_count(), 0, "the artifact still authenticates");
     let out = greet
-        .call(greet_args(), CallOptions::default())
+        .run(
+            Start::Input(greet_args()),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value["greeting"], json!("Good day, Ada."));
@@ -272,9 +313,10 @@ async fn concurrent_first_calls(registry: &Registry, n: usize) {
         let greet = Arc::clone(&greet);
         async move {
             greet
-                .call(
-                    json!({"name": format!("n{i}"), "style": "casual"}),
+                .run(
+                    Start::Input(json!({"name": format!("n{i}"), "style": "casual"})),
                     CallOptions::default(),
+                    &mut |_| {},
                 )
                 .await
         }
@@ -556,7 +598,7 @@ async fn an_artifact_swapped_for_another_graphs_is_recompiled_not_deserialized()
         let out = registry
             .get(name)
             .unwrap()
-            .call(args, CallOptions::default())
+            .run(Start::Input(args), CallOptions::default(), &mut |_| {})
             .await
             .unwrap();
         assert_eq!(out.value[key], want, "{name}");

@@ -1,10 +1,12 @@
 //! One tool call: argument validation, the graph's validate export, the
-//! fallback `input`, pass-through of the call context and cancellation,
-//! and the result rendering.
+//! proof of a check that spares a run both, the fallback `input`,
+//! pass-through of the call context and cancellation, and the result
+//! rendering.
 
 use std::time::{Duration, Instant};
 
 use crate::common::{self, folder};
+use sandgraph_core::Start;
 use sandgraph_registry::{CallOptions, Registry};
 use sandgraph_runtime::{CancellationToken, ErrorCode};
 use sandgraph_tests::{
@@ -35,9 +37,10 @@ async fn every_argument_violation_is_listed_with_paths_rooted_at_arguments() {
     let (registry, _dir) = registry().await;
     let greet = registry.get("greet_graph").unwrap();
     let err = greet
-        .call(
-            json!({"style": "loud", "times": 1.5, "tags": [1]}),
+        .run(
+            Start::Input(json!({"style": "loud", "times": 1.5, "tags": [1]})),
             CallOptions::default(),
+            &mut |_| {},
         )
         .await
         .unwrap_err();
@@ -52,7 +55,11 @@ async fn every_argument_violation_is_listed_with_paths_rooted_at_arguments() {
     );
     // Not an object at all.
     let err = greet
-        .call(json!([1, 2]), CallOptions::default())
+        .run(
+            Start::Input(json!([1, 2])),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidArgs);
@@ -67,9 +74,10 @@ async fn a_call_returns_the_final_state_and_its_pretty_json() {
     let (registry, _dir) = registry().await;
     let greet = registry.get("greet_graph").unwrap();
     let out = greet
-        .call(
-            json!({"name": "Ada", "style": "formal", "times": 2, "tags": ["x"]}),
+        .run(
+            Start::Input(json!({"name": "Ada", "style": "formal", "times": 2, "tags": ["x"]})),
             CallOptions::default(),
+            &mut |_| {},
         )
         .await
         .unwrap();
@@ -90,7 +98,11 @@ async fn a_call_returns_the_final_state_and_its_pretty_json() {
     let err = registry
         .get("hostile_panic")
         .unwrap()
-        .call(json!({"input": {}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::Trap);
@@ -98,16 +110,21 @@ async fn a_call_returns_the_final_state_and_its_pretty_json() {
     // result.
     let nan = registry.get("hostile_nan_output").unwrap();
     let err = nan
-        .call(
-            json!({"input": {"mode": "neg_zero"}}),
+        .run(
+            Start::Input(json!({"input": {"mode": "neg_zero"}})),
             CallOptions::default(),
+            &mut |_| {},
         )
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidOutput);
     assert!(err.message.contains("at $.x"), "{}", err.message);
     let out = nan
-        .call(json!({"input": {"mode": "fine"}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {"mode": "fine"}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value["x"], json!(1));
@@ -118,9 +135,10 @@ async fn the_graph_validate_export_rejects_with_its_reason() {
     let (registry, _dir) = registry().await;
     let greet = registry.get("greet_graph").unwrap();
     let err = greet
-        .call(
-            json!({"name": "Ada", "style": "formal", "times": 11}),
+        .run(
+            Start::Input(json!({"name": "Ada", "style": "formal", "times": 11})),
             CallOptions::default(),
+            &mut |_| {},
         )
         .await
         .unwrap_err();
@@ -133,12 +151,100 @@ async fn the_graph_validate_export_rejects_with_its_reason() {
         request: Some("this one is not mine".into()),
         ..CallOptions::default()
     };
-    let err = ctx.call(json!({"input": {}}), opts).await.unwrap_err();
+    let err = ctx
+        .run(Start::Input(json!({"input": {}})), opts, &mut |_| {})
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::Validation);
     assert_eq!(
         err.message,
         "\"graph_context\" does not handle: this one is not mine"
     );
+}
+
+#[tokio::test]
+async fn checked_arguments_run_without_being_checked_again() {
+    let (registry, _dir) = registry().await;
+    let ctx = registry.get("graph_context").unwrap();
+    let args = json!({"input": {"topic": "t"}});
+    let checked = ctx.check(&args, &CallOptions::default()).await.unwrap();
+    assert_eq!(checked.args(), &args);
+    // The graph input is derived once, at the check.
+    assert_eq!(checked.input(), &json!({"topic": "t"}));
+    // `validate` would refuse this request: with the proof it does not
+    // run again, and the nodes still see the request.
+    let opts = CallOptions {
+        request: Some("this one is not mine".into()),
+        checked: Some(checked),
+        ..CallOptions::default()
+    };
+    let out = ctx
+        .run(Start::Input(args.clone()), opts, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(out.value["topic"], "t");
+    assert_eq!(out.value["context"]["request"], "this one is not mine");
+    // A refusal at the check gives no proof.
+    let refused = CallOptions {
+        request: Some("this one is not mine".into()),
+        ..CallOptions::default()
+    };
+    let err = ctx.check(&args, &refused).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Validation);
+    let err = ctx.check(&json!({}), &refused).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgs);
+}
+
+#[tokio::test]
+async fn a_proof_counts_only_for_its_own_arguments_graph_and_start() {
+    let (registry, _dir) = registry().await;
+    let ctx = registry.get("graph_context").unwrap();
+    let echo = registry.get("echo_graph").unwrap();
+    let args = json!({"input": {"topic": "t"}});
+    let checked = ctx.check(&args, &CallOptions::default()).await.unwrap();
+    let with = || CallOptions {
+        checked: Some(checked.clone()),
+        ..CallOptions::default()
+    };
+    // Other arguments: the proof is not theirs.
+    let other = json!({"input": {"topic": "u"}});
+    let err = ctx
+        .run(Start::Input(other), with(), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert_eq!(
+        err.message,
+        "the checked arguments are not these arguments of graph \"graph_context\": check them \
+         with this tool"
+    );
+    // Another graph: its `validate` never saw them.
+    let err = echo
+        .run(Start::Input(args.clone()), with(), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert!(
+        err.message.contains("graph \"echo_graph\""),
+        "{}",
+        err.message
+    );
+    // A resume does not start from arguments.
+    let err = ctx
+        .run(Start::Resume(json!(true)), with(), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert_eq!(
+        err.message,
+        "checked arguments start a call with its input, not a resume or a continue"
+    );
+    // The proof's own arguments run.
+    let out = ctx
+        .run(Start::Input(args), with(), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(out.value["topic"], "t");
 }
 
 #[tokio::test]
@@ -158,13 +264,21 @@ async fn without_parameters_the_tool_takes_one_input_describing_the_state_keys()
     );
     // The graph input is `args.input`.
     let out = echo
-        .call(json!({"input": {"topic": "hi"}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {"topic": "hi"}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value, json!({"topic": "hi", "log": ["seen:hi"]}));
     // The state itself is not the argument object.
     let err = echo
-        .call(json!({"topic": "hi"}), CallOptions::default())
+        .run(
+            Start::Input(json!({"topic": "hi"})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidArgs);
@@ -230,7 +344,11 @@ async fn thread_id_configurable_and_request_pass_through_to_the_run() {
         ..CallOptions::default()
     };
     let out = ctx
-        .call(json!({"input": {"topic": "t"}}), opts)
+        .run(
+            Start::Input(json!({"input": {"topic": "t"}})),
+            opts,
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -247,7 +365,11 @@ async fn thread_id_configurable_and_request_pass_through_to_the_run() {
     );
     // Nothing set: nothing passed.
     let out = ctx
-        .call(json!({"input": {}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -270,7 +392,10 @@ async fn the_callers_cancellation_is_forwarded() {
         ..CallOptions::default()
     };
     let start = Instant::now();
-    let call = tokio::spawn(async move { coop.call(json!({"input": {}}), opts).await });
+    let call = tokio::spawn(async move {
+        coop.run(Start::Input(json!({"input": {}})), opts, &mut |_| {})
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(200)).await;
     cancel.cancel();
     // The graph watches the signal and settles; without the forwarded
@@ -292,7 +417,10 @@ async fn an_interrupted_run_reports_its_interrupts() {
         thread_id: Some("t-1".into()),
         ..CallOptions::default()
     };
-    let out = tool.call(json!({"input": {}}), opts).await.unwrap();
+    let out = tool
+        .run(Start::Input(json!({"input": {}})), opts, &mut |_| {})
+        .await
+        .unwrap();
     assert!(out.interrupted);
     assert_eq!(out.value["status"], json!("interrupted"));
     assert_eq!(out.value["thread_id"], json!("t-1"));
@@ -326,12 +454,20 @@ async fn with_a_thread_store_calls_continue_the_thread_state() {
         ..CallOptions::default()
     };
     let first = echo
-        .call(json!({"input": {"topic": "a"}}), opts.clone())
+        .run(
+            Start::Input(json!({"input": {"topic": "a"}})),
+            opts.clone(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(first.value, json!({"topic": "a", "log": ["seen:a"]}));
     let second = echo
-        .execute(json!({"input": {"topic": "b"}}), opts.clone())
+        .run(
+            Start::Input(json!({"input": {"topic": "b"}})),
+            opts.clone(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     // The append reducer kept the first call's log.
@@ -343,12 +479,13 @@ async fn with_a_thread_store_calls_continue_the_thread_state() {
     assert_eq!(info.graph, "echo_graph");
     // Without the store the thread id only reaches the nodes: no state.
     let plain = echo
-        .call(
-            json!({"input": {"topic": "c"}}),
+        .run(
+            Start::Input(json!({"input": {"topic": "c"}})),
             CallOptions {
                 thread_id: Some("op-1".into()),
                 ..CallOptions::default()
             },
+            &mut |_| {},
         )
         .await
         .unwrap();
@@ -356,7 +493,11 @@ async fn with_a_thread_store_calls_continue_the_thread_state() {
     // A thread belongs to one graph.
     let greet = registry.get("greet_graph").unwrap();
     let err = greet
-        .call(json!({"name": "A", "style": "casual"}), opts)
+        .run(
+            Start::Input(json!({"name": "A", "style": "casual"})),
+            opts,
+            &mut |_| {},
+        )
         .await
         .unwrap_err();
     assert!(
@@ -430,7 +571,11 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
     );
     // The grant and the alias reach the run; max_calls counts per run.
     let out = llm
-        .call(json!({"input": {"calls": 2}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {"calls": 2}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -443,7 +588,11 @@ async fn grants_in_the_config_reach_the_graph_tools_runs() {
     let out = registry
         .get("graph_llm")
         .unwrap()
-        .call(json!({"input": {}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     let error = &out.value["answers"][0]["error"];
@@ -498,12 +647,13 @@ async fn a_tools_grant_runs_another_graph_tool_and_every_call_is_journaled() {
         let tools = tools.clone();
         async move {
             tools
-                .call(
-                    json!({"input": args}),
+                .run(
+                    Start::Input(json!({"input": args})),
                     CallOptions {
                         thread_id: Some("th-1".into()),
                         ..CallOptions::default()
                     },
+                    &mut |_| {},
                 )
                 .await
                 .unwrap()
@@ -637,7 +787,11 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
     let out = registry
         .get("hostile_refusal_loop")
         .unwrap()
-        .call(input.clone(), CallOptions::default())
+        .run(
+            Start::Input(input.clone()),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value["ok"], json!(20), "{}", out.value);
@@ -683,7 +837,7 @@ async fn sub_runs_spend_the_outermost_runs_quotas_however_often_they_are_called(
     registry
         .get("hostile_refusal_loop")
         .unwrap()
-        .call(input, CallOptions::default())
+        .run(Start::Input(input), CallOptions::default(), &mut |_| {})
         .await
         .unwrap();
     assert_eq!(model.0.load(std::sync::atomic::Ordering::SeqCst), 2);
@@ -714,20 +868,30 @@ async fn a_call_runs_validate_in_the_instance_its_node_runs_in() {
         .unwrap();
     let tool = registry.get("graph_context").unwrap();
     for _ in 0..2 {
-        tool.call(json!({"input": {}}), CallOptions::default())
-            .await
-            .unwrap();
+        tool.run(
+            Start::Input(json!({"input": {}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
     }
     // One instance per call, a fresh one for each call.
     assert_eq!(
         *reports.0.lock().unwrap(),
         ["validate calls in this instance: 1"; 2]
     );
-    // The router's shape (check, then execute) validates in an instance of
-    // its own.
+    // The router's shape (check, then run with the proof) validates in an
+    // instance of its own.
     let args = json!({"input": {}});
-    tool.check(&args, &CallOptions::default()).await.unwrap();
-    tool.execute(args, CallOptions::default()).await.unwrap();
+    let checked = tool.check(&args, &CallOptions::default()).await.unwrap();
+    let opts = CallOptions {
+        checked: Some(checked),
+        ..CallOptions::default()
+    };
+    tool.run(Start::Input(args), opts, &mut |_| {})
+        .await
+        .unwrap();
     assert_eq!(
         reports.0.lock().unwrap().last().map(String::as_str),
         Some("validate calls in this instance: 0")

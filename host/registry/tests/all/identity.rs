@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::common::{self, at, cached_options, folder, next_event};
+use sandgraph_core::Start;
 use sandgraph_factors::llm::LlmBackend;
 use sandgraph_registry::{
     CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryError, RegistryEvent,
@@ -67,7 +68,11 @@ async fn ask(registry: &Registry) -> Value {
     let out = registry
         .get("graph_llm")
         .expect("graph_llm is mounted")
-        .call(json!({"input": {}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     out.value
@@ -176,7 +181,7 @@ async fn a_squatter_never_receives_the_grants_of_the_name_it_claims() {
         let args = json!({"input": {"tool": target, "args": {"input": {"topic": "x"}}}});
         async move {
             tools
-                .call(args, CallOptions::default())
+                .run(Start::Input(args), CallOptions::default(), &mut |_| {})
                 .await
                 .unwrap()
                 .value

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::common::{
     self, at, cached_options, config, folder, open, open_cached, options, runtime,
 };
+use sandgraph_core::Start;
 use sandgraph_registry::{
     CallOptions, MountErrorKind, OperatorConfig, Registry, RegistryError, RegistryEvent,
     RegistryOptions, ToolSource,
@@ -131,9 +132,10 @@ async fn broken_duplicate_reserved_and_unsupported_graphs_do_not_block_the_good_
     let out = registry
         .get("greet_graph")
         .unwrap()
-        .call(
-            json!({"name": "Ada", "style": "casual"}),
+        .run(
+            Start::Input(json!({"name": "Ada", "style": "casual"})),
             CallOptions::default(),
+            &mut |_| {},
         )
         .await
         .unwrap();
@@ -325,7 +327,11 @@ async fn the_operator_config_overrides_declarations_and_sets_limits_per_graph() 
     assert_eq!(tool.timeout_ms(), 200);
     let start = Instant::now();
     let err = tool
-        .call(json!({"input": {}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::Timeout);
@@ -518,7 +524,11 @@ async fn create_builds_a_one_off_tool_of_a_loaded_graph_and_registers_nothing() 
     assert_eq!(one_off.source(), &ToolSource::Graph);
     assert!(registry.get("echo_graph").is_none());
     let out = one_off
-        .call(json!({"input": {"topic": "x"}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {"topic": "x"}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value, json!({"topic": "x", "log": ["seen:x"]}));
@@ -618,7 +628,11 @@ async fn graphs_whose_describe_spins_allocates_or_traps_are_stopped_by_the_load_
     let out = registry
         .get("echo_graph")
         .unwrap()
-        .call(json!({"input": {"topic": "t"}}), CallOptions::default())
+        .run(
+            Start::Input(json!({"input": {"topic": "t"}})),
+            CallOptions::default(),
+            &mut |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(out.value["topic"], json!("t"));

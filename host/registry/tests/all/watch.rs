@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::common::{self, at, events_within, folder, next_event, open, open_cached};
+use sandgraph_core::Start;
 use sandgraph_registry::{CallOptions, DEBOUNCE, RegistryEvent};
 use sandgraph_tests::{ECHO, GREET};
 use serde_json::json;
@@ -66,9 +67,10 @@ async fn files_added_replaced_and_removed_are_mounted_remounted_and_unmounted() 
     let out = registry
         .get("greet_graph")
         .unwrap()
-        .call(
-            json!({"name": "Ada", "style": "casual"}),
+        .run(
+            Start::Input(json!({"name": "Ada", "style": "casual"})),
             CallOptions::default(),
+            &mut |_| {},
         )
         .await
         .unwrap();

@@ -19,6 +19,7 @@
 // Every declared dependency is used: CI's build makes this an error.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+mod bridge;
 mod cache;
 mod error;
 mod location;

@@ -7,12 +7,12 @@
 //! #[derive(Clone)] pub(crate) struct Pg { .. }          // cheap to clone
 //! Pg::connect(url: &str) -> Result<Pg, StoreError>
 //! Pg::server(&self) -> &str                              // "host:port/db", never a secret
-//! async Pg::transaction<T, F>(&self, what: &str, synchronous_commit: bool, f: F)
+//! async Pg::transaction<T>(&self, what: &str, synchronous_commit: bool, f: impl TxBody<T>)
 //!     -> Result<T, StoreError>
-//! Pg::transaction_blocking<T, F>(&self, what: &str, synchronous_commit: bool, f: F)
-//!     -> Result<T, StoreError>
-//!   where F: for<'t> FnMut(&'t tokio_postgres::Transaction<'t>)
-//!               -> BoxFuture<'t, Result<T, PgTxError>> + Send,
+//! Pg::transaction_blocking<T>(&self, what: &str, synchronous_commit: bool, f: impl TxBody<T>)
+//!     -> Result<T, StoreError>                           // block_on(transaction(..))
+//!   where TxBody<T>: for<'t> FnMut(&'t tokio_postgres::Transaction<'t>)
+//!               -> BoxFuture<'t, Result<T, PgTxError>> + Send + 'static,
 //!         T: Send + 'static
 //! pub(crate) enum PgTxError { Db(tokio_postgres::Error), Store(StoreError) }
 //! ```
@@ -34,15 +34,17 @@
 //! A `Pg` owns a small tokio runtime of its own (one worker thread named
 //! `sandgraph-pg`). Every connection is opened on it and its connection
 //! task (the socket) lives there, and pool waits and retry back-off sleep
-//! there. A transaction's statements are sent by the caller's future over
-//! the client's channels, which need no runtime, so `transaction` works from
-//! any executor and any tokio runtime (even one that is later dropped), and
-//! `transaction_blocking` simply blocks the calling thread on it
-//! (`futures::executor::block_on`, with tokio's cooperative budget lifted):
-//! it neither panics inside a runtime's worker or blocking-pool thread nor
-//! deadlocks there, since the I/O it waits for runs on the `Pg`'s own
-//! runtime. (Blocking a runtime worker still stalls that worker's other
-//! tasks: async code should use `transaction`.)
+//! there. A transaction is written once, as the async `transaction`, and
+//! runs as a task on that runtime, so it works from any executor and any
+//! tokio runtime (even one that is later dropped). `transaction_blocking`
+//! is that future waited for through the store's one blocking bridge
+//! (`crate::bridge::block_on`): it neither panics inside a runtime's worker
+//! or blocking-pool thread nor deadlocks there, since what it waits for
+//! runs on the `Pg`'s own runtime. (Blocking a runtime worker still stalls
+//! that worker's other tasks: async code should use `transaction`.) The
+//! declared tables' transactions (`rows.rs`) are the exception that runs on
+//! the caller's thread, because their bodies are synchronous: each of
+//! their statements goes through the same bridge.
 //!
 //! Transactions run at `SERIALIZABLE` isolation, PostgreSQL's equivalent of
 //! redb's serial write transactions: every check a backend reads inside its
@@ -111,6 +113,22 @@ impl From<StoreError> for PgTxError {
     fn from(e: StoreError) -> Self {
         PgTxError::Store(e)
     }
+}
+
+/// The body of a transaction, called with the open transaction (again on
+/// every retry). The future it returns may borrow the transaction only.
+pub(crate) trait TxBody<T>:
+    for<'t> FnMut(&'t tokio_postgres::Transaction<'t>) -> BoxFuture<'t, Result<T, PgTxError>>
+    + Send
+    + 'static
+{
+}
+
+impl<T, F> TxBody<T> for F where
+    F: for<'t> FnMut(&'t tokio_postgres::Transaction<'t>) -> BoxFuture<'t, Result<T, PgTxError>>
+        + Send
+        + 'static
+{
 }
 
 /// A PostgreSQL database shared by several hosts. Cheap to clone.
@@ -247,7 +265,7 @@ impl Pg {
     /// database whose schema is newer than this binary's.
     pub(crate) fn connect(url: &str) -> Result<Pg, StoreError> {
         let pg = Pg::open(url)?;
-        pg.block_on(schema::migrate(&pg))?;
+        crate::bridge::block_on(schema::migrate(&pg))?;
         Ok(pg)
     }
 
@@ -336,12 +354,6 @@ impl Pg {
         &self.inner.server
     }
 
-    /// Runs `fut` to completion on the calling thread (see the module
-    /// docs: the I/O runs on the `Pg`'s own runtime).
-    fn block_on<O>(&self, fut: impl std::future::Future<Output = O>) -> O {
-        futures::executor::block_on(tokio::task::unconstrained(fut))
-    }
-
     /// A connection of the pool, opened (and its socket served) on the
     /// `Pg`'s runtime.
     async fn connection(&self, what: &str) -> Result<deadpool_postgres::Object, StoreError> {
@@ -391,20 +403,12 @@ impl Pg {
     /// for a connection, would starve the transactions that hold them (a
     /// deadlock seen with 20 concurrent durable runs on one host). If the
     /// caller stops waiting, the transaction still finishes.
-    pub(crate) async fn transaction<T, F>(
+    pub(crate) async fn transaction<T: Send + 'static>(
         &self,
         what: &str,
         synchronous_commit: bool,
-        f: F,
-    ) -> Result<T, StoreError>
-    where
-        F: for<'t> FnMut(
-                &'t tokio_postgres::Transaction<'t>,
-            ) -> BoxFuture<'t, Result<T, PgTxError>>
-            + Send
-            + 'static,
-        T: Send + 'static,
-    {
+        f: impl TxBody<T>,
+    ) -> Result<T, StoreError> {
         let this = self.clone();
         let op = what.to_owned();
         let task = self
@@ -418,21 +422,13 @@ impl Pg {
     }
 
     /// [`Pg::transaction`] on the current task (the `Pg`'s runtime).
-    async fn transaction_here<T, F>(
+    async fn transaction_here<T: Send + 'static>(
         &self,
         what: &str,
         synchronous_commit: bool,
-        mut f: F,
-    ) -> Result<T, StoreError>
-    where
-        F: for<'t> FnMut(
-                &'t tokio_postgres::Transaction<'t>,
-            ) -> BoxFuture<'t, Result<T, PgTxError>>
-            + Send,
-        T: Send + 'static,
-    {
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 1;
+        mut f: impl TxBody<T>,
+    ) -> Result<T, StoreError> {
+        let mut retries = Retries::default();
         loop {
             let mut conn = self.connection(what).await?;
             let run = async {
@@ -453,50 +449,28 @@ impl Pg {
             match run.await {
                 Ok(out) => return Ok(out),
                 Err(PgTxError::Store(e)) => return Err(e),
-                Err(PgTxError::Db(e)) if retryable(&e) && attempt < MAX_ATTEMPTS => {
-                    tracing::debug!(
-                        server = %self.inner.server,
-                        "{what}: attempt {attempt} lost a conflict ({e}); retrying"
-                    );
-                    drop(conn);
-                    self.sleep(jitter(backoff)).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    attempt += 1;
-                }
                 Err(PgTxError::Db(e)) if retryable(&e) => {
-                    return Err(self.error(
-                        what,
-                        format!(
-                            "gave up after {attempt} attempts that each lost a conflict with \
-                             another transaction: {}",
-                            self.describe(&e)
-                        ),
-                    ));
+                    let pause = retries.after_conflict(self, what, Some(&e))?;
+                    drop(conn);
+                    self.sleep(pause).await;
                 }
                 Err(PgTxError::Db(e)) => return Err(self.db_error(what, &e)),
             }
         }
     }
 
-    /// [`Pg::transaction`], blocking the calling thread; works with and
-    /// without a current tokio runtime, also from inside a runtime's worker
-    /// or blocking-pool thread (it does not panic there, but it does stall
+    /// [`Pg::transaction`], blocking the calling thread through the store's
+    /// one bridge ([`crate::bridge::block_on`]): works with and without a
+    /// current tokio runtime, also from inside a runtime's worker or
+    /// blocking-pool thread (it does not panic there, but it does stall
     /// that worker: async code should await `transaction`).
-    pub(crate) fn transaction_blocking<T, F>(
+    pub(crate) fn transaction_blocking<T: Send + 'static>(
         &self,
         what: &str,
         synchronous_commit: bool,
-        f: F,
-    ) -> Result<T, StoreError>
-    where
-        F: for<'t> FnMut(
-                &'t tokio_postgres::Transaction<'t>,
-            ) -> BoxFuture<'t, Result<T, PgTxError>>
-            + Send
-            + 'static,
-        T: Send + 'static,
-    {
-        self.block_on(self.transaction(what, synchronous_commit, f))
+        f: impl TxBody<T>,
+    ) -> Result<T, StoreError> {
+        crate::bridge::block_on(self.transaction(what, synchronous_commit, f))
     }
 
     /// A plain error about `what` on this server.
@@ -580,6 +554,58 @@ impl Pg {
             Some(p) if text.contains(p.as_str()) => text.replace(p.as_str(), "***"),
             _ => text,
         }
+    }
+}
+
+/// Where a transaction is in its runs: every transaction of a `Pg` that
+/// loses a conflict runs again, up to [`MAX_ATTEMPTS`] runs, after a
+/// jittered back-off that doubles from [`FIRST_BACKOFF`] up to
+/// [`MAX_BACKOFF`].
+struct Retries {
+    /// The run under way, from 1.
+    attempt: u32,
+    backoff: Duration,
+}
+
+impl Default for Retries {
+    fn default() -> Self {
+        Retries {
+            attempt: 1,
+            backoff: FIRST_BACKOFF,
+        }
+    }
+}
+
+impl Retries {
+    /// After the run under way lost a conflict (`cause`, when the
+    /// statement's error is at hand): the pause before the next run, or
+    /// the error that gives up when that run was the last allowed.
+    fn after_conflict(
+        &mut self,
+        pg: &Pg,
+        what: &str,
+        cause: Option<&tokio_postgres::Error>,
+    ) -> Result<Duration, StoreError> {
+        let attempt = self.attempt;
+        if attempt >= MAX_ATTEMPTS {
+            let cause = cause.map_or_else(String::new, |e| format!(": {}", pg.describe(e)));
+            return Err(pg.error(
+                what,
+                format!(
+                    "gave up after {attempt} attempts that each lost a conflict with \
+                     another transaction{cause}"
+                ),
+            ));
+        }
+        let cause = cause.map_or_else(String::new, |e| format!(" ({e})"));
+        tracing::debug!(
+            server = %pg.server(),
+            "{what}: attempt {attempt} lost a conflict{cause}; retrying"
+        );
+        let pause = jitter(self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.attempt += 1;
+        Ok(pause)
     }
 }
 

@@ -18,8 +18,9 @@ use std::ops::Bound;
 
 use tokio_postgres::types::ToSql;
 
-use super::{FIRST_BACKOFF, MAX_ATTEMPTS, MAX_BACKOFF, Pg, jitter, retryable};
+use super::{Pg, Retries, retryable};
 use crate::StoreError;
+use crate::bridge::block_on;
 use crate::tables::TableError;
 
 /// Which rows of a range a scan returns.
@@ -74,7 +75,7 @@ impl PgRows {
             let statement = conn.prepare_cached(sql).await?;
             conn.query(&statement, params).await
         };
-        self.pg.block_on(run).map_err(|e| {
+        block_on(run).map_err(|e| {
             if retryable(&e) {
                 self.conflict.set(true);
             }
@@ -87,7 +88,7 @@ impl PgRows {
             .conn
             .as_ref()
             .expect("the connection lives as long as the rows");
-        self.pg.block_on(conn.batch_execute(sql)).map_err(|e| {
+        block_on(conn.batch_execute(sql)).map_err(|e| {
             if retryable(&e) {
                 self.conflict.set(true);
             } else {
@@ -157,7 +158,7 @@ impl Pg {
     /// calling thread: `SERIALIZABLE` when `write`, else `REPEATABLE READ
     /// READ ONLY` (one snapshot). Commits when `f` returns `Ok`, rolls back
     /// otherwise. A transaction that lost a conflict runs again (calling
-    /// `f` again), up to [`MAX_ATTEMPTS`] times.
+    /// `f` again), up to [`MAX_ATTEMPTS`](super::MAX_ATTEMPTS) times.
     pub(crate) fn rows_transaction<T, E: From<TableError>>(
         &self,
         what: &str,
@@ -169,15 +170,11 @@ impl Pg {
         } else {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         };
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 1;
+        let mut retries = Retries::default();
         loop {
             let rows = PgRows {
                 pg: self.clone(),
-                conn: Some(
-                    self.block_on(self.connection(what))
-                        .map_err(TableError::from)?,
-                ),
+                conn: Some(block_on(self.connection(what)).map_err(TableError::from)?),
                 what: what.to_owned(),
                 conflict: Cell::new(false),
                 broken: Cell::new(false),
@@ -192,21 +189,11 @@ impl Pg {
                     (Err(e), _) => Err(e),
                 };
             }
-            if attempt >= MAX_ATTEMPTS {
-                let e = self.error(
-                    what,
-                    format!(
-                        "gave up after {attempt} attempts that each lost a conflict with \
-                         another transaction"
-                    ),
-                );
-                return Err(TableError::from(e).into());
-            }
-            tracing::debug!(server = %self.server(), "{what}: attempt {attempt} lost a conflict; retrying");
+            let pause = retries
+                .after_conflict(self, what, None)
+                .map_err(TableError::from)?;
             drop(rows);
-            self.block_on(self.sleep(jitter(backoff)));
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-            attempt += 1;
+            block_on(self.sleep(pause));
         }
     }
 }

@@ -22,7 +22,7 @@ use sandgraph_core::{
 use serde_json::{Map, Value};
 use tokio_postgres::Transaction;
 
-use super::{Pg, PgTxError};
+use super::{Pg, PgTxError, TxBody};
 use crate::StoreError;
 use crate::threads::{
     CheckpointRow, Head, Op, PreparedCheckpoint, ThreadInfo, check_thread_id, decode, encode,
@@ -209,24 +209,13 @@ impl PgThreads {
         &self,
         lease: &PgLease,
         graph: &str,
-        ops: Arc<Vec<Op>>,
+        ops: Vec<Op>,
         synchronous: bool,
     ) -> Result<(), StoreError> {
+        let body = save(lease, graph, Arc::new(ops));
         self.pg
-            .transaction("save a thread", synchronous, save(lease, graph, ops))
+            .transaction("save a thread", synchronous, body)
             .await
-    }
-
-    /// The same as [`Self::commit`], blocking.
-    pub(crate) fn commit_blocking(
-        &self,
-        lease: &PgLease,
-        graph: &str,
-        ops: Arc<Vec<Op>>,
-        synchronous: bool,
-    ) -> Result<(), StoreError> {
-        self.pg
-            .transaction_blocking("save a thread", synchronous, save(lease, graph, ops))
     }
 
     /// Whether checkpoint `id` of `thread` is stored.
@@ -633,13 +622,7 @@ impl Drop for PgLease {
 }
 
 /// The body of a writer's commit: the fence, then `ops` in order.
-fn save(
-    lease: &PgLease,
-    graph: &str,
-    ops: Arc<Vec<Op>>,
-) -> impl for<'t> FnMut(&'t Transaction<'t>) -> futures::future::BoxFuture<'t, TxResult<()>>
-+ Send
-+ 'static {
+fn save(lease: &PgLease, graph: &str, ops: Arc<Vec<Op>>) -> impl TxBody<()> {
     let (t, g, token, ttl) = (
         lease.thread.clone(),
         graph.to_owned(),

@@ -10,8 +10,9 @@ use serde::Deserialize;
 
 use super::lock;
 use super::redb_threads::Lease;
-use super::rows::{Op, apply_ops, begin_write, blocking, commit_ops};
+use super::rows::{Op, apply_ops, begin_write, commit_ops};
 use crate::StoreError;
+use crate::bridge::unblock;
 
 /// Most writers' requests the committer takes into one transaction.
 const GROUP_BATCH: usize = 128;
@@ -122,29 +123,11 @@ impl Committer {
         }
     }
 
-    fn request(
-        thread: &str,
-        graph: &str,
-        ops: Vec<Op>,
-        lease: Arc<Lease>,
-    ) -> (
-        CommitRequest,
-        tokio::sync::oneshot::Receiver<Result<(), StoreError>>,
-    ) {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let request = CommitRequest {
-            thread: thread.to_owned(),
-            graph: graph.to_owned(),
-            ops,
-            reply,
-            _lease: lease,
-        };
-        (request, answer)
-    }
-
     /// Commits `ops` of `thread`, in order and all or nothing, in a durable
     /// transaction shared with whatever the store's other writers commit at
-    /// the same time; resolves once it is on disk.
+    /// the same time; resolves once it is on disk. The future needs no
+    /// runtime (the committer thread does the work), so a thread outside
+    /// any runtime waits for it with [`crate::bridge::block_on`].
     pub(super) async fn commit(
         &self,
         db: &Arc<Database>,
@@ -153,32 +136,21 @@ impl Committer {
         ops: Vec<Op>,
         lease: Arc<Lease>,
     ) -> Result<(), StoreError> {
-        let (request, answer) = Self::request(thread, graph, ops, lease);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let request = CommitRequest {
+            thread: thread.to_owned(),
+            graph: graph.to_owned(),
+            ops,
+            reply,
+            _lease: lease,
+        };
         match self.send(db, request) {
             Ok(()) => answer.await.unwrap_or_else(|_| Err(committer_stopped())),
             Err(request) => {
                 let db = db.clone();
                 let stats = self.shared.stats.clone();
-                blocking(move || commit_alone(&db, &request, &stats)).await
+                unblock(move || commit_alone(&db, &request, &stats)).await
             }
-        }
-    }
-
-    /// [`Committer::commit`] from a thread outside any async runtime.
-    pub(super) fn commit_blocking(
-        &self,
-        db: &Arc<Database>,
-        thread: &str,
-        graph: &str,
-        ops: Vec<Op>,
-        lease: Arc<Lease>,
-    ) -> Result<(), StoreError> {
-        let (request, answer) = Self::request(thread, graph, ops, lease);
-        match self.send(db, request) {
-            Ok(()) => answer
-                .blocking_recv()
-                .unwrap_or_else(|_| Err(committer_stopped())),
-            Err(request) => commit_alone(db, &request, &self.shared.stats),
         }
     }
 }

@@ -480,22 +480,6 @@ pub(super) fn commit_ops(
     Ok(())
 }
 
-/// Runs blocking database work off the async executor's threads (inline
-/// when there is no tokio runtime).
-pub(super) async fn blocking<T, F>(f: F) -> Result<T, StoreError>
-where
-    F: FnOnce() -> Result<T, StoreError> + Send + 'static,
-    T: Send + 'static,
-{
-    match tokio::runtime::Handle::try_current() {
-        Ok(rt) => rt
-            .spawn_blocking(f)
-            .await
-            .map_err(|e| StoreError::Db(format!("the storage task failed: {e}")))?,
-        Err(_) => f(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ use super::committer::{log_saved, saved_tasks};
 use super::redb_threads::{Lease, RedbThreads};
 use super::rows::{Head, Op, prepare_checkpoint, prepare_task, read_row};
 use super::{Durability, ThreadStore, lock};
+use crate::bridge::block_on;
 use crate::postgres::threads::{PgLease, PgThreads};
 use crate::{StoreError, schema};
 
@@ -44,10 +45,12 @@ pub(super) enum WriterLease {
 }
 
 impl WriterLease {
-    /// Commits `ops` of `thread`, in order and all or nothing, and resolves
+    /// Commits `ops` of `thread`, in order and all or nothing, resolves
     /// once they are durable (redb: fsynced, through the group committer;
     /// PostgreSQL: fenced by the lease, `synchronous_commit` on when
-    /// `synchronous`).
+    /// `synchronous`), then logs the task records it saved. The one commit
+    /// of every mode: the executor awaits it (sync, exit), the async
+    /// writer's thread waits for it with [`block_on`].
     async fn commit(
         &self,
         thread: &str,
@@ -55,35 +58,17 @@ impl WriterLease {
         ops: Vec<Op>,
         synchronous: bool,
     ) -> Result<(), StoreError> {
+        let saved = saved_tasks(&ops);
         match self {
             WriterLease::Redb(b, lease) => {
                 b.committer
                     .commit(&b.db, thread, graph, ops, lease.clone())
-                    .await
+                    .await?;
             }
-            WriterLease::Postgres(b, lease) => {
-                b.commit(lease, graph, Arc::new(ops), synchronous).await
-            }
+            WriterLease::Postgres(b, lease) => b.commit(lease, graph, ops, synchronous).await?,
         }
-    }
-
-    /// [`WriterLease::commit`] from a thread outside any async runtime.
-    fn commit_blocking(
-        &self,
-        thread: &str,
-        graph: &str,
-        ops: Vec<Op>,
-        synchronous: bool,
-    ) -> Result<(), StoreError> {
-        match self {
-            WriterLease::Redb(b, lease) => {
-                b.committer
-                    .commit_blocking(&b.db, thread, graph, ops, lease.clone())
-            }
-            WriterLease::Postgres(b, lease) => {
-                b.commit_blocking(lease, graph, Arc::new(ops), synchronous)
-            }
-        }
+        log_saved(thread, &saved);
+        Ok(())
     }
 
     /// Whether checkpoint `id` of `thread` is stored.
@@ -218,20 +203,17 @@ impl ThreadWriter {
         run_error(&self.thread, e)
     }
 
-    /// Commits `ops` in one durable transaction through the store's group
-    /// committer, then logs the task records it saved.
+    /// Commits `ops` in one durable transaction (on redb through the
+    /// store's group committer).
     async fn commit(&self, ops: Vec<Op>) -> Result<(), RunError> {
-        let saved = saved_tasks(&ops);
         self.lease
             .commit(&self.thread, &self.graph, ops, true)
             .await
-            .map_err(|e| self.run_error(e))?;
-        log_saved(&self.thread, &saved);
-        Ok(())
+            .map_err(|e| self.run_error(e))
     }
 
-    /// Commits what a sync writer held; a failure stops the writer.
-    async fn commit_sync(&self, buffer: &Mutex<SyncBuffer>, ops: Vec<Op>) -> Result<(), RunError> {
+    /// Commits the step a sync writer held; a failure stops the writer.
+    async fn commit_step(&self, buffer: &Mutex<SyncBuffer>, ops: Vec<Op>) -> Result<(), RunError> {
         let committed = self.commit(ops).await;
         if let Err(e) = &committed {
             lock(buffer).failed = Some(e.clone());
@@ -327,15 +309,11 @@ fn async_worker(
         } else if !batch.is_empty() || sync_point {
             let ops = std::mem::take(&mut batch);
             let synchronous = !waiters.is_empty();
-            let saved = saved_tasks(&ops);
-            let committed = lease.commit_blocking(thread, graph, ops, synchronous);
+            let committed = block_on(lease.commit(thread, graph, ops, synchronous));
             unsynced = !synchronous && matches!(lease, WriterLease::Postgres(..));
-            match committed {
-                Ok(()) => log_saved(thread, &saved),
-                Err(e) => {
-                    tracing::error!(thread, "async checkpoint write failed: {e}");
-                    *lock(error) = Some(run_error(thread, e));
-                }
+            if let Err(e) = committed {
+                tracing::error!(thread, "async checkpoint write failed: {e}");
+                *lock(error) = Some(run_error(thread, e));
             }
         }
         let outcome = lock(error).clone().map_or(Ok(()), Err);
@@ -395,7 +373,7 @@ impl Checkpointer for ThreadWriter {
                     }
                     std::mem::take(&mut buffer.ops)
                 };
-                self.commit_sync(buffer, ops).await?;
+                self.commit_step(buffer, ops).await?;
                 *lock(&self.last) = Some(head);
                 return Ok(());
             }
@@ -420,7 +398,7 @@ impl Checkpointer for ThreadWriter {
                     if ops.is_empty() {
                         return Ok(());
                     }
-                    self.commit_sync(buffer, ops).await
+                    self.commit_step(buffer, ops).await
                 }
                 Mode::Async(queue) => {
                     let (reply, answer) = tokio::sync::oneshot::channel();

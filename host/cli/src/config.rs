@@ -33,7 +33,7 @@ pub(crate) mod studio;
 
 use std::path::Path;
 
-use sandgraph_agent::AgentConfig;
+use sandgraph_router::AgentConfig;
 use sandgraph_llm::ClientConfig;
 use sandgraph_registry::{LimitOverrides, OperatorConfig};
 

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sandgraph_agent::{GraphRoutingAgent, RouteError, RouteOptions, RouteOutcome};
-use sandgraph_agent::{Journal, JournalEntry};
+use sandgraph_router::{GraphRoutingAgent, RouteError, RouteOptions, RouteOutcome};
+use sandgraph_router::{Journal, JournalEntry};
 use sandgraph_factors::journal::CapabilityJournal;
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;

@@ -205,7 +205,7 @@ fn coordinator(
         CoordinatorOptions {
             max_new_activations: resolved.controller.max_new_activations,
             model: resolved.model,
-            journal: Some(sandgraph_agent::Journal::open(store)),
+            journal: Some(sandgraph_router::Journal::open(store)),
             threads: Some(store.threads()),
         },
     )))
@@ -401,7 +401,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
         // principals (a tokens file) shows it to none of them.
         let journal = match &args.tokens {
             Some(_) => None,
-            None => store.as_ref().map(sandgraph_agent::Journal::open),
+            None => store.as_ref().map(sandgraph_router::Journal::open),
         };
         let studio = StudioOptions { journal, operators };
         let context = server.context().clone();

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::state::{AgentGraphStore, AttemptStatus, SupervisorWake, UpdateSource, WakeStatus};
-use sandgraph_schema::ParameterSchema;
+use sandgraph_params::ParameterSchema;
 
 use crate::error::{ToolCode, ToolFailure};
 use crate::ids::{graph_wake_attempt_id, graph_wake_id, stable_hash};

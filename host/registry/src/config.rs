@@ -278,21 +278,21 @@ pub struct OperatorConfig {
     #[serde(default)]
     pub load: LimitOverrides,
     /// `[llm]`: the model provider, without its `models` table. Checked
-    /// by `sandgraph-agent`.
+    /// by `sandgraph-router`.
     #[serde(default)]
     pub llm: toml::Table,
     /// `[llm.models]`: model aliases graphs may be granted, alias to the
     /// provider's model name. Taken out of `llm` when the file is parsed.
     #[serde(skip)]
     pub llm_models: BTreeMap<String, String>,
-    /// `[routing]`: the routing agent. Checked by `sandgraph-agent`.
+    /// `[routing]`: the routing agent. Checked by `sandgraph-router`.
     #[serde(default)]
     pub routing: toml::Table,
-    /// `[policy]`: built-in routing hooks. Checked by `sandgraph-agent`.
+    /// `[policy]`: built-in routing hooks. Checked by `sandgraph-router`.
     #[serde(default)]
     pub policy: toml::Table,
     /// `[agents.<id>]`: routing-agent profiles of the controller. Checked by
-    /// `sandgraph-agent`.
+    /// `sandgraph-router`.
     #[serde(default)]
     pub agents: toml::Table,
     /// `[controller]`: the agent-graph supervisor. Checked by the CLI

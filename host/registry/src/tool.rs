@@ -16,7 +16,7 @@ use sandgraph_runtime::{
     CancellationToken, ErrorCode, Graph, Limits, PreparedRun, RunError, RunOptions, RunOutcome,
     Runtime, StepEvent,
 };
-use sandgraph_schema::ParameterSchema;
+use sandgraph_params::ParameterSchema;
 use sandgraph_store::Durability;
 use serde_json::{Map, Value};
 use tokio::sync::OnceCell;

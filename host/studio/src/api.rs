@@ -10,7 +10,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Extension, Router};
-use sandgraph_agent::Journal;
+use sandgraph_router::Journal;
 use sandgraph_core::RunError;
 use sandgraph_server::{Context, Principal};
 use sandgraph_store::StoreError;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
-use sandgraph_agent::{JournalEntry, JournalError};
+use sandgraph_router::{JournalEntry, JournalError};
 use serde_json::{Value, json};
 
 use crate::api::{ApiError, Studio, blocking, json_body, limit};

@@ -33,7 +33,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use sandgraph_agent::Journal;
+use sandgraph_router::Journal;
 use sandgraph_server::{Context, Door, RouteSet, hold_until_sent};
 
 use api::ApiError;

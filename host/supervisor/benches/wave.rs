@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandgraph_agent::AgentConfig;
+use sandgraph_router::AgentConfig;
 use sandgraph_controller::{AgentGraphTools, CallIdentity, OpenAgentGraphs};
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{Registry, RegistryOptions};

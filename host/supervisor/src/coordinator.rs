@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use sandgraph_agent::{
+use sandgraph_router::{
     AgentConfig, Fallback, GraphRoutingAgent, RouteOptions, RouterOptions, ToolFilter,
 };
 use sandgraph_controller::ids::{
@@ -43,7 +43,7 @@ pub struct CoordinatorOptions {
     /// The model of `new_preset` work and of agent profiles without one.
     pub model: String,
     /// Where the routing attempts of every work item are recorded.
-    pub journal: Option<sandgraph_agent::Journal>,
+    pub journal: Option<sandgraph_router::Journal>,
     /// Durable threads of the operators: each operator's graphs run on
     /// threads of its own, so `operatorId` work continues their state.
     pub threads: Option<sandgraph_store::ThreadStore>,
@@ -108,7 +108,7 @@ struct Inner {
     provider: Arc<dyn Provider>,
     agents: AgentConfig,
     options: CoordinatorOptions,
-    journal: Option<sandgraph_agent::Journal>,
+    journal: Option<sandgraph_router::Journal>,
     threads: Option<sandgraph_store::ThreadStore>,
     /// One wave per process at a time: a drive requested while a wave runs
     /// waits and then sees the new work.

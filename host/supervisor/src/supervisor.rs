@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sandgraph_agent::AgentConfig;
+use sandgraph_router::AgentConfig;
 use sandgraph_controller::ids::{graph_wake_attempt_id, stable_hash32};
 use sandgraph_controller::{
     AgentGraphTools, AttemptStatus, CallIdentity, ControlError, GraphRecord, OpenAgentGraphs,
@@ -398,7 +398,7 @@ impl Supervisor {
             CoordinatorOptions {
                 max_new_activations: options.max_new_activations,
                 model: options.model.clone(),
-                journal: journal.then(|| sandgraph_agent::Journal::open(&store)),
+                journal: journal.then(|| sandgraph_router::Journal::open(&store)),
                 threads: Some(store.threads()),
             },
         );

@@ -12,7 +12,7 @@ mod runs;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandgraph_agent::AgentConfig;
+use sandgraph_router::AgentConfig;
 use sandgraph_controller::ids::graph_edge_id;
 use sandgraph_controller::{
     AdmissionStatus, AgentGraphTools, AttemptStatus, OpenAgentGraphs, OperatorEdge, Projection,
@@ -161,7 +161,7 @@ async fn three_work_items_run_and_the_supervisor_finishes_with_their_records() {
     assert_eq!(wakes[0].status, WakeStatus::Delivered);
     assert_eq!(wakes[0].attempt_count, 1);
     // The routing attempts of the work are journaled.
-    let journal = sandgraph_agent::Journal::open(&store);
+    let journal = sandgraph_router::Journal::open(&store);
     assert_eq!(journal.entries(None, None).unwrap().len(), 3);
 
     let events = events.lock().unwrap().clone();

@@ -11,7 +11,7 @@ use serde_json::Value;
 const LOWER: &[&str] = &[
     "sandgraph-spec",
     "sandgraph-core",
-    "sandgraph-schema",
+    "sandgraph-params",
     "sandgraph-store",
     "sandgraph-runtime",
     "sandgraph-factors",
@@ -24,7 +24,7 @@ const LOWER: &[&str] = &[
 const UPPER: &[&str] = &[
     "sandgraph-registry",
     "sandgraph-controller",
-    "sandgraph-agent",
+    "sandgraph-router",
     "sandgraph-supervisor",
     "sandgraph-server",
     "sandgraph-mcp",
@@ -72,7 +72,7 @@ const UNREACHABLE: &[(&str, &[&str], &str)] = &[
         "the store keeps bytes and JSON, it never runs a graph",
     ),
     (
-        "sandgraph-schema",
+        "sandgraph-params",
         &["wasmtime"],
         "the parameter DSL never runs a graph",
     ),

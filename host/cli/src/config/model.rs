@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sandgraph_agent::AgentConfig;
+use sandgraph_router::AgentConfig;
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{DEFAULT_CONFIG_FILE, OperatorConfig};
 use sandgraph_runtime::{ErrorCode, RunError};

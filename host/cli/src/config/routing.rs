@@ -1,6 +1,6 @@
 //! `route`'s flags over `[routing]` over the defaults.
 
-use sandgraph_agent::{Fallback, RouterOptions, ToolFilter};
+use sandgraph_router::{Fallback, RouterOptions, ToolFilter};
 
 use super::Resolved;
 
@@ -45,7 +45,7 @@ pub(crate) fn router_options(resolved: &Resolved, flags: &RoutingArgs) -> Router
 
 /// A flag over the config; a graph over a reply at the same level (the
 /// config refuses both, the flags conflict).
-fn fallback(flags: &RoutingArgs, routing: &sandgraph_agent::RoutingConfig) -> Fallback {
+fn fallback(flags: &RoutingArgs, routing: &sandgraph_router::RoutingConfig) -> Fallback {
     if let Some(name) = &flags.fallback {
         Fallback::Tool(name.clone())
     } else if let Some(reply) = &flags.fallback_reply {

@@ -596,7 +596,7 @@ fn read_error(text: &str) -> String {
         Ok(config) => config,
         Err(e) => return e.to_string(),
     };
-    if let Err(e) = sandgraph_agent::AgentConfig::from_operator(&operator) {
+    if let Err(e) = sandgraph_router::AgentConfig::from_operator(&operator) {
         return e.to_string();
     }
     let loaded = crate::config::LoadedConfig {

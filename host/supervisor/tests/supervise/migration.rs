@@ -4,7 +4,7 @@
 //! migrated on connect; its rows read back through their owners' APIs, in
 //! order, and the logs number on from their last row.
 
-use sandgraph_agent::{Journal, JournalEntry};
+use sandgraph_router::{Journal, JournalEntry};
 use sandgraph_core::audit::CapabilityCall;
 use sandgraph_factors::journal::CapabilityJournal;
 use sandgraph_store::{PG_SCHEMA_VERSION, Store};

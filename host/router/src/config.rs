@@ -91,7 +91,7 @@ pub struct AgentProfile {
     pub system_prompt: Option<String>,
 }
 
-/// Everything `sandgraph-agent` reads from `sandgraph.toml`.
+/// Everything `sandgraph-router` reads from `sandgraph.toml`.
 #[derive(Debug, Clone, Default)]
 pub struct AgentConfig {
     /// `[llm]`.

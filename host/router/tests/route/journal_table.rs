@@ -1,4 +1,4 @@
-//! The routing journal's table (`sandgraph_agent::Journal`): append-only,
+//! The routing journal's table (`sandgraph_router::Journal`): append-only,
 //! numbered 1, 2, 3, ... without gaps, filtered, bounded, durable, on redb
 //! and on PostgreSQL, and readable in files written before the journal
 //! was this crate's table.
@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sandgraph_agent::{Journal, JournalEntry};
+use sandgraph_router::{Journal, JournalEntry};
 use sandgraph_store::Store;
 use sandgraph_tests::postgres::TestPostgres;
 use serde_json::json;

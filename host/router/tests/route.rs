@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandgraph_agent::{
+use sandgraph_router::{
     FALLBACK_TOOL, Fallback, FallbackHandler, GraphRoutingAgent, Journal, PostDecision,
     PreDecision, RouteError, RouterOptions, ToolFilter, feedback,
 };
@@ -868,7 +868,7 @@ max_length = 5
         Path::new("sandgraph.toml"),
     )
     .unwrap();
-    let policy = sandgraph_agent::AgentConfig::from_operator(&config)
+    let policy = sandgraph_router::AgentConfig::from_operator(&config)
         .unwrap()
         .policy;
     assert_eq!(
@@ -908,14 +908,14 @@ async fn a_policy_that_cannot_work_is_a_config_error() {
         Path::new("sandgraph.toml"),
     )
     .unwrap();
-    let err = sandgraph_agent::AgentConfig::from_operator(&config).unwrap_err();
+    let err = sandgraph_router::AgentConfig::from_operator(&config).unwrap_err();
     assert_eq!(
         err.to_string(),
         "sandgraph.toml: [policy]: limit[0]: path \"topic\" is not a JSON pointer (it starts with /)"
     );
     let config =
         OperatorConfig::parse("[llm]\nmodle = \"x\"\n", Path::new("sandgraph.toml")).unwrap();
-    let err = sandgraph_agent::AgentConfig::from_operator(&config).unwrap_err();
+    let err = sandgraph_router::AgentConfig::from_operator(&config).unwrap_err();
     assert!(
         err.to_string()
             .starts_with("sandgraph.toml: [llm]: unknown field `modle`"),

@@ -1,6 +1,6 @@
 //! Compilation of the value schema DSL and argument validation, table-driven.
 
-use sandgraph_schema::{ArgsError, INVALID_ARGS, ParameterSchema, SchemaError, UNSUPPORTED_SCHEMA};
+use sandgraph_params::{ArgsError, INVALID_ARGS, ParameterSchema, SchemaError, UNSUPPORTED_SCHEMA};
 use serde_json::{Value, json};
 
 fn greet_spec() -> Value {
@@ -792,7 +792,7 @@ mod proptests {
     use proptest::prelude::*;
     use proptest::test_runner::{Config, RngSeed};
     use sandgraph_core::json::check_lossless;
-    use sandgraph_schema::ParameterSchema;
+    use sandgraph_params::ParameterSchema;
     use serde_json::{Map, Number, Value};
 
     fn cases() -> u32 {
@@ -1099,7 +1099,7 @@ mod proptests {
             }
             Err(e) => {
                 prop_assert!(!e.violations.is_empty());
-                prop_assert_eq!(e.code(), sandgraph_schema::INVALID_ARGS);
+                prop_assert_eq!(e.code(), sandgraph_params::INVALID_ARGS);
                 for v in &e.violations {
                     prop_assert!(v.contains("\"arguments"), "{}", v);
                 }
@@ -1136,7 +1136,7 @@ mod proptests {
                 }
                 Err(e) => {
                     prop_assert!(!e.violations.is_empty());
-                    prop_assert_eq!(e.code(), sandgraph_schema::UNSUPPORTED_SCHEMA);
+                    prop_assert_eq!(e.code(), sandgraph_params::UNSUPPORTED_SCHEMA);
                     for v in &e.violations {
                         prop_assert!(v.contains("parameters"), "{}", v);
                     }

@@ -33,9 +33,9 @@ pub(crate) mod studio;
 
 use std::path::Path;
 
-use sandgraph_router::AgentConfig;
 use sandgraph_llm::ClientConfig;
 use sandgraph_registry::{LimitOverrides, OperatorConfig};
+use sandgraph_router::AgentConfig;
 
 use crate::exit::Failure;
 

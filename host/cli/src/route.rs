@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use sandgraph_factors::journal::CapabilityJournal;
 use sandgraph_router::{GraphRoutingAgent, RouteError, RouteOptions, RouteOutcome};
 use sandgraph_router::{Journal, JournalEntry};
-use sandgraph_factors::journal::CapabilityJournal;
 use sandgraph_runtime::{ErrorCode, RunError};
 use sandgraph_store::Store;
 

@@ -29,6 +29,10 @@ use sandgraph_runtime::caps::{Call, Charged, Factor, Grant, RunControl, StoreDat
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
+mod config;
+
+pub use config::{InvalidLlmGrant, LlmGrantConfig};
+
 /// Most bytes of one request the host takes from a guest (message texts,
 /// tool calls, tool definitions and their schemas, each item counted with
 /// [`ITEM_OVERHEAD_BYTES`]): 1 MiB is hundreds of pages of prompt, more

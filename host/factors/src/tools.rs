@@ -28,6 +28,10 @@ use sandgraph_runtime::caps::{Call, Factor, Grant, RunControl, StoreData, lendin
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
+mod config;
+
+pub use config::{InvalidToolsGrant, ToolsGrantConfig};
+
 /// Deepest chain of runs `tools` calls may build, the outermost run
 /// included: each level holds an instance and its caller's slot while it
 /// waits, so the depth bounds what one call can tie up.

@@ -42,8 +42,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sandgraph_factors::http::{HttpGrant, HttpGrantConfig};
-use sandgraph_factors::llm::{DEFAULT_ALIAS, LlmGrant, MAX_ALIAS_BYTES};
-use sandgraph_factors::tools::ToolsGrant;
+use sandgraph_factors::llm::{DEFAULT_ALIAS, LlmGrant, LlmGrantConfig, MAX_ALIAS_BYTES};
+use sandgraph_factors::tools::{ToolsGrant, ToolsGrantConfig};
 use sandgraph_runtime::Limits;
 use serde::Deserialize;
 
@@ -166,36 +166,10 @@ pub struct GrantsConfig {
     pub http: Option<HttpGrantConfig>,
 }
 
-/// The `llm` grant of a graph.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LlmGrantConfig {
-    /// Model aliases the graph may name: `default` or `[llm.models]` keys.
-    pub models: Vec<String>,
-    /// Chat calls per run.
-    pub max_calls: Option<u32>,
-    /// Prompt plus completion tokens per run.
-    pub max_tokens: Option<u64>,
-}
-
-/// The `tools` grant of a graph.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolsGrantConfig {
-    /// Graph tools the graph may call.
-    pub allow: Vec<String>,
-    /// Tool calls per run.
-    pub max_calls: Option<u32>,
-}
-
 impl GrantsConfig {
     /// The runtime's `llm` grant, if any.
     pub fn llm(&self) -> Option<LlmGrant> {
-        self.llm.as_ref().map(|g| LlmGrant {
-            models: g.models.clone(),
-            max_calls: g.max_calls,
-            max_tokens: g.max_tokens,
-        })
+        self.llm.as_ref().map(LlmGrantConfig::grant)
     }
 
     /// The runtime's `http` grant, if any (checked at parse time, so a
@@ -206,44 +180,20 @@ impl GrantsConfig {
 
     /// The runtime's `tools` grant, if any.
     pub fn tools(&self) -> Option<ToolsGrant> {
-        self.tools.as_ref().map(|g| ToolsGrant {
-            allow: g.allow.clone(),
-            max_calls: g.max_calls,
-        })
+        self.tools.as_ref().map(ToolsGrantConfig::grant)
     }
 
     /// What cannot work: empty lists, zero quotas, aliases `[llm.models]`
     /// does not define.
     fn check(&self, models: &BTreeMap<String, String>) -> Result<(), String> {
         if let Some(llm) = &self.llm {
-            if llm.models.is_empty() {
-                return Err("llm.models must name at least one model alias".into());
-            }
-            for alias in &llm.models {
-                if alias != DEFAULT_ALIAS && !models.contains_key(alias) {
-                    return Err(format!(
-                        "llm.models names \"{alias}\", which [llm.models] does not define \
-                         (define it there, or grant \"{DEFAULT_ALIAS}\" for [llm].model)"
-                    ));
-                }
-            }
-            if llm.max_calls == Some(0) {
-                return Err("llm.max_calls must be at least 1".into());
-            }
-            if llm.max_tokens == Some(0) {
-                return Err("llm.max_tokens must be at least 1".into());
-            }
+            llm.check(models).map_err(|e| e.to_string())?;
         }
         if let Some(http) = &self.http {
             http.check().map_err(|e| e.to_string())?;
         }
         if let Some(tools) = &self.tools {
-            if tools.allow.is_empty() {
-                return Err("tools.allow must name at least one graph tool".into());
-            }
-            if tools.max_calls == Some(0) {
-                return Err("tools.max_calls must be at least 1".into());
-            }
+            tools.check().map_err(|e| e.to_string())?;
         }
         Ok(())
     }

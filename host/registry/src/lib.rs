@@ -56,8 +56,7 @@ mod watch;
 
 pub use compile::load_cached;
 pub use config::{
-    DEFAULT_CONFIG_FILE, GrantsConfig, GraphOverrides, LimitOverrides, LlmGrantConfig,
-    OperatorConfig, ToolsGrantConfig,
+    DEFAULT_CONFIG_FILE, GrantsConfig, GraphOverrides, LimitOverrides, OperatorConfig,
 };
 pub use error::{MountErrorKind, MountWarning, RegistryError};
 pub use registry::{

@@ -12,11 +12,11 @@ use sandgraph_factors::tools::ToolsAccess;
 use sandgraph_runtime::caps::{Capabilities, SubRun};
 
 use crate::subrun::Backends;
+use sandgraph_params::ParameterSchema;
 use sandgraph_runtime::{
     CancellationToken, ErrorCode, Graph, Limits, PreparedRun, RunError, RunOptions, RunOutcome,
     Runtime, StepEvent,
 };
-use sandgraph_params::ParameterSchema;
 use sandgraph_store::Durability;
 use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
@@ -562,8 +562,14 @@ impl GraphTool {
                 let graph = self.graph().await?;
                 let input = checked.accept(&graph, &args)?;
                 let run_opts = self.run_options(opts);
-                self.run_graph(&graph, Start::Input(input), run_opts, threads.as_ref(), on_step)
-                    .await
+                self.run_graph(
+                    &graph,
+                    Start::Input(input),
+                    run_opts,
+                    threads.as_ref(),
+                    on_step,
+                )
+                .await
             }
             (start, None) => {
                 let graph = self.graph().await?;

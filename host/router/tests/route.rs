@@ -9,12 +9,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
+use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
 use sandgraph_router::{
     FALLBACK_TOOL, Fallback, FallbackHandler, GraphRoutingAgent, Journal, PostDecision,
     PreDecision, RouteError, RouterOptions, ToolFilter, feedback,
 };
-use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
-use sandgraph_registry::{OperatorConfig, Registry, RegistryOptions};
 use sandgraph_test_llm::{Recorded, Reply, ScriptedLlm};
 use sandgraph_tests::{ECHO, GRAPH_CONTEXT, GRAPH_ERRORS, GRAPH_FALLBACK, GREET};
 use serde_json::{Value, json};

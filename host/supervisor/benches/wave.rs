@@ -15,10 +15,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandgraph_router::AgentConfig;
 use sandgraph_controller::{AgentGraphTools, CallIdentity, OpenAgentGraphs};
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{Registry, RegistryOptions};
+use sandgraph_router::AgentConfig;
 use sandgraph_store::Store;
 use sandgraph_supervisor::{Coordinator, CoordinatorOptions};
 use sandgraph_test_llm::{Reply, ScriptedLlm};

@@ -5,9 +5,6 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use sandgraph_router::{
-    AgentConfig, Fallback, GraphRoutingAgent, RouteOptions, RouterOptions, ToolFilter,
-};
 use sandgraph_controller::ids::{
     graph_claim_id, graph_edge_id, graph_operator_id, graph_provision_id, graph_record_id,
     stable_hash, stable_hash32,
@@ -20,6 +17,9 @@ use sandgraph_controller::{
 };
 use sandgraph_llm::Provider;
 use sandgraph_registry::Registry;
+use sandgraph_router::{
+    AgentConfig, Fallback, GraphRoutingAgent, RouteOptions, RouterOptions, ToolFilter,
+};
 use serde_json::json;
 
 /// How often a running work item's claim is looked at, so a stop or a

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sandgraph_router::AgentConfig;
 use sandgraph_controller::ids::{graph_wake_attempt_id, stable_hash32};
 use sandgraph_controller::{
     AgentGraphTools, AttemptStatus, CallIdentity, ControlError, GraphRecord, OpenAgentGraphs,
@@ -14,6 +13,7 @@ use sandgraph_controller::{
 };
 use sandgraph_llm::{ChatResponse, LlmError, Message, Provider, ToolCall, ToolSpec};
 use sandgraph_registry::Registry;
+use sandgraph_router::AgentConfig;
 use sandgraph_store::Store;
 use serde_json::{Value, json};
 

@@ -12,7 +12,6 @@ mod runs;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandgraph_router::AgentConfig;
 use sandgraph_controller::ids::graph_edge_id;
 use sandgraph_controller::{
     AdmissionStatus, AgentGraphTools, AttemptStatus, OpenAgentGraphs, OperatorEdge, Projection,
@@ -20,6 +19,7 @@ use sandgraph_controller::{
 };
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{Registry, RegistryOptions};
+use sandgraph_router::AgentConfig;
 use sandgraph_store::Store;
 use sandgraph_supervisor::{Event, SuperviseError, Supervisor, SupervisorOptions};
 use sandgraph_test_llm::demo::supervisor_demo;

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use sandgraph_router::AgentConfig;
 use sandgraph_llm::{ClientConfig, OpenAiClient, Provider};
 use sandgraph_registry::{DEFAULT_CONFIG_FILE, OperatorConfig};
+use sandgraph_router::AgentConfig;
 use sandgraph_runtime::{ErrorCode, RunError};
 
 use super::{ConfigOrigin, LoadedConfig};

@@ -4,9 +4,9 @@
 //! migrated on connect; its rows read back through their owners' APIs, in
 //! order, and the logs number on from their last row.
 
-use sandgraph_router::{Journal, JournalEntry};
 use sandgraph_core::audit::CapabilityCall;
 use sandgraph_factors::journal::CapabilityJournal;
+use sandgraph_router::{Journal, JournalEntry};
 use sandgraph_store::{PG_SCHEMA_VERSION, Store};
 use sandgraph_supervisor::{SupervisorRun, SupervisorRuns};
 use sandgraph_tests::postgres::TestPostgres;
